@@ -1,0 +1,117 @@
+"""Shared behaviour of every backend: length checks, grammar validation, the truncation retry."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from localfa.engine.errors import ContextLengthError, InvalidOutputError, TruncatedOutputError
+from localfa.engine.types import Message, Request, Response, Usage
+
+
+@dataclass
+class RawOutput:
+    """What a backend produced for one request, before validation."""
+
+    text: str
+    finish_reason: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    latency_s: float = 0.0
+
+
+class BaseEngine(ABC):
+    """Backends implement `_generate_raw`; this class turns raw text into validated responses.
+
+    A constrained output cut by `max_tokens` is retried once, as one batch, with twice the room;
+    still cut, it raises `TruncatedOutputError`. A prompt longer than the context window raises
+    `ContextLengthError` before anything is sent.
+    """
+
+    name: str = "base"
+    max_model_len: int | None = None
+    retry_factor: int = 2
+
+    @abstractmethod
+    def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
+        """Generate one raw output per request, in order, as one batch where the backend can."""
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
+        """Prompt length after the chat template, or None when the backend cannot tell cheaply."""
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of plain text; backends with a tokenizer override this."""
+        return max(1, len(text) // 4)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "max_model_len": self.max_model_len}
+
+    def close(self) -> None:
+        """Release the model; backends holding processes override this."""
+
+    # -----------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[Request]) -> list[Response]:
+        requests = list(requests)
+        if not requests:
+            return []
+        self._check_lengths(requests)
+        started = time.perf_counter()
+        raws = self._generate_raw(requests)
+        if len(raws) != len(requests):
+            raise RuntimeError(f"backend {self.name} returned {len(raws)} outputs for {len(requests)} requests")
+        elapsed = time.perf_counter() - started
+        responses: list[Response | None] = [None] * len(requests)
+        to_retry: list[int] = []
+        for i, (req, raw) in enumerate(zip(requests, raws)):
+            if raw.finish_reason == "length":
+                to_retry.append(i)
+                continue
+            responses[i] = self._validated(req, raw, elapsed)
+        if to_retry:
+            bigger = [self._with_more_room(requests[i]) for i in to_retry]
+            started = time.perf_counter()
+            retried = self._generate_raw(bigger)
+            elapsed_retry = time.perf_counter() - started
+            for i, req, raw in zip(to_retry, bigger, retried):
+                if raw.finish_reason == "length":
+                    raise TruncatedOutputError(req.grammar.name, req.sampling.max_tokens, raw.text)
+                resp = self._validated(req, raw, elapsed + elapsed_retry)
+                resp.retried = True
+                first = raws[i]
+                resp.usage.prompt_tokens += first.prompt_tokens
+                resp.usage.completion_tokens += first.completion_tokens
+                resp.usage.cached_tokens += first.cached_tokens
+                resp.usage.calls += 1
+                responses[i] = resp
+        return [r for r in responses if r is not None]
+
+    def _with_more_room(self, req: Request) -> Request:
+        room = req.sampling.max_tokens * self.retry_factor
+        return replace(req, sampling=req.sampling.with_(max_tokens=room))
+
+    def _validated(self, req: Request, raw: RawOutput, batch_latency: float) -> Response:
+        try:
+            value = req.grammar.parse(raw.text)
+        except InvalidOutputError:
+            raise
+        usage = Usage(raw.prompt_tokens, raw.completion_tokens, raw.cached_tokens, calls=1)
+        return Response(
+            text=raw.text,
+            value=value,
+            finish_reason=raw.finish_reason,
+            usage=usage,
+            latency_s=raw.latency_s or batch_latency,
+            key=req.key,
+        )
+
+    def _check_lengths(self, requests: Sequence[Request]) -> None:
+        if not self.max_model_len:
+            return
+        for req in requests:
+            n = self.count_prompt_tokens(req.messages)
+            if n is not None and n >= self.max_model_len:
+                raise ContextLengthError(n, self.max_model_len)

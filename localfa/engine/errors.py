@@ -1,0 +1,53 @@
+"""Typed engine errors, so callers can tell a bad grammar from a cut answer from a long prompt."""
+
+from __future__ import annotations
+
+
+class EngineError(RuntimeError):
+    """Base class for every failure raised by an engine backend."""
+
+
+class GrammarError(EngineError):
+    """A grammar that cannot be compiled or enforced; names the grammar."""
+
+    def __init__(self, grammar_name: str, detail: str) -> None:
+        super().__init__(f"grammar {grammar_name!r} is invalid: {detail}")
+        self.grammar_name = grammar_name
+        self.detail = detail
+
+
+class TruncatedOutputError(EngineError):
+    """A constrained answer was cut by max_tokens even after the retry with more room."""
+
+    def __init__(self, grammar_name: str, max_tokens: int, text: str) -> None:
+        super().__init__(
+            f"output for grammar {grammar_name!r} was cut at max_tokens={max_tokens} "
+            f"(after one retry with more room); last text: {text[-120:]!r}"
+        )
+        self.grammar_name = grammar_name
+        self.max_tokens = max_tokens
+        self.text = text
+
+
+class ContextLengthError(EngineError):
+    """The prompt does not fit in the model's context window."""
+
+    def __init__(self, prompt_tokens: int, max_model_len: int) -> None:
+        super().__init__(
+            f"prompt is {prompt_tokens} tokens but the model's context holds {max_model_len}"
+        )
+        self.prompt_tokens = prompt_tokens
+        self.max_model_len = max_model_len
+
+
+class InvalidOutputError(EngineError):
+    """Text that does not satisfy its grammar (only possible from a misbehaving backend)."""
+
+    def __init__(self, grammar_name: str, text: str, detail: str) -> None:
+        super().__init__(f"output does not satisfy grammar {grammar_name!r}: {detail}; text={text[:200]!r}")
+        self.grammar_name = grammar_name
+        self.text = text
+
+
+class ModelPathError(EngineError):
+    """A model reference that is not a local folder (we never download)."""

@@ -1,0 +1,115 @@
+"""transformers + Outlines: the fallback for machines where vLLM will not install.
+
+Outlines enforces the grammar (llguidance for every kind, the same engine vLLM's `guidance`
+backend uses). Requests run one at a time, each under its own seed, so results do not depend on
+batch composition; there is no prefix cache here, so cached tokens are always 0.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from localfa import offline
+from localfa.engine.base import BaseEngine, RawOutput
+from localfa.engine.errors import GrammarError, InvalidOutputError
+from localfa.engine.types import Message, Request
+
+
+class TransformersEngine(BaseEngine):
+    name = "transformers"
+
+    def __init__(self, model_dir: Path, max_model_len: int | None = None, grammar_backend: str = "llguidance",
+                 threads: int | None = None) -> None:
+        offline.enforce()
+        import outlines
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if threads:
+            torch.set_num_threads(threads)
+        self._torch = torch
+        self.model_dir = Path(model_dir)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        self.hf_model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+        self.hf_model.eval()
+        self.model = outlines.from_transformers(self.hf_model, self.tokenizer)
+        limit = getattr(self.hf_model.config, "max_position_embeddings", None)
+        self.max_model_len = max_model_len or limit
+        self.grammar_backend = grammar_backend
+        self._generators: dict[str, Any] = {}
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        return len(self.tokenizer.encode(self._prompt(messages), add_special_tokens=False))
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def describe(self) -> dict[str, Any]:
+        import outlines
+        import transformers
+
+        return {
+            "backend": self.name,
+            "transformers_version": transformers.__version__,
+            "outlines_version": getattr(outlines, "__version__", "unknown"),
+            "grammar_backend": self.grammar_backend,
+            "max_model_len": self.max_model_len,
+            "dtype": "float32",
+        }
+
+    def _prompt(self, messages: Sequence[Message]) -> str:
+        return self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+
+    def _generator(self, req: Request) -> Any:
+        import outlines
+
+        key = req.grammar.fingerprint
+        if key not in self._generators:
+            try:
+                self._generators[key] = outlines.Generator(self.model, req.grammar.output_type(), self.grammar_backend)
+            except Exception as exc:
+                raise GrammarError(req.grammar.name, f"{type(exc).__name__}: {exc}") from exc
+        return self._generators[key]
+
+    def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
+        outs: list[RawOutput] = []
+        for req in requests:
+            gen = self._generator(req)
+            prompt = self._prompt(req.messages)
+            s = req.sampling
+            kwargs: dict[str, Any] = {"max_new_tokens": s.max_tokens}
+            if s.temperature > 0:
+                kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p)
+            else:
+                kwargs.update(do_sample=False)
+            if s.seed is not None:
+                self._torch.manual_seed(s.seed)
+            started = time.perf_counter()
+            with self._torch.inference_mode():
+                text = gen(prompt, **kwargs)
+            latency = time.perf_counter() - started
+            n_out = self.count_tokens(text)
+            outs.append(
+                RawOutput(
+                    text=text,
+                    finish_reason=self._finish_reason(req, text, n_out),
+                    prompt_tokens=len(self.tokenizer.encode(prompt, add_special_tokens=False)),
+                    completion_tokens=n_out,
+                    cached_tokens=0,
+                    latency_s=latency,
+                )
+            )
+        return outs
+
+    @staticmethod
+    def _finish_reason(req: Request, text: str, n_out: int) -> str:
+        """Outlines does not report why generation stopped: infer it from length and validity."""
+        if n_out >= req.sampling.max_tokens:
+            return "length"
+        try:
+            req.grammar.parse(text)
+        except InvalidOutputError:
+            return "length" if n_out >= int(0.9 * req.sampling.max_tokens) else "stop"
+        return "stop"

@@ -1,0 +1,98 @@
+"""The engine protocol's data: what a method asks for and what it gets back."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+from localfa.engine.grammar import Grammar
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling settings of one request. `seed` is per request (see `derive_seed`)."""
+
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_tokens: int = 256
+    seed: int | None = None
+
+    def with_(self, **changes: Any) -> "Sampling":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Request:
+    """Chat messages + exactly one grammar + sampling. `key` names the call for logs and seeds."""
+
+    messages: tuple[Message, ...]
+    grammar: Grammar
+    sampling: Sampling = field(default_factory=Sampling)
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.messages, tuple):
+            object.__setattr__(self, "messages", tuple(dict(m) for m in self.messages))
+
+
+@dataclass
+class Usage:
+    """Token accounting; `cached_tokens` are prompt tokens served from the prefix cache."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    calls: int = 0
+
+    def add(self, other: "Usage") -> "Usage":
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cached_tokens += other.cached_tokens
+        self.calls += other.calls
+        return self
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+        }
+
+
+@dataclass
+class Response:
+    """One answer: raw text, the grammar-validated value, why it stopped, usage and latency."""
+
+    text: str
+    value: Any
+    finish_reason: str
+    usage: Usage
+    latency_s: float
+    key: str = ""
+    from_cache: bool = False
+    retried: bool = False
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """The one protocol every backend implements: a whole batch in, a whole batch out."""
+
+    name: str
+
+    def generate(self, requests: Sequence[Request]) -> list[Response]: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def derive_seed(run_seed: int, trace_id: str, call_key: str) -> int:
+    """A request's seed from (run seed, trace id, call key): independent of scheduling order."""
+    digest = hashlib.sha256(f"{run_seed}\x1f{trace_id}\x1f{call_key}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF

@@ -1,0 +1,140 @@
+"""In-process vLLM (`vllm.LLM`), GPU build or CPU build, with prefix caching on.
+
+Each request gets its own `SamplingParams` (own seed, own structured-outputs grammar), and the
+whole batch goes to `LLM.chat` at once so vLLM schedules it together. Scripts that build this
+engine need an `if __name__ == "__main__":` guard: vLLM may spawn worker processes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from localfa import offline
+from localfa.engine.base import BaseEngine, RawOutput
+from localfa.engine.errors import ContextLengthError, GrammarError
+from localfa.engine.settings import EngineSettings
+from localfa.engine.types import Message, Request
+
+
+class VLLMEngine(BaseEngine):
+    name = "vllm"
+
+    def __init__(self, model_dir: Path, settings: EngineSettings | None = None) -> None:
+        offline.enforce()
+        self.settings = settings or EngineSettings()
+        s = self.settings
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(s.cpu_kv_cache_gib))
+        # One process: deterministic scheduling and no worker start-up cost for small models.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        import vllm
+        from vllm.platforms import current_platform
+
+        self._vllm = vllm
+        self.is_cpu = bool(current_platform.is_cpu())
+        enforce_eager = s.enforce_eager if s.enforce_eager is not None else self.is_cpu
+        kwargs: dict[str, Any] = dict(
+            model=str(model_dir),
+            dtype=s.dtype,
+            max_model_len=s.max_model_len,
+            enable_prefix_caching=s.enable_prefix_caching,
+            enforce_eager=enforce_eager,
+            seed=s.seed,
+            disable_log_stats=False,
+            structured_outputs_config={"backend": s.structured_outputs_backend},
+            tensor_parallel_size=s.tensor_parallel_size,
+        )
+        if not self.is_cpu:
+            kwargs["gpu_memory_utilization"] = s.gpu_memory_utilization
+            if s.data_parallel_size > 1:
+                kwargs["data_parallel_size"] = s.data_parallel_size
+        if s.max_num_seqs:
+            kwargs["max_num_seqs"] = s.max_num_seqs
+        kwargs.update(s.extra)
+        self.model_dir = Path(model_dir)
+        self.llm = vllm.LLM(**kwargs)
+        self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
+        self.tokenizer = self.llm.get_tokenizer()
+        self._engine_kwargs = {k: v for k, v in kwargs.items() if k != "model"}
+
+    # -----------------------------------------------------------------------------------
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        ids = self.tokenizer.apply_chat_template(list(messages), tokenize=True, add_generation_prompt=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):  # BatchEncoding in newer transformers
+            ids = ids["input_ids"]
+        return len(ids)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "vllm_version": self._vllm.__version__,
+            "platform": "cpu" if self.is_cpu else "gpu",
+            "max_model_len": self.max_model_len,
+            "engine_args": self._engine_kwargs,
+        }
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            try:
+                llm.llm_engine.engine_core.shutdown()
+            except Exception:
+                pass
+            self.llm = None
+
+    # -----------------------------------------------------------------------------------
+    def _sampling_params(self, req: Request) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        try:
+            so = StructuredOutputsParams(**req.grammar.structured_outputs())
+        except (TypeError, ValueError) as exc:
+            raise GrammarError(req.grammar.name, str(exc)) from exc
+        s = req.sampling
+        return SamplingParams(
+            temperature=s.temperature,
+            top_p=s.top_p if s.temperature > 0 else 1.0,
+            max_tokens=s.max_tokens,
+            seed=s.seed,
+            structured_outputs=so,
+        )
+
+    def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
+        params = [self._sampling_params(r) for r in requests]
+        conversations = [list(r.messages) for r in requests]
+        started = time.perf_counter()
+        try:
+            outs = self.llm.chat(conversations, params, use_tqdm=False)
+        except ValueError as exc:
+            text = str(exc)
+            if "longer than the maximum model length" in text or "maximum context length" in text:
+                raise ContextLengthError(-1, self.max_model_len) from exc
+            if "grammar" in text.lower() or "schema" in text.lower() or "structured" in text.lower():
+                names = sorted({r.grammar.name for r in requests})
+                raise GrammarError(",".join(names), text) from exc
+            raise
+        wall = time.perf_counter() - started
+        raws = []
+        for out in outs:
+            comp = out.outputs[0]
+            latency = wall
+            m = getattr(out, "metrics", None)
+            if m is not None and getattr(m, "last_token_ts", 0) and getattr(m, "queued_ts", 0):
+                latency = max(0.0, float(m.last_token_ts - m.queued_ts))
+            raws.append(
+                RawOutput(
+                    text=comp.text,
+                    finish_reason=str(comp.finish_reason or "stop"),
+                    prompt_tokens=len(out.prompt_token_ids or []),
+                    completion_tokens=len(comp.token_ids or []),
+                    cached_tokens=int(getattr(out, "num_cached_tokens", 0) or 0),
+                    latency_s=latency,
+                )
+            )
+        return raws

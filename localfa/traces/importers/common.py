@@ -1,0 +1,139 @@
+"""Helpers shared by the importers: text coercion, type names for error messages, labels checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from localfa.traces.errors import TraceError
+from localfa.traces.model import AgentInfo, Labels, Step, normalize_agent
+
+
+def type_name(value: Any) -> str:
+    """JSON type name of a parsed value, for messages ('an object', 'a string', ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def dumps(value: Any) -> str:
+    """Compact, deterministic JSON for non-text payloads (tool arguments, structured outputs)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def parts_text(parts: list[Any]) -> str:
+    """Text of a multi-part content list (OpenAI / AutoGen / OTel parts); images become <image>."""
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, dict):
+            kind = part.get("type")
+            if isinstance(part.get("text"), str):
+                out.append(part["text"])
+            elif isinstance(part.get("content"), str):
+                out.append(part["content"])
+            elif kind in ("image_url", "image", "input_image", "blob", "uri", "file"):
+                out.append("<image>" if "image" in str(kind) else f"<{kind}>")
+            else:
+                out.append(dumps(part))
+        elif part is not None:
+            out.append(dumps(part))
+    return "\n".join(out)
+
+
+def content_text(value: Any) -> str:
+    """Any message content (string, parts list, object) as text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return parts_text(value)
+    if value is None:
+        return ""
+    return dumps(value)
+
+
+def first_line(text: str, limit: int = 80) -> str:
+    """A short excerpt for error messages."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def parse_step_label(value: Any, n_steps: int, source: str, field: str) -> int:
+    """A step label (Who&When stores it as a string) as an in-range 0-based int.
+
+    A label that is not a whole number, or that points outside the trace, is a TraceError: a
+    silently clamped label would corrupt every metric computed on the trace.
+    """
+    raw = value
+    if isinstance(value, bool):
+        raise TraceError(source, f"{field} must be a step number, got {raw!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = int(text)
+        except ValueError:
+            raise TraceError(source, f"{field} must be a step number, got {raw!r}") from None
+    elif isinstance(value, float):
+        if not value.is_integer():
+            raise TraceError(source, f"{field} must be a whole step number, got {raw!r}")
+        value = int(value)
+    elif not isinstance(value, int):
+        raise TraceError(source, f"{field} must be a step number, got {type_name(raw)}")
+    if not 0 <= value < n_steps:
+        raise TraceError(
+            source,
+            f"{field} {raw!r} is outside the trace ({n_steps} steps, valid 0..{n_steps - 1})",
+        )
+    return value
+
+
+def check_labels(labels: Labels | None, n_steps: int, source: str) -> None:
+    """Every labelled step must exist in the trace."""
+    if labels is None:
+        return
+    named = [("mistake_step", labels.mistake_step)] if labels.mistake_step is not None else []
+    named += [("fault_steps", s) for s in labels.fault_steps]
+    named += [("high_impact_steps", s) for s in labels.high_impact_steps]
+    for field, step in named:
+        if not 0 <= step < n_steps:
+            raise TraceError(
+                source, f"label {field} {step} is outside the trace ({n_steps} steps, valid 0..{n_steps - 1})"
+            )
+
+
+def agents_from_steps(steps: list[Step], known: list[AgentInfo] | None = None) -> list[AgentInfo]:
+    """AgentInfo for every distinct speaker (the part before any parenthesis), first-seen order.
+
+    `known` entries (with prompts/tools) come first in their own order and are not duplicated.
+    """
+    out: list[AgentInfo] = list(known or [])
+    seen = {normalize_agent(a.name) for a in out}
+    for s in steps:
+        key = normalize_agent(s.agent)
+        if key in seen:
+            continue
+        seen.add(key)
+        speaker = s.agent.split("(", 1)[0].strip() or s.agent
+        out.append(AgentInfo(name=speaker))
+    return out
+
+
+def file_stem(path: Path) -> str:
+    """The id of a trace file outside any known benchmark tree: its name without extensions."""
+    name = path.name
+    for ext in (".jsonl", ".json", ".ndjson"):
+        if name.lower().endswith(ext):
+            return name[: -len(ext)] or name
+    return path.stem or name

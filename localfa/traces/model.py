@@ -1,0 +1,141 @@
+"""The one trace model every method reads: whatever the log format, a failed run becomes a `Trace`.
+
+Importers (``localfa.traces.importers``) fill it; the line view, the investigators, the baselines
+and the metrics only ever see this shape. Original text (agent names, roles, content) is kept
+as it was in the log; comparisons go through `normalize_agent` so that label/trace spelling
+differences (``Websurfer`` vs ``WebSurfer``, ``Orchestrator (-> WebSurfer)``) do not matter.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_PAREN_SUFFIX = re.compile(r"\s*\(.*\)\s*$", re.DOTALL)
+_SPACES = re.compile(r"\s+")
+
+
+def normalize_agent(name: str) -> str:
+    """Comparison key for an agent name: the speaker before any parenthesis, case-folded.
+
+    Magentic-One roles name the speaker before the parenthesis (``Orchestrator (thought)``,
+    ``Orchestrator (-> WebSurfer)`` are both the orchestrator); Who&When labels differ from the
+    trace in case only (``Websurfer``). Inner whitespace is collapsed so ``Web  Surfer`` and
+    ``web surfer`` compare equal; underscores are kept (``Verification_Expert`` and
+    ``VerificationExpert`` are distinct agents in Who&When).
+    """
+    text = name.strip()
+    stripped = _PAREN_SUFFIX.sub("", text)
+    if stripped:  # a name that is only a parenthesis keeps its text
+        text = stripped
+    return _SPACES.sub(" ", text).strip().casefold()
+
+
+class Step(BaseModel):
+    """One turn of the run: a message, an LLM call, a tool call, or a span of work."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(ge=0, description="0-based position in Trace.steps")
+    agent: str = Field(description="the agent as written in the log, e.g. 'Orchestrator (-> WebSurfer)'")
+    role: str = Field(description="message role ('user', 'assistant', 'tool', ...) or span kind")
+    content: str = Field(description="what the agent said / did at this step")
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    observation: str | None = Field(default=None, description="what came back (tool output, span output)")
+    input: str | None = Field(
+        default=None,
+        description="what the agent newly received at this step (LLM spans: input messages not "
+        "already seen in the agent's previous call); None where the format has no such thing",
+    )
+    span_id: str | None = None
+    parent_span_id: str | None = None
+    name: str | None = Field(default=None, description="span/operation/tool name where the format has one")
+    start_time: str | None = None
+
+
+class Labels(BaseModel):
+    """Ground-truth attribution where the benchmark has it.
+
+    `mistake_step` / `fault_steps` / `high_impact_steps` are 0-based indices into Trace.steps
+    (importers check they exist). `mistake_agent` keeps the label's own spelling; compare it
+    with `normalize_agent` or resolve it with `Trace.resolve_agent`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    mistake_agent: str | None = None
+    mistake_step: int | None = None
+    fault_steps: list[int] = Field(default_factory=list)
+    high_impact_steps: list[int] = Field(default_factory=list)
+    reason: str | None = None
+    categories: list[str] = Field(default_factory=list, description="error categories, e.g. TRAIL's")
+
+
+class AgentInfo(BaseModel):
+    """An agent taking part in the run; prompt and tools where the log records them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    system_prompt: str | None = None
+    tools: list[str] = Field(default_factory=list)
+
+
+class Trace(BaseModel):
+    """A failed multi-agent run, format-independent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(description="stable id: 'whowhen/hand-crafted/12' for Who&When files, else the file stem")
+    source: str = Field(description="the file path as given")
+    format: str = Field(description="'whowhen' | 'messages' | 'openinference' | 'otel-genai'")
+    subset: str | None = Field(default=None, description="Who&When subset, else None")
+    task: str = ""
+    agents: list[AgentInfo] = Field(default_factory=list)
+    steps: list[Step]
+    final_output: str | None = None
+    ground_truth: str | None = None
+    labels: Labels | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def agent_at(self, step: int) -> str:
+        """The agent (original text) that acted at `step`."""
+        if not 0 <= step < len(self.steps):
+            raise IndexError(f"step {step} is outside the trace (0..{len(self.steps) - 1})")
+        return self.steps[step].agent
+
+    def agent_names(self) -> list[str]:
+        """Distinct normalised speaker names, in order of first appearance in the steps."""
+        seen: dict[str, None] = {}
+        for s in self.steps:
+            seen.setdefault(normalize_agent(s.agent), None)
+        return list(seen)
+
+    def resolve_agent(self, name: str) -> str | None:
+        """The trace's own spelling of `name` (speaker part), or None if no step's agent matches.
+
+        ``resolve_agent("Websurfer")`` on a Magentic-One trace gives ``"WebSurfer"``.
+        """
+        key = normalize_agent(name)
+        for info in self.agents:
+            if normalize_agent(info.name) == key:
+                return info.name
+        for s in self.steps:
+            if normalize_agent(s.agent) == key:
+                stripped = _PAREN_SUFFIX.sub("", s.agent.strip())
+                return stripped or s.agent
+        return None
+
+    def steps_of(self, agent: str) -> list[int]:
+        """Indices of the steps whose agent normalises like `agent`."""
+        key = normalize_agent(agent)
+        return [s.index for s in self.steps if normalize_agent(s.agent) == key]
+
+    def step_of_span(self, span_id: str) -> int | None:
+        """The step that carries `span_id` (span formats), or None."""
+        for s in self.steps:
+            if s.span_id == span_id:
+                return s.index
+        return None
