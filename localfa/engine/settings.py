@@ -22,7 +22,7 @@ class EngineSettings:
     enable_prefix_caching: bool = True
     structured_outputs_backend: str = "guidance"
     enforce_eager: bool | None = None  # None: eager on CPU (compiling costs ~80 s a start), graphs on GPU
-    cpu_kv_cache_gib: float = 2.0
+    cpu_kv_cache_gib: int = 2
     max_num_seqs: int | None = None
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)

@@ -26,7 +26,7 @@ class VLLMEngine(BaseEngine):
         offline.enforce()
         self.settings = settings or EngineSettings()
         s = self.settings
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(s.cpu_kv_cache_gib))
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(s.cpu_kv_cache_gib))))
         # One process: deterministic scheduling and no worker start-up cost for small models.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         import vllm

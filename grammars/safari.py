@@ -1,0 +1,143 @@
+"""SAFARI's grammars: the investigator's turn, the evaluator's verdict, the forced final answer.
+
+The turn grammar makes one object per model call: a sparse STM update, one sentence of next
+action, and exactly one tool call with its real parameter names. Offsets can only fall inside
+the trace, `limit` is bounded, `step_id` can only be a real step and at most 3 questions can be
+asked, so the paper's prohibitions on wrong parameter names, several calls per turn, invented
+step ids and empty submissions hold by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from localfa.engine.grammar import Grammar
+
+
+@dataclass(frozen=True)
+class SafariLimits:
+    """Bounds on free text; they also size max_tokens (small models ramble up to any bound)."""
+
+    note_chars: int = 200
+    reason_chars: int = 300
+    evidence_chars: int = 300
+    still_need_items: int = 3
+    next_action_chars: int = 160
+    pattern_chars: int = 80
+    question_chars: int = 200
+    reasoning_chars: int = 900
+    submit_reasoning_chars: int = 400
+    feedback_chars: int = 300
+
+    def turn_max_tokens(self, with_stm: bool = True) -> int:
+        """A token allowance that fits the longest turn the grammar admits (about 1 token/3 chars)."""
+        stm = (2 * self.note_chars + self.reason_chars + self.evidence_chars
+               + self.still_need_items * self.note_chars + 200) if with_stm else 0
+        tool = max(3 * self.question_chars + self.reasoning_chars, self.submit_reasoning_chars) + 120
+        return int((stm + self.next_action_chars + tool) / 3) + 64
+
+
+def _text(max_chars: int, min_chars: int = 1) -> dict[str, Any]:
+    return {"type": "string", "minLength": min_chars, "maxLength": max_chars}
+
+
+def _step(n_steps: int) -> dict[str, Any]:
+    return {"type": "integer", "minimum": 0, "maximum": max(0, n_steps - 1)}
+
+
+def stm_update_schema(n_steps: int, limits: SafariLimits) -> dict[str, Any]:
+    """The sparse STM update: every key optional; at most one fault entry per turn."""
+    fault = {
+        "type": "object",
+        "properties": {
+            "step_id": _step(n_steps),
+            "reason": _text(limits.reason_chars),
+            "evidence": _text(limits.evidence_chars),
+        },
+        "required": ["step_id", "reason", "evidence"],
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "task_goal": _text(limits.note_chars),
+            "final_output": _text(limits.note_chars),
+            "faults_identified_so_far": {"type": "array", "items": fault, "maxItems": 1},
+            "still_need": {"type": "array", "items": _text(limits.note_chars), "maxItems": limits.still_need_items},
+        },
+        "required": [],
+    }
+
+
+def tool_schemas(n_steps: int, total_lines: int, max_read: int, limits: SafariLimits) -> list[dict[str, Any]]:
+    last_line = max(0, total_lines - 1)
+    return [
+        {
+            "type": "object",
+            "properties": {
+                "name": {"const": "read"},
+                "offset": {"type": "integer", "minimum": 0, "maximum": last_line},
+                "limit": {"type": "integer", "minimum": 1, "maximum": max(1, max_read)},
+            },
+            "required": ["name", "offset", "limit"],
+        },
+        {
+            "type": "object",
+            "properties": {"name": {"const": "search"}, "pattern": _text(limits.pattern_chars)},
+            "required": ["name", "pattern"],
+        },
+        {
+            "type": "object",
+            "properties": {
+                "name": {"const": "evaluate"},
+                "questions": {"type": "array", "items": _text(limits.question_chars, 5), "minItems": 1, "maxItems": 3},
+                "reasoning": _text(limits.reasoning_chars, 10),
+            },
+            "required": ["name", "questions", "reasoning"],
+        },
+        {
+            "type": "object",
+            "properties": {
+                "name": {"const": "submit_step"},
+                "step_id": _step(n_steps),
+                "reasoning": _text(limits.submit_reasoning_chars),
+            },
+            "required": ["name", "step_id", "reasoning"],
+        },
+    ]
+
+
+def turn_grammar(n_steps: int, total_lines: int, max_read: int, limits: SafariLimits, with_stm: bool = True) -> Grammar:
+    """One investigator turn for a trace of `n_steps` steps and `total_lines` lines."""
+    props: dict[str, Any] = {}
+    required = []
+    if with_stm:
+        props["stm"] = stm_update_schema(n_steps, limits)
+        required.append("stm")
+    props["next_action"] = _text(limits.next_action_chars)
+    props["tool"] = {"anyOf": tool_schemas(n_steps, total_lines, max_read, limits)}
+    required += ["next_action", "tool"]
+    schema = {"title": "safari_turn", "type": "object", "properties": props, "required": required}
+    return Grammar.json(schema, name="safari_turn")
+
+
+def evaluator_grammar(limits: SafariLimits) -> Grammar:
+    """The evaluator's verdict on one claim: feedback first (its reasons), then the score."""
+    schema = {
+        "title": "safari_verdict",
+        "type": "object",
+        "properties": {"feedback": _text(limits.feedback_chars), "score": {"type": "integer", "minimum": 0, "maximum": 100}},
+        "required": ["feedback", "score"],
+    }
+    return Grammar.json(schema, name="safari_verdict")
+
+
+def final_grammar(n_steps: int, limits: SafariLimits) -> Grammar:
+    """Forced finalisation: must name a real step."""
+    schema = {
+        "title": "safari_final",
+        "type": "object",
+        "properties": {"reasoning": _text(limits.submit_reasoning_chars), "step_id": _step(n_steps)},
+        "required": ["reasoning", "step_id"],
+    }
+    return Grammar.json(schema, name="safari_final")

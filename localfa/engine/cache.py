@@ -1,0 +1,121 @@
+"""A content-addressed response cache: a re-run replays exactly, a killed sweep loses nothing.
+
+Keys hash everything that determines an answer (model identity, backend, messages, grammar,
+sampling with its seed). Stored in SQLite (WAL), so concurrent processes and SIGKILL are safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from localfa.engine.types import Request, Response, Usage
+
+
+def request_key(identity: str, req: Request) -> str:
+    s = req.sampling
+    payload = json.dumps(
+        {
+            "id": identity,
+            "messages": list(req.messages),
+            "grammar": req.grammar.fingerprint,
+            "sampling": [s.temperature, s.top_p, s.max_tokens, s.seed],
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+class ResponseCache:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, body TEXT NOT NULL)")
+        self._db.commit()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute("SELECT body FROM responses WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put_many(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO responses (key, body) VALUES (?, ?)",
+                [(k, json.dumps(v)) for k, v in items],
+            )
+            self._db.commit()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class CachingEngine:
+    """Wraps any engine: hits are replayed (re-validated), misses go to the engine as one batch."""
+
+    def __init__(self, inner: Any, cache: ResponseCache, identity: str) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.identity = identity
+        self.name = inner.name
+        self.hits = 0
+        self.misses = 0
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.inner, item)
+
+    def generate(self, requests: Sequence[Request]) -> list[Response]:
+        keys = [request_key(self.identity, r) for r in requests]
+        out: list[Response | None] = [None] * len(requests)
+        missing: list[int] = []
+        for i, (req, key) in enumerate(zip(requests, keys)):
+            body = self.cache.get(key)
+            if body is None:
+                missing.append(i)
+                continue
+            out[i] = Response(
+                text=body["text"],
+                value=req.grammar.parse(body["text"]),
+                finish_reason=body["finish_reason"],
+                usage=Usage(**body["usage"]),
+                latency_s=body["latency_s"],
+                key=req.key,
+                from_cache=True,
+                retried=body.get("retried", False),
+            )
+        self.hits += len(requests) - len(missing)
+        self.misses += len(missing)
+        if missing:
+            fresh = self.inner.generate([requests[i] for i in missing])
+            items = []
+            for i, resp in zip(missing, fresh):
+                out[i] = resp
+                items.append((keys[i], {
+                    "text": resp.text,
+                    "finish_reason": resp.finish_reason,
+                    "usage": resp.usage.as_dict(),
+                    "latency_s": resp.latency_s,
+                    "retried": resp.retried,
+                }))
+            self.cache.put_many(items)
+        return [r for r in out if r is not None]
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def describe(self) -> dict[str, Any]:
+        d = dict(self.inner.describe())
+        d["response_cache"] = str(self.cache.path)
+        return d
+
+    def close(self) -> None:
+        self.cache.close()
+        self.inner.close()

@@ -1,0 +1,59 @@
+"""How a method plugs in: a generator that yields batches of requests and returns a Diagnosis.
+
+A method never calls the engine itself. It yields every request it can send at once (SAFARI's
+claim checks, a baseline's single call, FALAT's window summaries...) and receives the responses
+in the same order. The runner interleaves many such programs, one per trace, so the engine sees
+full batches, and request seeds come from (run seed, trace id, call key), never from timing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generator, Protocol, Sequence
+
+from localfa.diagnosis import Diagnosis
+from localfa.engine.grammar import Grammar
+from localfa.engine.types import Message, Request, Response, Sampling, derive_seed
+from localfa.traces.model import Trace
+
+Program = Generator[list[Request], list[Response], Diagnosis]
+
+
+@dataclass
+class MethodContext:
+    """What one method run on one trace knows: the trace, the run seed and its options."""
+
+    trace: Trace
+    seed: int = 0
+    budget: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    count_tokens: Any = None  # callable(str) -> int from the engine's tokenizer
+    max_model_len: int | None = None  # the engine's context window, when it has one
+
+    def request(self, key: str, messages: Sequence[Message], grammar: Grammar, sampling: Sampling) -> Request:
+        """A request whose seed derives from (run seed, trace id, call key)."""
+        seeded = sampling.with_(seed=derive_seed(self.seed, self.trace.id, key))
+        return Request(tuple(messages), grammar, seeded, key=key)
+
+    def diagnosis(self, method: str, **fields: Any) -> Diagnosis:
+        """A Diagnosis pre-filled with this run's identity; the agent comes from the trace."""
+        step = fields.get("step")
+        if step is not None and "agent" not in fields and 0 <= step < len(self.trace.steps):
+            fields["agent"] = self.trace.agent_at(step)
+        return Diagnosis(
+            trace=self.trace.id,
+            source=self.trace.source,
+            subset=self.trace.subset,
+            method=method,
+            seed=self.seed,
+            budget=self.budget,
+            **fields,
+        )
+
+
+class Method(Protocol):
+    """Every method: a name, and a program per trace."""
+
+    name: str
+
+    def run(self, ctx: MethodContext) -> Program: ...

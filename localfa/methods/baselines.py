@@ -1,0 +1,384 @@
+"""The Who&When baselines (all-at-once, step-by-step, binary search) and two floors.
+
+Every model answer is grammar-constrained per trace, so a wrong *form* is impossible:
+
+- all-at-once: ONE call sees the whole trace and returns ``{"agent", "step", "reason"}``; the
+  agent is one of the trace's speakers, the step an integer inside the trace.
+- step-by-step: one call per step, in order, over the trace up to that step: "is this step the
+  decisive error?" answered ``yes``/``no``; the first ``yes`` is the prediction. If no step is
+  flagged, the last step is predicted (as the reference implementation does). Calls are
+  sequential within a trace; the sweep runs many traces at once so the engine still batches.
+- binary search: each round shows the current segment and asks ``upper`` (its first half) or
+  ``lower`` (its second half); when at most `final_window` steps remain, a final call picks the
+  step among them (``{"step", "reason"}``, step bounded to the segment). A halving that ends on a
+  single step needs no final call.
+
+Option ``with_ground_truth=True`` puts the task's correct answer in the prompt (the paper's
+"with G" setting). Floors, with no model call:
+
+- random: a step drawn uniformly, seeded by ``derive_seed(run seed, trace id, "random")``; the
+  agent is whoever acted at that step.
+- heuristic: the first step of the most active non-human agent (most steps; ties go to the agent
+  that spoke first; agents named "human"/"user" are skipped; if none is left, step 0).
+
+Fitting the prompt: the trace text is bounded by `max_chars` (and by the sweep's context budget
+when one is given: tokens are converted with the engine's tokenizer). When the steps do not fit,
+every step keeps its header and the longest contents are cut to a common cap (shorter steps stay
+whole), head and tail kept around a ``[... N chars cut ...]`` marker. The cap is computed once per
+trace, so step-by-step prompts stay prefixes of each other (prefix caching); binary search
+recomputes it per segment, so narrower segments show more of each step.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+import regex as re
+from pydantic import BaseModel, Field, create_model
+
+from localfa.engine.grammar import Grammar
+from localfa.engine.types import Sampling, derive_seed
+from localfa.methods.base import MethodContext, Program
+from localfa.methods.registry import register
+from localfa.templates import render
+from localfa.traces.model import Trace, normalize_agent
+
+HUMAN_NAMES = frozenset({"human", "user"})
+TASK_MAX_CHARS = 1500
+ANSWER_MAX_CHARS = 300
+_BLANKS = re.compile(r"\n{3,}")
+
+
+# ---- fitting the trace into the prompt ---------------------------------------------------------
+
+def shorten(text: str, cap: int) -> str:
+    """`text` cut to about `cap` characters, keeping its head and tail around a marker."""
+    if len(text) <= cap:
+        return text
+    cut = len(text) - cap
+    marker = f" [... {cut} chars cut ...] "
+    keep = max(0, cap - len(marker))
+    head = (keep * 2 + 2) // 3
+    tail = keep - head
+    return text[:head] + marker + (text[len(text) - tail:] if tail > 0 else "")
+
+
+def water_fill_cap(lengths: list[int], budget: int, min_cap: int = 24) -> int | None:
+    """The largest per-item cap c with sum(min(len, c)) <= budget; None if nothing needs cutting."""
+    if sum(lengths) <= budget:
+        return None
+    lo, hi = 0, max(lengths)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(min(n, mid) for n in lengths) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return max(lo, min_cap)
+
+
+def _clean(text: str) -> str:
+    return _BLANKS.sub("\n\n", text.strip())
+
+
+@dataclass
+class TraceView:
+    """The trace as the baselines show it: one ``[i] agent: content`` block per step."""
+
+    trace: Trace
+    char_budget: int
+    contents: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.contents = [_clean(s.content or s.observation or "") for s in self.trace.steps]
+
+    def header(self, i: int) -> str:
+        return f"[{i}] {self.trace.steps[i].agent}:"
+
+    def cap_for(self, lo: int, hi: int) -> int | None:
+        """The content cap that fits steps lo..hi (inclusive) into the char budget."""
+        idx = range(lo, hi + 1)
+        overhead = sum(len(self.header(i)) + 2 for i in idx)
+        return water_fill_cap([len(self.contents[i]) for i in idx], max(0, self.char_budget - overhead))
+
+    def steps(self, lo: int, hi: int, cap: int | None) -> list[dict[str, Any]]:
+        out = []
+        for i in range(lo, hi + 1):
+            text = self.contents[i] if cap is None else shorten(self.contents[i], cap)
+            out.append({"index": i, "agent": self.trace.steps[i].agent, "content": text})
+        return out
+
+
+def agent_choices(trace: Trace) -> list[str]:
+    """The trace's speakers in its own spelling (``Orchestrator``, ``WebSurfer``), in order."""
+    out: dict[str, str] = {}
+    for key in trace.agent_names():
+        spelled = (trace.resolve_agent(key) or key).strip() or key
+        out.setdefault(normalize_agent(spelled), spelled)
+    return list(out.values())
+
+
+def _budget_chars(ctx: MethodContext, max_chars: int) -> tuple[int, str | None]:
+    """The trace char budget under the sweep's context budget (ctx.budget), with a note."""
+    if not ctx.budget or ctx.budget == "none":
+        return max_chars, None
+    from localfa.methods.budget import parse_budget, resolve_scale
+
+    budget = parse_budget(ctx.budget)
+    if budget.scale is not None:
+        from localfa.traces.lineview import LineView
+
+        labels = ctx.trace.labels
+        if labels is None or labels.mistake_step is None:
+            raise ValueError(f"budget {ctx.budget}: the trace has no labelled fault step to scale from")
+        view = LineView(ctx.trace, count_tokens=ctx.count_tokens)
+        budget = resolve_scale(budget, view.token_position_of_step(labels.mistake_step))
+    if budget.limit is None:
+        return max_chars, None
+    if budget.unit == "chars":
+        limit_chars = budget.limit
+    else:
+        limit_chars = budget.limit * _chars_per_token(ctx)
+    return max(256, min(max_chars, int(limit_chars))), f"budget {budget.label} -> {int(limit_chars)} chars"
+
+
+def _chars_per_token(ctx: MethodContext) -> float:
+    if ctx.count_tokens is None:
+        return 4.0
+    sample = "\n".join(s.content for s in ctx.trace.steps)[:20000]
+    if not sample.strip():
+        return 4.0
+    try:
+        n = int(ctx.count_tokens(sample))
+    except Exception:  # a tokenizer hiccup must not end the run: use the usual ratio
+        return 4.0
+    return max(1.0, len(sample) / max(1, n))
+
+
+# ---- answer grammars ---------------------------------------------------------------------------
+
+def _agent_step_model(agents: list[str], n_steps: int, reason_chars: int) -> type[BaseModel]:
+    return create_model(
+        "AgentStepAnswer",
+        agent=(Literal[tuple(agents)], ...),  # type: ignore[valid-type]
+        step=(int, Field(ge=0, le=n_steps - 1)),
+        reason=(str, Field(max_length=reason_chars)),
+    )
+
+
+def _step_model(lo: int, hi: int, reason_chars: int) -> type[BaseModel]:
+    return create_model(
+        "StepAnswer",
+        step=(int, Field(ge=lo, le=hi)),
+        reason=(str, Field(max_length=reason_chars)),
+    )
+
+
+def _json_max_tokens(reason_chars: int, agents: list[str] | None = None) -> int:
+    """Room for the whole JSON answer: a token is at least one character of the string."""
+    longest = max((len(a) for a in agents), default=0) if agents else 0
+    return 48 + longest + reason_chars
+
+
+# ---- the methods ------------------------------------------------------------------------------
+
+@dataclass
+class _ModelBaseline:
+    name: str = ""
+    with_ground_truth: bool = False
+    max_chars: int = 12000
+    reason_chars: int = 200
+    temperature: float = 0.7
+    top_p: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.max_chars < 256:
+            raise ValueError(f"{self.name}: max_chars must be at least 256")
+        if not 0 < self.reason_chars <= 2000:
+            raise ValueError(f"{self.name}: reason_chars must be in 1..2000")
+
+    def _sampling(self, max_tokens: int) -> Sampling:
+        return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=max_tokens)
+
+    def _vars(self, ctx: MethodContext) -> dict[str, Any]:
+        t = ctx.trace
+        gt = (t.ground_truth or "").strip() if self.with_ground_truth else ""
+        return {
+            "task": shorten(_clean(t.task or "(not recorded)"), TASK_MAX_CHARS),
+            "ground_truth": shorten(gt, 500) if gt else None,
+            "n_steps": len(t.steps),
+        }
+
+    def _system(self) -> dict[str, str]:
+        return {"role": "system", "content": render("baselines/system.j2")}
+
+
+@dataclass
+class AllAtOnce(_ModelBaseline):
+    name: str = "all-at-once"
+
+    def run(self, ctx: MethodContext) -> Program:
+        trace = ctx.trace
+        char_budget, note = _budget_chars(ctx, self.max_chars)
+        view = TraceView(trace, char_budget)
+        n = len(trace.steps)
+        cap = view.cap_for(0, n - 1)
+        agents = agent_choices(trace)
+        grammar = Grammar.json(_agent_step_model(agents, n, self.reason_chars), name="all_at_once")
+        prompt = render("baselines/all_at_once.j2", **self._vars(ctx), steps=view.steps(0, n - 1, cap), agents=agents)
+        req = ctx.request("aao", [self._system(), {"role": "user", "content": prompt}], grammar,
+                          self._sampling(_json_max_tokens(self.reason_chars, agents)))
+        (resp,) = yield [req]
+        ans = resp.value
+        return ctx.diagnosis(
+            self.name, step=ans.step, agent=ans.agent, reasoning=ans.reason,
+            details={"content_cap": cap, "char_budget": char_budget, "budget_note": note,
+                     "with_ground_truth": self.with_ground_truth},
+        )
+
+
+@dataclass
+class StepByStep(_ModelBaseline):
+    name: str = "step-by-step"
+
+    def run(self, ctx: MethodContext) -> Program:
+        trace = ctx.trace
+        char_budget, note = _budget_chars(ctx, self.max_chars)
+        view = TraceView(trace, char_budget)
+        n = len(trace.steps)
+        cap = view.cap_for(0, n - 1)  # one cap for the trace: each prompt extends the previous
+        grammar = Grammar.choice(["yes", "no"], name="decisive_yes_no")
+        base = self._vars(ctx)
+        flagged: int | None = None
+        for i in range(n):
+            prompt = render("baselines/step_by_step.j2", **base, steps=view.steps(0, i, cap),
+                            current=i, current_agent=trace.steps[i].agent)
+            req = ctx.request(f"sbs/step/{i}", [self._system(), {"role": "user", "content": prompt}],
+                              grammar, self._sampling(4))
+            (resp,) = yield [req]
+            if resp.value == "yes":
+                flagged = i
+                break
+        details = {"content_cap": cap, "char_budget": char_budget, "budget_note": note,
+                   "with_ground_truth": self.with_ground_truth,
+                   "checked_steps": (flagged + 1) if flagged is not None else n}
+        if flagged is None:
+            return ctx.diagnosis(self.name, step=n - 1, stop_reason="no_step_flagged",
+                                 reasoning="no step was judged decisive; the last step is predicted",
+                                 details=details)
+        return ctx.diagnosis(self.name, step=flagged,
+                             reasoning=f"step {flagged} is the first step judged the decisive error",
+                             details=details)
+
+
+@dataclass
+class BinarySearch(_ModelBaseline):
+    name: str = "binary-search"
+    final_window: int = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.final_window < 1:
+            raise ValueError(f"{self.name}: final_window must be at least 1")
+
+    def run(self, ctx: MethodContext) -> Program:
+        trace = ctx.trace
+        char_budget, note = _budget_chars(ctx, self.max_chars)
+        view = TraceView(trace, char_budget)
+        lo, hi = 0, len(trace.steps) - 1
+        base = self._vars(ctx)
+        halves = Grammar.choice(["upper", "lower"], name="upper_or_lower")
+        path: list[dict[str, Any]] = []
+        rnd = 0
+        while hi - lo + 1 > self.final_window:
+            mid = lo + (hi - lo) // 2
+            prompt = render("baselines/binary_search.j2", **base, steps=view.steps(lo, hi, view.cap_for(lo, hi)),
+                            lo=lo, hi=hi, mid=mid)
+            req = ctx.request(f"bs/round/{rnd}", [self._system(), {"role": "user", "content": prompt}],
+                              halves, self._sampling(4))
+            (resp,) = yield [req]
+            path.append({"segment": [lo, hi], "answer": resp.value})
+            if resp.value == "upper":
+                hi = mid
+            else:
+                lo = mid + 1
+            rnd += 1
+        details = {"path": path, "char_budget": char_budget, "budget_note": note,
+                   "with_ground_truth": self.with_ground_truth}
+        if lo == hi:  # the halving already ended on one step: nothing left to ask
+            return ctx.diagnosis(self.name, step=lo, details=details,
+                                 reasoning=f"binary search narrowed the trace to step {lo}")
+        grammar = Grammar.json(_step_model(lo, hi, self.reason_chars), name="binary_search_final")
+        prompt = render("baselines/binary_search_final.j2", **base, steps=view.steps(lo, hi, view.cap_for(lo, hi)),
+                        lo=lo, hi=hi)
+        req = ctx.request("bs/final", [self._system(), {"role": "user", "content": prompt}], grammar,
+                          self._sampling(_json_max_tokens(self.reason_chars)))
+        (resp,) = yield [req]
+        ans = resp.value
+        return ctx.diagnosis(self.name, step=ans.step, reasoning=ans.reason, details=details)
+
+
+def _no_calls(program_result: Any) -> Program:
+    """Wrap a zero-call result as a (generator) program."""
+    return program_result
+    yield []  # pragma: no cover - makes this a generator
+
+
+@dataclass
+class RandomFloor:
+    name: str = "random"
+
+    def run(self, ctx: MethodContext) -> Program:
+        rng = random.Random(derive_seed(ctx.seed, ctx.trace.id, "random"))
+        step = rng.randrange(len(ctx.trace.steps))
+        return (yield from _no_calls(ctx.diagnosis(
+            self.name, step=step, reasoning="uniformly random step (floor)", details={"rule": "uniform"})))
+
+
+def heuristic_step(trace: Trace) -> int:
+    """First step of the most active non-human agent (ties: the one that spoke first)."""
+    counts: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for s in trace.steps:
+        key = normalize_agent(s.agent)
+        if key in HUMAN_NAMES:
+            continue
+        counts[key] = counts.get(key, 0) + 1
+        first.setdefault(key, s.index)
+    if not counts:
+        return 0
+    best = min(counts, key=lambda k: (-counts[k], first[k]))
+    return first[best]
+
+
+@dataclass
+class HeuristicFloor:
+    name: str = "heuristic"
+
+    def run(self, ctx: MethodContext) -> Program:
+        step = heuristic_step(ctx.trace)
+        return (yield from _no_calls(ctx.diagnosis(
+            self.name, step=step,
+            reasoning="first step of the most active non-human agent (fixed rule, floor)",
+            details={"rule": "first step of the most active non-human agent"})))
+
+
+def _factory(cls: type, name: str) -> Callable[..., Any]:
+    def make(**options: Any) -> Any:
+        known = set(cls.__dataclass_fields__) - {"name"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"method {name}: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known)) or 'none'})")
+        return cls(**options)
+
+    make.__name__ = f"make_{name.replace('-', '_')}"
+    return make
+
+
+register("all-at-once")(_factory(AllAtOnce, "all-at-once"))
+register("step-by-step")(_factory(StepByStep, "step-by-step"))
+register("binary-search")(_factory(BinarySearch, "binary-search"))
+register("random")(_factory(RandomFloor, "random"))
+register("heuristic")(_factory(HeuristicFloor, "heuristic"))

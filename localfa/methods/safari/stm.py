@@ -1,0 +1,71 @@
+"""SAFARI's short-term memory: four fields the model edits sparsely, plus the harness's call log.
+
+The model outputs only the keys that changed; fault entries are matched by step id (a new id is
+appended, a known id replaces that entry only). `past_tool_calls` is kept by the harness and is
+read-only to the model. The STM is rendered at the end of every call and never stored in the
+history, so the history stays append-only and prefix-cacheable.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class FaultNote:
+    step_id: int
+    reason: str
+    evidence: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"step_id": self.step_id, "reason": self.reason, "evidence": self.evidence}
+
+
+@dataclass
+class ShortTermMemory:
+    task_goal: str = ""
+    final_output: str = ""
+    faults: list[FaultNote] = field(default_factory=list)
+    still_need: list[str] = field(default_factory=list)
+    past_tool_calls: list[str] = field(default_factory=list)
+    evidence_max_chars: int = 300
+
+    def merge(self, update: dict[str, Any] | None) -> list[str]:
+        """Apply a sparse update; return the keys it changed."""
+        if not update:
+            return []
+        changed = []
+        for key in ("task_goal", "final_output"):
+            if key in update and update[key] is not None:
+                setattr(self, key, str(update[key]))
+                changed.append(key)
+        if "still_need" in update and update["still_need"] is not None:
+            self.still_need = [str(x) for x in update["still_need"]]
+            changed.append("still_need")
+        for entry in update.get("faults_identified_so_far") or []:
+            note = FaultNote(int(entry["step_id"]), str(entry.get("reason", "")),
+                             str(entry.get("evidence", ""))[: self.evidence_max_chars])
+            for i, old in enumerate(self.faults):
+                if old.step_id == note.step_id:
+                    self.faults[i] = note
+                    break
+            else:
+                self.faults.append(note)
+            changed.append("faults_identified_so_far")
+        return changed
+
+    def fault(self, step_id: int) -> FaultNote | None:
+        return next((f for f in self.faults if f.step_id == step_id), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "task_goal": self.task_goal,
+            "final_output": self.final_output,
+            "faults_identified_so_far": [f.as_dict() for f in self.faults],
+            "still_need": list(self.still_need),
+        }
+
+    def render_json(self) -> str:
+        return json.dumps(self.as_dict(), ensure_ascii=False, indent=1)

@@ -1,0 +1,43 @@
+"""Prompt templates: one Jinja file per prompt under prompts/, rendered with StrictUndefined."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from importlib import resources
+
+import jinja2
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    root = resources.files("localfa.prompts")
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda name: (root / name).read_text(encoding="utf-8")),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def render(name: str, **variables: object) -> str:
+    """Render prompts/<name> (e.g. "safari/system.j2"); a missing variable is an error."""
+    return _env().get_template(name).render(**variables).strip()
+
+
+def template_hashes() -> dict[str, str]:
+    """Content hash of every template, for the run manifest."""
+    root = resources.files("localfa.prompts")
+    out: dict[str, str] = {}
+
+    def walk(node, prefix: str = "") -> None:
+        for child in sorted(node.iterdir(), key=lambda c: c.name):
+            if child.is_dir():
+                walk(child, f"{prefix}{child.name}/")
+            elif child.name.endswith(".j2"):
+                out[prefix + child.name] = hashlib.sha256(child.read_bytes()).hexdigest()[:16]
+
+    walk(root)
+    return out
