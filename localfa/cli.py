@@ -19,7 +19,10 @@ app = typer.Typer(
 
 def _register() -> None:
     # Each module adds its own command(s) to `app`; imports stay light (engines load lazily).
+    from localfa import diagnose_cmd, serve_cmd  # noqa: F401
     from localfa.traces import inspect_cmd  # noqa: F401
+    from localfa.bench import bench_cmd  # noqa: F401
+    from localfa.bench import report_cmd  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:

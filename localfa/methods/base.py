@@ -40,6 +40,11 @@ class MethodContext:
         step = fields.get("step")
         if step is not None and "agent" not in fields and 0 <= step < len(self.trace.steps):
             fields["agent"] = self.trace.agent_at(step)
+        labels = self.trace.labels
+        if labels is not None:
+            details = dict(fields.pop("details", None) or {})
+            details.setdefault("label", labels.model_dump(mode="json"))
+            fields["details"] = details
         return Diagnosis(
             trace=self.trace.id,
             source=self.trace.source,

@@ -157,6 +157,26 @@ def _chars_per_token(ctx: MethodContext) -> float:
     return max(1.0, len(sample) / max(1, n))
 
 
+def fit_char_budget(ctx: MethodContext, char_budget: int, prompt_for: Callable[[int], list[dict[str, str]]],
+                    max_tokens: int, margin: int = 64) -> int:
+    """Shrink `char_budget` until the largest prompt fits the engine's context window.
+
+    `prompt_for(budget)` renders the method's largest prompt (the whole trace) as messages. Needs
+    the engine's tokenizer (ctx.count_tokens) and window (ctx.max_model_len); without them the
+    budget is returned as is.
+    """
+    if not ctx.count_tokens or not ctx.max_model_len:
+        return char_budget
+    room = ctx.max_model_len - max_tokens - margin
+    for _ in range(8):
+        messages = prompt_for(char_budget)
+        used = sum(int(ctx.count_tokens(m["content"])) + 8 for m in messages)
+        if used <= room or char_budget <= 256:
+            return char_budget
+        char_budget = max(256, int(char_budget * 0.95 * room / used))
+    return char_budget
+
+
 # ---- answer grammars ---------------------------------------------------------------------------
 
 def _agent_step_model(agents: list[str], n_steps: int, reason_chars: int) -> type[BaseModel]:
@@ -221,15 +241,22 @@ class AllAtOnce(_ModelBaseline):
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
-        char_budget, note = _budget_chars(ctx, self.max_chars)
-        view = TraceView(trace, char_budget)
         n = len(trace.steps)
-        cap = view.cap_for(0, n - 1)
         agents = agent_choices(trace)
+        base = self._vars(ctx)
+        max_tokens = _json_max_tokens(self.reason_chars, agents)
+
+        def messages(budget: int) -> list[dict[str, str]]:
+            view = TraceView(trace, budget)
+            prompt = render("baselines/all_at_once.j2", **base, steps=view.steps(0, n - 1, view.cap_for(0, n - 1)),
+                            agents=agents)
+            return [self._system(), {"role": "user", "content": prompt}]
+
+        char_budget, note = _budget_chars(ctx, self.max_chars)
+        char_budget = fit_char_budget(ctx, char_budget, messages, max_tokens)
+        cap = TraceView(trace, char_budget).cap_for(0, n - 1)
         grammar = Grammar.json(_agent_step_model(agents, n, self.reason_chars), name="all_at_once")
-        prompt = render("baselines/all_at_once.j2", **self._vars(ctx), steps=view.steps(0, n - 1, cap), agents=agents)
-        req = ctx.request("aao", [self._system(), {"role": "user", "content": prompt}], grammar,
-                          self._sampling(_json_max_tokens(self.reason_chars, agents)))
+        req = ctx.request("aao", messages(char_budget), grammar, self._sampling(max_tokens))
         (resp,) = yield [req]
         ans = resp.value
         return ctx.diagnosis(
@@ -245,18 +272,26 @@ class StepByStep(_ModelBaseline):
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
-        char_budget, note = _budget_chars(ctx, self.max_chars)
-        view = TraceView(trace, char_budget)
         n = len(trace.steps)
-        cap = view.cap_for(0, n - 1)  # one cap for the trace: each prompt extends the previous
-        grammar = Grammar.choice(["yes", "no"], name="decisive_yes_no")
         base = self._vars(ctx)
-        flagged: int | None = None
-        for i in range(n):
+
+        def messages(view: TraceView, cap: int | None, i: int) -> list[dict[str, str]]:
             prompt = render("baselines/step_by_step.j2", **base, steps=view.steps(0, i, cap),
                             current=i, current_agent=trace.steps[i].agent)
-            req = ctx.request(f"sbs/step/{i}", [self._system(), {"role": "user", "content": prompt}],
-                              grammar, self._sampling(4))
+            return [self._system(), {"role": "user", "content": prompt}]
+
+        def largest(budget: int) -> list[dict[str, str]]:
+            v = TraceView(trace, budget)
+            return messages(v, v.cap_for(0, n - 1), n - 1)
+
+        char_budget, note = _budget_chars(ctx, self.max_chars)
+        char_budget = fit_char_budget(ctx, char_budget, largest, 4)
+        view = TraceView(trace, char_budget)
+        cap = view.cap_for(0, n - 1)  # one cap for the trace: each prompt extends the previous
+        grammar = Grammar.choice(["yes", "no"], name="decisive_yes_no")
+        flagged: int | None = None
+        for i in range(n):
+            req = ctx.request(f"sbs/step/{i}", messages(view, cap, i), grammar, self._sampling(4))
             (resp,) = yield [req]
             if resp.value == "yes":
                 flagged = i
@@ -285,10 +320,18 @@ class BinarySearch(_ModelBaseline):
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
-        char_budget, note = _budget_chars(ctx, self.max_chars)
-        view = TraceView(trace, char_budget)
         lo, hi = 0, len(trace.steps) - 1
         base = self._vars(ctx)
+
+        def first_round(budget: int) -> list[dict[str, str]]:
+            v = TraceView(trace, budget)
+            prompt = render("baselines/binary_search.j2", **base, steps=v.steps(lo, hi, v.cap_for(lo, hi)),
+                            lo=lo, hi=hi, mid=lo + (hi - lo) // 2)
+            return [self._system(), {"role": "user", "content": prompt}]
+
+        char_budget, note = _budget_chars(ctx, self.max_chars)
+        char_budget = fit_char_budget(ctx, char_budget, first_round, _json_max_tokens(self.reason_chars))
+        view = TraceView(trace, char_budget)
         halves = Grammar.choice(["upper", "lower"], name="upper_or_lower")
         path: list[dict[str, Any]] = []
         rnd = 0

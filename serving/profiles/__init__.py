@@ -1,1 +1,1 @@
-"""localfa."""
+"""Engine profiles (TOML). `localfa serve --profile NAME` and `--profile NAME` on other commands."""

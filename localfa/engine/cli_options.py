@@ -1,0 +1,39 @@
+"""Engine options shared by every command that talks to a model (diagnose, bench)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Optional
+
+import typer
+
+EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="vllm | transformers | openai | scripted (default: best installed local backend)")]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", help="Local Hugging Face model folder (or .gguf file); default: the embedded SmolLM2-135M-Instruct")]
+ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="Engine profile name (serving/profiles) or TOML path")]
+BaseUrlOpt = Annotated[Optional[list[str]], typer.Option("--base-url", help="URL of a running `localfa serve` / `vllm serve` (repeat to spread over several)")]
+ApiKeyOpt = Annotated[Optional[str], typer.Option("--api-key", envvar="LOCALFA_API_KEY", help="API key for --base-url servers")]
+CacheDirOpt = Annotated[Optional[str], typer.Option("--cache-dir", help="Response cache folder: a re-run replays answers exactly")]
+MaxLenOpt = Annotated[Optional[int], typer.Option("--max-model-len", help="Context window to start the engine with")]
+
+
+@dataclass
+class EngineChoice:
+    engine: str | None = None
+    model: str | None = None
+    profile: str | None = None
+    base_urls: list[str] | None = None
+    api_key: str | None = None
+    cache_dir: str | None = None
+    max_model_len: int | None = None
+
+    def build(self):
+        """Build the engine, turning setup errors into one `error:` line and exit status 2."""
+        from localfa.engine.errors import EngineError
+        from localfa.engine.factory import make_engine
+        from localfa.traces.errors import fail
+
+        try:
+            return make_engine(self.engine, self.model, self.profile, self.base_urls, self.api_key,
+                               self.cache_dir, self.max_model_len)
+        except (EngineError, FileNotFoundError, ValueError) as exc:
+            fail(self.model or self.profile or self.engine or "engine", str(exc))

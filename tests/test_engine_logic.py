@@ -1,0 +1,142 @@
+"""Engine-layer logic on the scripted engine: validation, retries, typed errors, seeds, cache."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from localfa.engine.cache import CachingEngine, ResponseCache
+from localfa.engine.errors import (ContextLengthError, GrammarError, InvalidOutputError, ModelPathError,
+                                   TruncatedOutputError)
+from localfa.engine.examples import example_text
+from localfa.engine.grammar import Grammar
+from localfa.engine.model import resolve_model
+from localfa.engine.scripted import ScriptedEngine
+from localfa.engine.settings import list_profiles, load_profile
+from localfa.engine.types import Request, Sampling, derive_seed
+from tests.grammar_cases import GRAMMARS, Verdict, mixed_batch
+
+
+def test_grammars_validate_and_reject():
+    g = Grammar.json(Verdict)
+    assert g.parse('{"score":5,"label":"fine","note":"ok"}').score == 5
+    with pytest.raises(InvalidOutputError):
+        g.parse('{"score":500,"label":"fine","note":"ok"}')
+    with pytest.raises(InvalidOutputError):
+        g.parse('{"score":5,"label":"other","note":"ok"}')
+    assert GRAMMARS[1].parse("step 7") == "step 7"
+    with pytest.raises(InvalidOutputError):
+        GRAMMARS[1].parse("step 777")
+    with pytest.raises(InvalidOutputError):
+        GRAMMARS[2].parse("perhaps")
+    assert GRAMMARS[3].parse("(1+22)") == "(1+22)"
+    with pytest.raises(InvalidOutputError):
+        GRAMMARS[3].parse("(1+)")
+
+
+def test_json_grammar_is_compact_and_closed():
+    spec = Grammar.json(Verdict).spec
+    assert spec["additionalProperties"] is False
+    assert spec["x-guidance"]["whitespace_flexible"] is False
+
+
+def test_invalid_grammar_names_itself():
+    with pytest.raises(GrammarError, match="broken_cfg"):
+        Grammar.cfg("start: (", name="broken_cfg")
+    with pytest.raises(GrammarError, match="bad_re"):
+        Grammar.regex("([a-z]", name="bad_re")
+    with pytest.raises(GrammarError, match="empty"):
+        Grammar.choice([], name="empty")
+
+
+def test_outlines_type_adapter_feeds_vllm():
+    fields = [g.structured_outputs() for g in GRAMMARS]
+    assert "json" in fields[0] and fields[0]["json"]["properties"]["score"]["maximum"] == 100
+    assert "regex" in fields[1]
+    assert "regex" in fields[2] or "choice" in fields[2]
+    assert fields[3] == {"grammar": GRAMMARS[3].spec}
+
+
+def test_scripted_engine_validates_its_script():
+    eng = ScriptedEngine(["not json"])
+    with pytest.raises(InvalidOutputError):
+        eng.generate([Request([{"role": "user", "content": "x"}], Grammar.json(Verdict))])
+
+
+def test_truncated_output_retried_once_with_more_room_then_raised():
+    g = Grammar.json(Verdict)
+    ok = '{"score":1,"label":"fine","note":"a"}'
+    eng = ScriptedEngine([('{"score":1', "length"), ok])
+    (resp,) = eng.generate([Request([{"role": "user", "content": "x"}], g, Sampling(max_tokens=8))])
+    assert resp.retried and resp.value.score == 1 and resp.usage.calls == 2
+    assert eng.batches[1][0].sampling.max_tokens == 16
+    eng = ScriptedEngine([('{"score":1', "length"), ('{"score":1,"lab', "length")])
+    with pytest.raises(TruncatedOutputError, match="max_tokens=16"):
+        eng.generate([Request([{"role": "user", "content": "x"}], g, Sampling(max_tokens=8))])
+
+
+def test_context_length_error_has_both_numbers():
+    eng = ScriptedEngine(["yes"], max_model_len=10)
+    with pytest.raises(ContextLengthError) as info:
+        eng.generate([Request([{"role": "user", "content": "word " * 50}], GRAMMARS[2])])
+    assert info.value.prompt_tokens == 50 and info.value.max_model_len == 10
+    assert "50" in str(info.value) and "10" in str(info.value)
+
+
+def test_seed_derivation_is_stable_and_order_free():
+    a = derive_seed(0, "whowhen/hand-crafted/1", "turn/3")
+    assert a == derive_seed(0, "whowhen/hand-crafted/1", "turn/3")
+    assert a != derive_seed(1, "whowhen/hand-crafted/1", "turn/3")
+    assert a != derive_seed(0, "whowhen/hand-crafted/2", "turn/3")
+    assert 0 <= a < 2**31
+
+
+def test_examples_satisfy_their_grammar():
+    for g in GRAMMARS[:3]:
+        for seed in range(5):
+            g.parse(example_text(g, seed))
+
+
+def test_response_cache_replays_exactly(tmp_path):
+    calls = []
+
+    def answer(req):
+        calls.append(req.key)
+        return example_text(req.grammar, req.sampling.seed)
+
+    reqs = mixed_batch(6)[:3]
+    inner = ScriptedEngine(answer)
+    cached = CachingEngine(inner, ResponseCache(tmp_path / "r.sqlite"), "scripted:test")
+    first = cached.generate(reqs)
+    again = CachingEngine(ScriptedEngine(lambda r: pytest.fail("must not be called")),
+                          ResponseCache(tmp_path / "r.sqlite"), "scripted:test")
+    second = again.generate(reqs)
+    assert [r.text for r in first] == [r.text for r in second]
+    assert all(r.from_cache for r in second) and len(calls) == 3
+
+
+def test_hub_ids_are_refused():
+    with pytest.raises(ModelPathError, match="never downloads"):
+        resolve_model("HuggingFaceTB/SmolLM2-135M-Instruct")
+    with pytest.raises(ModelPathError, match="no such model folder"):
+        resolve_model("./no/such/folder")
+
+
+def test_profiles_load_and_reject_unknown_fields(tmp_path):
+    assert "cpu-embedded" in list_profiles()
+    assert load_profile("cpu-embedded").enable_prefix_caching is True
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[engine]\nmax_model_length = 3\n")
+    with pytest.raises(ValueError, match="max_model_length"):
+        load_profile(str(bad))
+
+
+def test_offline_environment_is_set_on_import():
+    import os
+
+    import localfa  # noqa: F401
+
+    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK"):
+        assert os.environ[key] == "1"
+    assert json.loads(json.dumps(dict(os.environ)))  # environment stays serialisable

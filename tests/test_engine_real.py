@@ -1,0 +1,117 @@
+"""The engine layer on the REAL embedded model: vLLM CPU build, transformers + Outlines, and a
+real `vllm serve` behind the openai backend. Every output must satisfy its grammar."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from localfa.engine.errors import ContextLengthError, GrammarError, TruncatedOutputError
+from localfa.engine.grammar import Grammar
+from localfa.engine.types import Request, Sampling
+from tests.grammar_cases import GRAMMARS, LONG_PREFIX, Verdict, mixed_batch
+
+pytestmark = pytest.mark.real
+
+
+def _check_mixed_batch(engine):
+    reqs = mixed_batch(8)
+    out = engine.generate(reqs)
+    assert len(out) == 8
+    for req, resp in zip(reqs, out):
+        req.grammar.parse(resp.text)  # re-validated independently
+        assert resp.finish_reason == "stop"
+        assert resp.usage.prompt_tokens > 0 and resp.usage.completion_tokens > 0
+    assert isinstance(out[0].value, Verdict) and 0 <= out[0].value.score <= 100
+    assert out[2].value in ("yes", "no", "maybe")
+    again = engine.generate(reqs)
+    assert [r.text for r in out] == [r.text for r in again], "same seeds must give identical outputs"
+    return out
+
+
+def test_vllm_mixed_grammar_batch_validates_and_is_reproducible(vllm_engine):
+    _check_mixed_batch(vllm_engine)
+
+
+def test_vllm_shared_prefix_reports_cached_tokens(vllm_engine):
+    out = vllm_engine.generate(mixed_batch(8, seed_base=100, prefix=LONG_PREFIX))
+    assert sum(r.usage.cached_tokens for r in out) > 0
+    assert max(r.usage.cached_tokens for r in out) >= 512
+
+
+def test_vllm_truncation_is_retried_then_raised(vllm_engine):
+    g = Grammar.json(Verdict)
+    req = Request([{"role": "user", "content": "Rate step 3."}], g, Sampling(max_tokens=3, seed=1))
+    with pytest.raises(TruncatedOutputError) as info:
+        vllm_engine.generate([req])
+    assert info.value.max_tokens == 6 and info.value.grammar_name == "Verdict"
+
+
+def test_vllm_prompt_too_long_is_a_typed_error(vllm_engine):
+    long = "word " * (vllm_engine.max_model_len + 100)
+    with pytest.raises(ContextLengthError) as info:
+        vllm_engine.generate([Request([{"role": "user", "content": long}], GRAMMARS[2])])
+    assert info.value.prompt_tokens > info.value.max_model_len == vllm_engine.max_model_len
+
+
+def test_vllm_rejects_an_unenforceable_grammar_by_name(vllm_engine):
+    bad = Grammar("bogus_schema", "json", {"type": "object", "properties": {"x": {"type": "no-such-type"}}})
+    with pytest.raises(GrammarError, match="bogus_schema"):
+        vllm_engine.generate([Request([{"role": "user", "content": "x"}], bad, Sampling(max_tokens=8, seed=0))])
+
+
+def test_transformers_mixed_grammar_batch_validates_and_is_reproducible(transformers_engine):
+    _check_mixed_batch(transformers_engine)
+
+
+def test_openai_backend_against_real_vllm_serve(vllm_server):
+    from localfa.engine.factory import make_engine
+
+    engine = make_engine("openai", base_urls=[vllm_server])
+    try:
+        _check_mixed_batch(engine)
+        out = engine.generate(mixed_batch(8, seed_base=200, prefix=LONG_PREFIX))
+        assert sum(r.usage.cached_tokens for r in out) > 0
+        two = make_engine("openai", base_urls=[vllm_server, vllm_server + "/v1"])
+        assert len(two.generate(mixed_batch(4))) == 4
+        two.close()
+    finally:
+        engine.close()
+
+
+NETNS_SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {repo!r})
+    from localfa.engine.factory import make_engine
+    from tests.grammar_cases import mixed_batch
+    if __name__ == "__main__":
+        for name in ("vllm", "transformers"):
+            engine = make_engine(name)
+            out = engine.generate(mixed_batch(4))
+            for req, resp in zip(mixed_batch(4), out):
+                req.grammar.parse(resp.text)
+            print(name, "ok", len(out), flush=True)
+            engine.close()
+""")
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or shutil.which("ip") is None, reason="needs unshare and ip")
+def test_generation_works_with_only_loopback(tmp_path, embedded_model_dir):
+    """Air-gapped hosts often have no default route: every local backend must still work."""
+    script = tmp_path / "netns_check.py"
+    repo = str(Path(__file__).resolve().parents[1])
+    script.write_text(NETNS_SCRIPT.format(repo=repo))
+    env = dict(os.environ)
+    env.pop("VLLM_HOST_IP", None)
+    cmd = ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {sys.executable} {script}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    if proc.returncode != 0 and "Operation not permitted" in proc.stderr:
+        pytest.skip("this sandbox does not allow network namespaces (unshare -n)")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "vllm ok 4" in proc.stdout and "transformers ok 4" in proc.stdout
