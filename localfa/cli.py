@@ -35,4 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the importable module so commands register on the same `app` object.
+    from localfa.cli import main as _main
+
+    sys.exit(_main())

@@ -53,6 +53,12 @@ def server_command(settings: EngineSettings, model_dir: Path, host: str, port: i
         cmd += ["--gpu-memory-utilization", str(settings.gpu_memory_utilization)]
         if settings.data_parallel_size > 1:
             cmd += ["--data-parallel-size", str(settings.data_parallel_size)]
+    chunked = settings.enable_chunked_prefill if settings.enable_chunked_prefill is not None else not is_cpu
+    if not chunked:
+        cmd += ["--no-enable-chunked-prefill", "--max-num-batched-tokens",
+                str(max(settings.max_model_len, settings.max_num_batched_tokens or 16384))]
+    elif settings.max_num_batched_tokens:
+        cmd += ["--max-num-batched-tokens", str(settings.max_num_batched_tokens)]
     if settings.max_num_seqs:
         cmd += ["--max-num-seqs", str(settings.max_num_seqs)]
     if api_key:

@@ -24,6 +24,8 @@ class EngineSettings:
     enforce_eager: bool | None = None  # None: eager on CPU (compiling costs ~80 s a start), graphs on GPU
     cpu_kv_cache_gib: int = 2
     max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enable_chunked_prefill: bool | None = None  # None: off on CPU (seeded split prefills crash there), on for GPU
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 

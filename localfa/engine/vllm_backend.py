@@ -46,6 +46,14 @@ class VLLMEngine(BaseEngine):
             structured_outputs_config={"backend": s.structured_outputs_backend},
             tensor_parallel_size=s.tensor_parallel_size,
         )
+        chunked = s.enable_chunked_prefill if s.enable_chunked_prefill is not None else not self.is_cpu
+        if not chunked:
+            # On CPU a seeded request whose prefill is split across steps crashes vLLM 0.32
+            # ("CPU Generator does not use offset"); whole prefills avoid it.
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["max_num_batched_tokens"] = max(s.max_model_len, s.max_num_batched_tokens or 16384)
+        elif s.max_num_batched_tokens:
+            kwargs["max_num_batched_tokens"] = s.max_num_batched_tokens
         if not self.is_cpu:
             kwargs["gpu_memory_utilization"] = s.gpu_memory_utilization
             if s.data_parallel_size > 1:
@@ -55,6 +63,7 @@ class VLLMEngine(BaseEngine):
         kwargs.update(s.extra)
         self.model_dir = Path(model_dir)
         self.llm = vllm.LLM(**kwargs)
+        self.sync_grammars = _compile_grammars_synchronously(self.llm)
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.tokenizer = self.llm.get_tokenizer()
         self._engine_kwargs = {k: v for k, v in kwargs.items() if k != "model"}
@@ -76,6 +85,7 @@ class VLLMEngine(BaseEngine):
             "platform": "cpu" if self.is_cpu else "gpu",
             "max_model_len": self.max_model_len,
             "engine_args": self._engine_kwargs,
+            "grammar_compilation": "synchronous" if self.sync_grammars else "async (vLLM default)",
         }
 
     def close(self) -> None:
@@ -138,3 +148,23 @@ class VLLMEngine(BaseEngine):
                 )
             )
         return raws
+
+
+def _compile_grammars_synchronously(llm: object) -> bool:
+    """Make vLLM compile each grammar before scheduling its request (in-process engine only).
+
+    vLLM compiles grammars in a thread pool and schedules a request once its grammar is ready,
+    so which requests share a forward pass depends on compile timing; on CPU (bf16) a different
+    batch composition changes the numerics enough to change sampled tokens. Compiling inline
+    makes batch composition, and so the output for a fixed seed, independent of timing.
+    Returns False when this vLLM version does not expose the switch (then runs may differ).
+    """
+    try:
+        core = llm.llm_engine.engine_core.engine_core  # type: ignore[attr-defined]
+        manager = core.structured_output_manager
+    except AttributeError:
+        return False
+    if not hasattr(manager, "_use_async_grammar_compilation"):
+        return False
+    manager._use_async_grammar_compilation = False
+    return True

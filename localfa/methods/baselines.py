@@ -21,8 +21,11 @@ Option ``with_ground_truth=True`` puts the task's correct answer in the prompt (
 - heuristic: the first step of the most active non-human agent (most steps; ties go to the agent
   that spoke first; agents named "human"/"user" are skipped; if none is left, step 0).
 
-Fitting the prompt: the trace text is bounded by `max_chars` (and by the sweep's context budget
-when one is given: tokens are converted with the engine's tokenizer). When the steps do not fit,
+Fitting the prompt: the trace text gets `max_chars` characters; by default (None) as much as the
+engine's context window holds (DEFAULT_MAX_CHARS when the window is unknown). A sweep's context
+budget (``ctx.budget``: tokens, characters or ``scale:F``) lowers that further; tokens are
+converted with the engine's tokenizer, and the finished prompt is measured and shrunk until it
+fits the window with room for the answer. When the steps do not fit,
 every step keeps its header and the longest contents are cut to a common cap (shorter steps stay
 whole), head and tail kept around a ``[... N chars cut ...]`` marker. The cap is computed once per
 trace, so step-by-step prompts stay prefixes of each other (prefix caching); binary search
@@ -47,7 +50,7 @@ from localfa.traces.model import Trace, normalize_agent
 
 HUMAN_NAMES = frozenset({"human", "user"})
 TASK_MAX_CHARS = 1500
-ANSWER_MAX_CHARS = 300
+DEFAULT_MAX_CHARS = 12000
 _BLANKS = re.compile(r"\n{3,}")
 
 
@@ -120,8 +123,18 @@ def agent_choices(trace: Trace) -> list[str]:
     return list(out.values())
 
 
-def _budget_chars(ctx: MethodContext, max_chars: int) -> tuple[int, str | None]:
+def _start_chars(ctx: MethodContext, max_chars: int | None) -> int:
+    """The char budget before any context budget: the option, else what the window holds."""
+    if max_chars is not None:
+        return max_chars
+    if ctx.max_model_len:
+        return max(256, int(ctx.max_model_len * _chars_per_token(ctx)))
+    return DEFAULT_MAX_CHARS
+
+
+def _budget_chars(ctx: MethodContext, max_chars: int | None) -> tuple[int, str | None]:
     """The trace char budget under the sweep's context budget (ctx.budget), with a note."""
+    max_chars = _start_chars(ctx, max_chars)
     if not ctx.budget or ctx.budget == "none":
         return max_chars, None
     from localfa.methods.budget import parse_budget, resolve_scale
@@ -167,7 +180,7 @@ def fit_char_budget(ctx: MethodContext, char_budget: int, prompt_for: Callable[[
     """
     if not ctx.count_tokens or not ctx.max_model_len:
         return char_budget
-    room = ctx.max_model_len - max_tokens - margin
+    room = int(ctx.max_model_len * 0.97) - max_tokens - margin  # 3%: chat template, tokenizer drift
     for _ in range(8):
         messages = prompt_for(char_budget)
         used = sum(int(ctx.count_tokens(m["content"])) + 8 for m in messages)
@@ -208,13 +221,13 @@ def _json_max_tokens(reason_chars: int, agents: list[str] | None = None) -> int:
 class _ModelBaseline:
     name: str = ""
     with_ground_truth: bool = False
-    max_chars: int = 12000
+    max_chars: int | None = None
     reason_chars: int = 200
     temperature: float = 0.7
     top_p: float = 0.95
 
     def __post_init__(self) -> None:
-        if self.max_chars < 256:
+        if self.max_chars is not None and self.max_chars < 256:
             raise ValueError(f"{self.name}: max_chars must be at least 256")
         if not 0 < self.reason_chars <= 2000:
             raise ValueError(f"{self.name}: reason_chars must be in 1..2000")
@@ -262,7 +275,7 @@ class AllAtOnce(_ModelBaseline):
         return ctx.diagnosis(
             self.name, step=ans.step, agent=ans.agent, reasoning=ans.reason,
             details={"content_cap": cap, "char_budget": char_budget, "budget_note": note,
-                     "with_ground_truth": self.with_ground_truth},
+                     "ground_truth_shown": base["ground_truth"] is not None},
         )
 
 
@@ -297,7 +310,7 @@ class StepByStep(_ModelBaseline):
                 flagged = i
                 break
         details = {"content_cap": cap, "char_budget": char_budget, "budget_note": note,
-                   "with_ground_truth": self.with_ground_truth,
+                   "ground_truth_shown": base["ground_truth"] is not None,
                    "checked_steps": (flagged + 1) if flagged is not None else n}
         if flagged is None:
             return ctx.diagnosis(self.name, step=n - 1, stop_reason="no_step_flagged",
@@ -349,7 +362,7 @@ class BinarySearch(_ModelBaseline):
                 lo = mid + 1
             rnd += 1
         details = {"path": path, "char_budget": char_budget, "budget_note": note,
-                   "with_ground_truth": self.with_ground_truth}
+                   "ground_truth_shown": base["ground_truth"] is not None}
         if lo == hi:  # the halving already ended on one step: nothing left to ask
             return ctx.diagnosis(self.name, step=lo, details=details,
                                  reasoning=f"binary search narrowed the trace to step {lo}")

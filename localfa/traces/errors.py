@@ -12,19 +12,19 @@ from typing import NoReturn
 EXIT_BAD_INPUT = 2
 
 
+def one_line(text: str, limit: int = 2000) -> str:
+    """Collapse whitespace (an error must stay on one line) and cap the length."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
 class TraceError(Exception):
     """Bad trace input. ``str(e) == f"{path}: {message}"``."""
 
     def __init__(self, path: str, message: str) -> None:
         self.path = str(path)
-        self.message = message
-        super().__init__(f"{self.path}: {message}")
-
-
-def one_line(text: str, limit: int = 2000) -> str:
-    """Collapse whitespace (an error must stay on one line) and cap the length."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+        self.message = one_line(message)  # it is printed as one line; keep it one everywhere
+        super().__init__(f"{self.path}: {self.message}")
 
 
 def fail(path: str | None, message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:

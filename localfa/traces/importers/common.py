@@ -70,6 +70,10 @@ def first_line(text: str, limit: int = 80) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
 def parse_step_label(value: Any, n_steps: int, source: str, field: str) -> int:
     """A step label (Who&When stores it as a string) as an in-range 0-based int.
 
@@ -94,7 +98,7 @@ def parse_step_label(value: Any, n_steps: int, source: str, field: str) -> int:
     if not 0 <= value < n_steps:
         raise TraceError(
             source,
-            f"{field} {raw!r} is outside the trace ({n_steps} steps, valid 0..{n_steps - 1})",
+            f"{field} {raw!r} is outside the trace ({_steps(n_steps)}, valid 0..{n_steps - 1})",
         )
     return value
 
@@ -109,7 +113,7 @@ def check_labels(labels: Labels | None, n_steps: int, source: str) -> None:
     for field, step in named:
         if not 0 <= step < n_steps:
             raise TraceError(
-                source, f"label {field} {step} is outside the trace ({n_steps} steps, valid 0..{n_steps - 1})"
+                source, f"label {field} {step} is outside the trace ({_steps(n_steps)}, valid 0..{n_steps - 1})"
             )
 
 

@@ -34,6 +34,7 @@ WRAPPER_KEYS = ("chat_history", "messages")
 M1_CONVERSATION = {"OrchestrationEvent", "AgentEvent"}
 M1_AUXILIARY = {"LLMCallEvent", "WebSurferEvent"}
 _USERS = {"human", "user"}
+_CHAT_ROLES = {"system", "developer", "user", "assistant", "tool", "function", "human", "ai", "model"}
 
 
 def _entries(data: Any) -> tuple[list[Any], dict[str, Any]] | None:
@@ -60,7 +61,7 @@ def sniff(data: Any) -> bool:
         return False
     items, _ = got
     return any(
-        _is_message(x) or (isinstance(x, dict) and x.get("type") in M1_AUXILIARY) for x in items[:20]
+        _is_message(x) or (isinstance(x, dict) and str(x.get("type")) in M1_AUXILIARY) for x in items[:20]
     )
 
 
@@ -107,6 +108,10 @@ def _openai_step(i: int, m: dict[str, Any], where: str, source: str) -> Step:
         raise TraceError(source, f"{where}: message 'content' is null and it makes no tool call")
     if content is not None and not isinstance(content, (str, list, dict)):
         raise TraceError(source, f"{where}: message 'content' must be text, got {type_name(content)}")
+    if role and role.strip().lower() not in _CHAT_ROLES and not name:
+        # a role that is really a speaker ("Orchestrator (-> WebSurfer)", as in Who&When
+        # hand-crafted histories): it names the agent; the chat role is user/assistant
+        name, role = role, ("user" if normalize_agent(role) in _USERS else "assistant")
     text = content_text(content)
     if not text and m.get("tool_responses"):
         text = content_text([r.get("content") for r in m["tool_responses"] if isinstance(r, dict)])
@@ -153,8 +158,9 @@ def _m1_step(i: int, m: dict[str, Any], where: str, source: str) -> Step:
         raise TraceError(source, f"{where}: log record 'message' is null")
     role = "user" if normalize_agent(agent) in _USERS else "assistant"
     stamp = m.get("timestamp") if isinstance(m.get("timestamp"), str) else None
+    kind = m.get("type")
     return Step(index=i, agent=agent, role=role, content=content_text(m["message"]),
-                name=m.get("type"), start_time=stamp)
+                name=kind if isinstance(kind, str) else None, start_time=stamp)
 
 
 def parse(data: Any, path: Path, source: str) -> Trace:
@@ -180,7 +186,7 @@ def parse(data: Any, path: Path, source: str) -> Trace:
         where = f"{label}[{i}]" if wrapper else f"item {i}"
         if not isinstance(m, dict):
             raise TraceError(source, f"{where}: expected a message object, got {type_name(m)}")
-        kind = m.get("type")
+        kind = m.get("type") if isinstance(m.get("type"), str) else None
         if kind in M1_AUXILIARY:
             skipped[kind] = skipped.get(kind, 0) + 1
             continue
@@ -211,7 +217,9 @@ def parse(data: Any, path: Path, source: str) -> Trace:
     for key, val in wrapper.items():
         if key != label and key != "summary":
             metadata[key] = val
-    task = next((s.content for s in steps if s.role in _USERS and s.content.strip()), steps[0].content)
+    # the run's opening message is its task (AG2/AutoGen/Magentic-One start with it; a leading
+    # system prompt is not the task)
+    task = next((s.content for s in steps if s.role != "system" and s.content.strip()), steps[0].content)
     summary = wrapper.get("summary")
     final = summary if isinstance(summary, str) and summary.strip() else None
     if final is None:

@@ -1,0 +1,109 @@
+"""`localfa bench DATASET... --methods ... --seeds ... --out RUN_DIR`: a resumable sweep.
+
+One record per (trace, method, budget, seed) is appended to RUN_DIR/results.jsonl as soon as it
+is done; re-running the same command resumes. Bad input exits with status 2 and one line
+``error: <file>: <what>`` on stderr.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from localfa.cli import app
+from localfa.engine.cli_options import (ApiKeyOpt, BaseUrlOpt, CacheDirOpt, EngineChoice, EngineOpt,
+                                        MaxLenOpt, ModelOpt, ProfileOpt)
+from localfa.traces.errors import TraceError, fail, fail_trace
+
+METHODS_HELP = (
+    "Comma-separated methods: safari, all-at-once, step-by-step, binary-search, random, heuristic. "
+    "Options follow the name after colons, e.g. all-at-once:with_ground_truth=true (the paper's "
+    "'with G' setting) or safari:max_turns=20:threshold=70; the full text is the method's label."
+)
+
+
+@app.command("bench")
+def bench(
+    datasets: Annotated[list[str], typer.Argument(help="Trace files or folders (e.g. a Who&When checkout)")],
+    out: Annotated[Path, typer.Option("--out", help="Run directory: results.jsonl, manifest.json, cache/")],
+    methods: Annotated[str, typer.Option("--methods", help=METHODS_HELP)] = "safari",
+    seeds: Annotated[str, typer.Option("--seeds", help="Run seeds: 0,1,2 or 0-4")] = "0",
+    budgets: Annotated[Optional[str], typer.Option(
+        "--budgets", help="Context budgets, comma-separated: none, 25k (tokens), 100000c (characters), "
+                          "scale:2 (fixed scaling factor: budget = token position of the labelled fault / 2)")] = None,
+    limit: Annotated[Optional[int], typer.Option(
+        "--limit", min=1, help="Only the first N traces of each subset (Who&When: N algorithm-generated "
+                               "AND N hand-crafted; other data: per folder), in natural file order")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Trace runs in flight at once (the engine batches their calls)")] = 16,
+    force: Annotated[bool, typer.Option("--force", help="Resume even if the model, backend, prompts or method options changed")] = False,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Warn about unreadable trace files and go on without them")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not keep a response cache (default: RUN_DIR/cache)")] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar")] = False,
+    engine: EngineOpt = None,
+    model: ModelOpt = None,
+    profile: ProfileOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    cache_dir: CacheDirOpt = None,
+    max_model_len: MaxLenOpt = None,
+) -> None:
+    """Run methods over datasets (traces x methods x budgets x seeds), resumably, into RUN_DIR."""
+    from localfa.bench.store import StoreError
+    from localfa.bench.sweep import SweepError, load_traces, parse_budgets, parse_methods, parse_seeds, run_sweep
+    from localfa.methods.registry import get_method, method_names
+
+    try:
+        specs = parse_methods(methods)
+    except ValueError as exc:
+        fail("--methods", str(exc))
+    known = method_names()
+    for s in specs:
+        if s.name not in known:
+            fail("--methods", f"unknown method {s.name!r} (known: {', '.join(known)})")
+        try:  # options are checked before traces are read or an engine is loaded (minutes)
+            get_method(s.name, **s.options_dict)
+        except (KeyError, ValueError, TypeError) as exc:
+            fail("--methods", f"{s.label}: {exc.args[0] if exc.args else exc}")
+    try:
+        seed_list = parse_seeds(seeds)
+    except ValueError as exc:
+        fail("--seeds", str(exc))
+    try:
+        budget_list = parse_budgets(budgets)
+    except ValueError as exc:
+        fail("--budgets", str(exc))
+    if out.exists() and not out.is_dir():
+        fail(str(out), "--out must be a directory (the run directory), not a file")
+    try:
+        traces = load_traces(datasets, limit=limit, skip_bad=skip_bad)
+    except TraceError as exc:
+        fail_trace(exc)
+    except SweepError as exc:
+        fail(exc.path, exc.message)
+    if not traces:
+        fail(" ".join(datasets), "no trace files found")
+    cache = None if no_cache else (cache_dir or str(out / "cache"))
+    eng = EngineChoice(engine, model, profile, base_url, api_key, cache, max_model_len).build()
+    try:
+        result = run_sweep(
+            out, traces, specs, seed_list, eng, budget_list,
+            concurrency=concurrency, force=force, progress=not no_progress,
+            manifest_extra={"limit": limit, "dataset_args": list(datasets), "response_cache": cache},
+        )
+    except StoreError as exc:
+        fail(exc.path, exc.message)
+    except SweepError as exc:
+        fail(exc.path, exc.message)
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: finished records are in {out / 'results.jsonl'}; "
+                   "run the same command again to resume", err=True)
+        raise typer.Exit(130) from None
+    finally:
+        eng.close()
+    typer.echo(
+        f"{result.written} new records ({result.errors} with errors), {result.skipped} already done, "
+        f"{result.planned} planned; {out / 'results.jsonl'}  ({result.wall_s:.1f}s)",
+        err=True,
+    )

@@ -1,0 +1,341 @@
+"""Reports of a run directory: a markdown table and a self-contained HTML page.
+
+The HTML has no external resource of any kind (no script, stylesheet, font or image is fetched):
+inline CSS, the tables, an inline SVG plot of tolerance accuracy against k per method, and per
+trace the prediction, the label and the evidence each method quoted.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from localfa.bench.metrics import (METRIC_TITLES, OVERALL, TOLERANCES, GroupSummary, Estimate, score_record,
+                                   summarize, tolerance_curve)
+from localfa.bench.store import RESULTS, read_records
+from localfa.bench.sweep import MANIFEST
+
+REPORT_HTML = "report.html"
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
+           "#7f7f7f", "#bcbd22")
+SUBSTRING_NOTE = ("Who&When's reference scorer matches steps by substring (label 7 also matches a "
+                  "prediction of 17). Shown only to compare with published tables; the exact-match "
+                  "step accuracy above is the one to trust.")
+
+
+class ReportError(Exception):
+    def __init__(self, path: str | Path, message: str) -> None:
+        self.path = str(path)
+        self.message = message
+        super().__init__(f"{self.path}: {message}")
+
+
+# ---- loading -----------------------------------------------------------------------------------
+
+def load_run(run_dir: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """(records, manifest) of a run directory; a missing results file is an error."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise ReportError(run, "no such run directory")
+    results = run / RESULTS
+    if not results.exists():
+        raise ReportError(results, "no results file: run `localfa bench ... --out RUN_DIR` first")
+    from localfa.bench.store import StoreError
+
+    try:
+        records = read_records(results)
+    except StoreError as exc:
+        raise ReportError(exc.path, exc.message) from None
+    manifest = None
+    mpath = run / MANIFEST
+    if mpath.exists():
+        try:
+            manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ReportError(mpath, f"not readable JSON ({exc})") from None
+    return records, manifest
+
+
+# ---- formatting --------------------------------------------------------------------------------
+
+def fmt_estimate(e: Estimate, ci: bool = True) -> str:
+    if e.mean is None:
+        return "—"
+    if not ci or e.lo is None or e.hi is None:
+        return f"{e.mean:.3f}"
+    return f"{e.mean:.3f} [{e.lo:.2f}, {e.hi:.2f}]"
+
+
+def _fmt_num(x: float) -> str:
+    if x >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.1f}"
+
+
+def metric_columns(groups: list[GroupSummary]) -> list[str]:
+    """The metric columns that apply to at least one group."""
+    cols = ["agent", "step", *(f"tol_{k}" for k in TOLERANCES)]
+    if any(g.multi_fault for g in groups):
+        cols += ["precision", "strict_precision"]
+    if any(g.spans for g in groups):
+        cols += ["span_f1", "first_error"]
+    return cols
+
+
+def _show_budget(groups: list[GroupSummary]) -> bool:
+    return any(g.budget != "none" for g in groups)
+
+
+def table_rows(groups: list[GroupSummary], ci: bool = True) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the main table (method x subset x metric, with cost per trace run)."""
+    cols = metric_columns(groups)
+    head = ["method"] + (["budget"] if _show_budget(groups) else []) + ["subset", "traces", "runs"]
+    head += [METRIC_TITLES[c] for c in cols]
+    head += ["calls/trace", "tokens/trace", "cached/trace", "errors"]
+    rows = []
+    for g in groups:
+        row = [g.method] + ([g.budget] if _show_budget(groups) else []) + [g.subset, str(g.traces), str(g.records)]
+        row += [fmt_estimate(g.metrics[c], ci) for c in cols]
+        row += [_fmt_num(g.cost["calls"]), _fmt_num(g.cost["tokens"]), _fmt_num(g.cost["cached_tokens"]), str(g.errors)]
+        rows.append(row)
+    return head, rows
+
+
+def substring_rows(groups: list[GroupSummary]) -> tuple[list[str], list[list[str]]]:
+    head = ["method"] + (["budget"] if _show_budget(groups) else []) + ["subset", "traces",
+                                                                       "step acc (exact)", "step acc (W&W substring scorer)"]
+    rows = []
+    for g in groups:
+        rows.append([g.method] + ([g.budget] if _show_budget(groups) else []) + [
+            g.subset, str(g.traces), fmt_estimate(g.metrics["step"]), fmt_estimate(g.metrics["step_substring"])])
+    return head, rows
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(_md_escape(h) for h in head) + " |",
+             "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def markdown_report(records: list[dict[str, Any]], manifest: dict[str, Any] | None = None, *,
+                    substring: bool = False, n_boot: int = 1000) -> str:
+    """The report as markdown: a header line, the main table, optionally the substring table."""
+    groups = summarize(records, n_boot=n_boot, method_order=_method_order(manifest))
+    out = [f"## localfa bench report{_title_suffix(manifest)}", ""]
+    if not groups:
+        out.append("No records in this run yet.")
+        return "\n".join(out) + "\n"
+    out.append(f"{len(records)} records; metrics are means over traces (seeds averaged within a trace) "
+               "with bootstrap 95% intervals; cost columns are per trace run.")
+    out.append("")
+    out.append(markdown_table(*table_rows(groups)))
+    if substring:
+        out += ["", "### Who&When reference scorer (substring match; for comparison with published tables only)",
+                "", SUBSTRING_NOTE, "", markdown_table(*substring_rows(groups))]
+    return "\n".join(out) + "\n"
+
+
+def _method_order(manifest: dict[str, Any] | None) -> list[str]:
+    return list((manifest or {}).get("methods") or {})
+
+
+def _title_suffix(manifest: dict[str, Any] | None) -> str:
+    if not manifest:
+        return ""
+    model = (manifest.get("model") or {}).get("name")
+    backend = (manifest.get("engine") or {}).get("backend")
+    bits = list(dict.fromkeys(b for b in (model, backend) if b))
+    return f" — {' on '.join(bits)}" if bits else ""
+
+
+# ---- HTML --------------------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em;color:#222;max-width:1400px}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f2f2f2}td.num{text-align:right;white-space:nowrap}
+.hit{color:#1a7f37;font-weight:bold}.miss{color:#b42318}.err{color:#b42318;white-space:pre-wrap}
+.note{color:#555;font-size:.9em}details{margin:.3em 0}summary{cursor:pointer}
+blockquote{margin:.2em 0 .2em 1em;padding-left:.5em;border-left:3px solid #ccc;white-space:pre-wrap}
+code{font-size:.95em}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape("" if x is None else str(x), quote=True)
+
+
+def html_table(head: list[str], rows: list[list[str]], numeric_from: int = 0) -> str:
+    out = ["<table><thead><tr>", "".join(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
+    for r in rows:
+        cells = []
+        for i, c in enumerate(r):
+            cls = ' class="num"' if numeric_from and i >= numeric_from else ""
+            cells.append(f"<td{cls}>{_e(c)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def tolerance_svg(groups: list[GroupSummary], width: int = 720, height: int = 380) -> str:
+    """Inline SVG: accuracy within ±k (k = 0..5) per method (and budget), overall rows only."""
+    series = [g for g in groups if g.subset == OVERALL]
+    show_budget = _show_budget(groups)
+    left, right, top, bottom = 50, 230, 30, 45
+    pw, ph = width - left - right, height - top - bottom
+    ks = [0, *TOLERANCES]
+
+    def x(k: int) -> float:
+        return left + pw * k / ks[-1]
+
+    def y(v: float) -> float:
+        return top + ph * (1 - v)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="tolerance accuracy against k">',
+             f'<text x="{left}" y="18" font-size="13" font-weight="bold">Accuracy within ±k steps (overall)</text>']
+    for v in (0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{left + pw}" y2="{y(v):.1f}" stroke="#ddd"/>')
+        parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:g}</text>')
+    for k in ks:
+        parts.append(f'<line x1="{x(k):.1f}" y1="{top}" x2="{x(k):.1f}" y2="{top + ph}" stroke="#f0f0f0"/>')
+        parts.append(f'<text x="{x(k):.1f}" y="{top + ph + 16}" font-size="11" text-anchor="middle">{k}</text>')
+    parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 8}" font-size="12" text-anchor="middle">k (steps of tolerance; 0 = exact)</text>')
+    parts.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>')
+    if not series:
+        parts.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph / 2:.1f}" font-size="13" text-anchor="middle">no records</text>')
+    for i, g in enumerate(series):
+        color = PALETTE[i % len(PALETTE)]
+        name = g.method + (f" ({g.budget})" if show_budget else "")
+        pts = [(k, v) for k, v in tolerance_curve(g) if v is not None]
+        if pts:
+            coords = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in pts)
+            parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2"/>')
+            for k, v in pts:
+                parts.append(f'<circle cx="{x(k):.1f}" cy="{y(v):.1f}" r="3" fill="{color}">'
+                             f'<title>{_e(name)}: ±{k} = {v:.3f}</title></circle>')
+        ly = top + 14 + 18 * i
+        parts.append(f'<line x1="{left + pw + 15}" y1="{ly - 4}" x2="{left + pw + 35}" y2="{ly - 4}" stroke="{color}" stroke-width="3"/>')
+        label = name if len(name) <= 30 else name[:29] + "…"
+        parts.append(f'<text x="{left + pw + 40}" y="{ly}" font-size="11"><title>{_e(name)}</title>{_e(label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _mark(score: float | None) -> str:
+    if score is None:
+        return ""
+    return '<span class="hit">✓</span>' if score >= 1 else '<span class="miss">✗</span>'
+
+
+def per_trace_html(records: list[dict[str, Any]], reasoning_chars: int = 1200) -> str:
+    by_trace: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_trace.setdefault(str(r.get("trace")), []).append(r)
+    out = []
+    for tid, recs in by_trace.items():
+        label = recs[0].get("label") or {}
+        lab = (f"label: step {label.get('mistake_step')} by {label.get('mistake_agent')}" if label
+               else "no label")
+        hits = sum(1 for r in recs if score_record(r)["step"] == 1.0)
+        out.append(f"<details><summary><code>{_e(tid)}</code> ({_e(recs[0].get('subset') or '')}) — {_e(lab)} — "
+                   f"{hits}/{len(recs)} runs exact</summary>")
+        if label.get("reason"):
+            out.append(f"<p class=note>labelled reason: {_e(label['reason'])}</p>")
+        if label.get("fault_steps") and len(label["fault_steps"]) > 1:
+            out.append(f"<p class=note>fault steps {_e(label['fault_steps'])}; high impact {_e(label.get('high_impact_steps'))}</p>")
+        out.append("<table><thead><tr><th>method</th><th>budget</th><th>seed</th><th>step</th><th></th><th>agent</th><th></th>"
+                   "<th>stop</th><th>calls</th><th>tokens</th><th>evidence and reasoning</th></tr></thead><tbody>")
+        for r in sorted(recs, key=lambda r: (str(r.get("method")), str(r.get("budget")), int(r.get("seed", 0)))):
+            s = score_record(r)
+            u = r.get("usage") or {}
+            ev = "".join(f"<blockquote>{_e(q)}</blockquote>" for q in (r.get("evidence") or []))
+            if r.get("spans"):
+                ev = f"<div>spans: {_e(r['spans'])}</div>" + ev
+            reasoning = str(r.get("reasoning") or "")
+            if len(reasoning) > reasoning_chars:
+                reasoning = reasoning[:reasoning_chars] + " …"
+            body = ev + (f"<div>{_e(reasoning)}</div>" if reasoning else "")
+            if r.get("error"):
+                body += f'<div class="err">{_e(str(r["error"])[:2000])}</div>'
+            out.append(
+                f"<tr><td>{_e(r.get('method'))}</td><td>{_e(r.get('budget'))}</td><td class=num>{_e(r.get('seed'))}</td>"
+                f"<td class=num>{_e(r.get('step'))}</td><td>{_mark(s['step'])}</td>"
+                f"<td>{_e(r.get('agent'))}</td><td>{_mark(s['agent'])}</td><td>{_e(r.get('stop_reason'))}</td>"
+                f"<td class=num>{_e(u.get('calls', 0))}</td>"
+                f"<td class=num>{_e(int(u.get('prompt_tokens', 0) or 0) + int(u.get('completion_tokens', 0) or 0))}</td>"
+                f"<td>{body}</td></tr>")
+        out.append("</tbody></table></details>")
+    return "".join(out)
+
+
+def _manifest_html(manifest: dict[str, Any] | None, run_dir: str) -> str:
+    if not manifest:
+        return f"<p class=note>Run directory <code>{_e(run_dir)}</code> (no manifest.json).</p>"
+    model = manifest.get("model") or {}
+    eng = manifest.get("engine") or {}
+    rows = [
+        ("run directory", run_dir),
+        ("model", f"{model.get('name')} {('sha256 ' + str(model.get('sha256'))[:16]) if model.get('sha256') else ''}".strip()),
+        ("backend", eng.get("backend")),
+        ("localfa", f"{manifest.get('localfa_version')} ({manifest.get('git_revision') or 'no git revision'})"),
+        ("created", manifest.get("created")),
+        ("seeds", ", ".join(str(s) for s in manifest.get("seeds") or [])),
+        ("budgets", ", ".join(str(b) for b in manifest.get("budgets") or [])),
+        ("methods", ", ".join(manifest.get("methods") or {})),
+        ("resumed", str(len(manifest.get("resumed") or []))),
+    ]
+    return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def html_report(records: list[dict[str, Any]], manifest: dict[str, Any] | None = None, *,
+                run_dir: str = "", substring: bool = True, n_boot: int = 1000) -> str:
+    """The whole report as one self-contained HTML document."""
+    groups = summarize(records, n_boot=n_boot, method_order=_method_order(manifest))
+    body = [f"<h1>localfa bench report{_e(_title_suffix(manifest))}</h1>", _manifest_html(manifest, run_dir)]
+    if not groups:
+        body.append("<p>No records in this run yet.</p>")
+    else:
+        head, rows = table_rows(groups)
+        body.append("<h2>Results</h2>")
+        body.append(f"<p class=note>{len(records)} records. Metrics: means over traces (a trace's seeds are averaged "
+                    "first) with percentile-bootstrap 95% intervals over traces. Agent accuracy is a normalised exact "
+                    "match; step accuracy and ±k are exact on 0-based steps. Cost columns are per trace run. "
+                    "Failed runs count as wrong.</p>")
+        body.append(html_table(head, rows, numeric_from=head.index("traces")))
+        body.append("<h2>Tolerance accuracy</h2>")
+        body.append(tolerance_svg(groups))
+        if substring:
+            sh, sr = substring_rows(groups)
+            body.append("<h2>Who&amp;When reference scorer (substring match)</h2>")
+            body.append(f"<p class=note>{_e(SUBSTRING_NOTE)}</p>")
+            body.append(html_table(sh, sr, numeric_from=sh.index("traces")))
+        body.append("<h2>Per trace</h2>")
+        body.append("<p class=note>Each trace: every run's prediction against the label, with the evidence the "
+                    "method quoted and its reasoning.</p>")
+        body.append(per_trace_html(records))
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<title>localfa bench report</title>"
+            f"<style>{_CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n")
+
+
+def write_report(run_dir: str | Path, html_path: str | Path | None = None, *, substring: bool = False,
+                 n_boot: int = 1000) -> tuple[str, Path]:
+    """(markdown text, path of the HTML written) for a run directory."""
+    records, manifest = load_run(run_dir)
+    md = markdown_report(records, manifest, substring=substring, n_boot=n_boot)
+    path = Path(html_path) if html_path else Path(run_dir) / REPORT_HTML
+    doc = html_report(records, manifest, run_dir=str(run_dir), substring=True, n_boot=n_boot)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(doc, encoding="utf-8")
+    tmp.replace(path)
+    return md, path

@@ -1,0 +1,45 @@
+"""`localfa report RUN_DIR`: the markdown table on stdout and RUN_DIR/report.html.
+
+Works on a run that is still going or was killed (it reads the finished records only).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from localfa.cli import app
+from localfa.traces.errors import fail
+
+
+@app.command("report")
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `localfa bench --out`")],
+    html_out: Annotated[Optional[Path], typer.Option("--html", help="Where to write the HTML (default: RUN_DIR/report.html)")] = None,
+    substring: Annotated[bool, typer.Option(
+        "--substring", help="Also print step accuracy under Who&When's reference scorer (substring match, "
+                            "'7' matches '17'), only to compare with published tables")] = False,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Bootstrap resamples for the 95% intervals")] = 1000,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the metrics as JSON here")] = None,
+) -> None:
+    """Print method x subset x metric (with intervals, calls and tokens per trace); write report.html."""
+    from localfa.bench.report import ReportError, load_run, write_report
+
+    try:
+        md, path = write_report(run_dir, html_out, substring=substring, n_boot=bootstrap)
+    except ReportError as exc:
+        fail(exc.path, exc.message)
+    except OSError as exc:
+        fail(str(html_out or run_dir), f"cannot write the report: {exc.strerror or exc}")
+    typer.echo(md, nl=False)
+    if json_out:
+        import json
+
+        from localfa.bench.metrics import summarize
+
+        records, manifest = load_run(run_dir)
+        groups = summarize(records, n_boot=bootstrap, method_order=list((manifest or {}).get("methods") or {}))
+        json_out.write_text(json.dumps([g.as_dict() for g in groups], indent=2) + "\n", encoding="utf-8")
+    typer.echo(f"wrote {path}", err=True)

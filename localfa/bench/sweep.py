@@ -1,0 +1,473 @@
+"""Sweeps: traces x methods x budgets x seeds, one durable record each, resumable after a kill.
+
+- Records are keyed by (trace id, method label, budget label, seed) and appended to
+  ``RUN_DIR/results.jsonl`` as soon as each is done (see `localfa.bench.store`). Re-running the
+  same command skips finished keys; a sweep killed with SIGKILL loses at most the records that
+  were in flight (and with the response cache, which `localfa bench` keeps in RUN_DIR/cache by
+  default, even their finished model calls are replayed, not recomputed).
+- ``RUN_DIR/manifest.json`` is written at the start. On resume the model, backend, prompt and
+  grammar hashes, and the options of every method already in the run, must match, else the sweep
+  refuses (``force=True`` continues anyway and notes it in the manifest). Adding seeds, budgets,
+  methods or traces to an existing run is allowed: that only adds records.
+- Every trace runs concurrently through `run_jobs`, so the engine sees full batches.
+- Each record carries the trace's labels (``label``), so metrics never need the trace files.
+
+Methods are given as ``NAME`` or ``NAME:key=value:key=value`` (e.g.
+``all-at-once:with_ground_truth=true``); the canonical spec is the record's `method` label.
+Budgets: ``none``, ``25k`` (tokens), ``100000c`` (characters) or ``scale:2`` (SAFARI's fixed
+scaling factor: budget = token position of the labelled fault / 2, resolved per trace by the
+method from ``ctx.budget``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from localfa.bench.store import ResultStore, record_key
+from localfa.diagnosis import Diagnosis
+from localfa.methods.base import MethodContext
+from localfa.methods.budget import parse_budget
+from localfa.methods.runner import Job, run_jobs
+from localfa.traces.errors import TraceError
+from localfa.traces.model import Trace
+
+MANIFEST = "manifest.json"
+TIMING_FIELDS = ("wall_s", "finished_at")
+
+
+class SweepError(Exception):
+    """Bad sweep input or a run directory that cannot be resumed; str = "path: message"."""
+
+    def __init__(self, path: str | Path | None, message: str) -> None:
+        self.path = None if path is None else str(path)
+        self.message = message
+        super().__init__(f"{self.path}: {message}" if self.path is not None else message)
+
+
+# ---- parsing the command line's lists ----------------------------------------------------------
+
+def _option_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "none" if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A registered method name and its options; `label` is the canonical text form."""
+
+    name: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        return ":".join([self.name, *(f"{k}={_fmt_value(v)}" for k, v in self.options)])
+
+    @property
+    def options_dict(self) -> dict[str, Any]:
+        return dict(self.options)
+
+    @classmethod
+    def parse(cls, text: str) -> "MethodSpec":
+        parts = [p.strip() for p in text.strip().split(":")]
+        name = parts[0]
+        if not name:
+            raise ValueError(f"method {text!r}: empty name")
+        opts: dict[str, Any] = {}
+        for part in parts[1:]:
+            if "=" not in part:
+                raise ValueError(f"method {text!r}: option {part!r} is not key=value")
+            k, v = part.split("=", 1)
+            k = k.strip().replace("-", "_")
+            if not k:
+                raise ValueError(f"method {text!r}: option {part!r} has no key")
+            opts[k] = _option_value(v.strip())
+        return cls(name, tuple(sorted(opts.items())))
+
+
+def parse_methods(text: str) -> list[MethodSpec]:
+    specs = [MethodSpec.parse(p) for p in text.split(",") if p.strip()]
+    if not specs:
+        raise ValueError("no methods given")
+    labels = [s.label for s in specs]
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:
+        raise ValueError(f"method(s) given twice: {', '.join(dup)}")
+    return specs
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``0,1,2`` or ``0-4`` (inclusive) or a mix."""
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            if "-" in part[1:]:
+                a, b = part.split("-", 1) if not part.startswith("-") else (part, "")
+                lo, hi = int(a), int(b)
+                if hi < lo:
+                    raise ValueError
+                seeds.extend(range(lo, hi + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise ValueError(f"seeds {text!r}: use whole numbers such as 0,1,2 or 0-4") from None
+    if not seeds:
+        raise ValueError("no seeds given")
+    return list(dict.fromkeys(seeds))
+
+
+def parse_budgets(text: str | None) -> list[str]:
+    """Canonical budget labels (``none``, ``25000``, ``100000c``, ``scale:2``), in order, distinct."""
+    if text is None or not text.strip():
+        return ["none"]
+    out = [parse_budget(p.strip()).label for p in text.split(",") if p.strip()]
+    return list(dict.fromkeys(out)) or ["none"]
+
+
+# ---- traces ------------------------------------------------------------------------------------
+
+def label_of(trace: Trace) -> dict[str, Any] | None:
+    """What the metrics need from the trace's labels, stored in every record."""
+    lab = trace.labels
+    if lab is None:
+        return None
+    return {
+        "mistake_step": lab.mistake_step,
+        "mistake_agent": lab.mistake_agent,
+        "fault_steps": list(lab.fault_steps),
+        "high_impact_steps": list(lab.high_impact_steps),
+        "reason": lab.reason,
+    }
+
+
+def load_traces(paths: list[str | Path], limit: int | None = None, skip_bad: bool = False,
+                warn: Callable[[str], None] | None = None) -> list[Trace]:
+    """Traces under `paths` in a stable (natural) order; `limit` = first N per subset.
+
+    A "subset" is the trace's own subset (Who&When: algorithm-generated, hand-crafted) or else
+    the folder the file sits in, counted separately for each path given. Bad files raise
+    `TraceError`, or are reported through `warn` and skipped with `skip_bad`.
+    """
+    from localfa.traces.load import iter_trace_files, load_trace
+
+    if limit is not None and limit < 1:
+        raise SweepError(None, f"--limit must be at least 1, got {limit}")
+    out: list[Trace] = []
+    ids: dict[str, str] = {}
+    for root in paths:
+        counts: dict[str, int] = {}
+        for f in iter_trace_files([root]):
+            try:
+                trace = load_trace(f)
+            except TraceError as exc:
+                if not skip_bad:
+                    raise
+                (warn or _stderr)(f"warning: skipping {exc}")
+                continue
+            group = trace.subset or str(f.parent)
+            if limit is not None and counts.get(group, 0) >= limit:
+                continue
+            if trace.id in ids:
+                if ids[trace.id] == trace.source:
+                    continue
+                raise TraceError(trace.source, f"trace id {trace.id!r} is also the id of {ids[trace.id]}; "
+                                               "records are keyed by trace id, so ids must be distinct")
+            ids[trace.id] = trace.source
+            counts[group] = counts.get(group, 0) + 1
+            out.append(trace)
+    return out
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---- manifest ----------------------------------------------------------------------------------
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=False, default=str)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def manifest_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between two manifests in the parts that fix the results.
+
+    Model, backend, prompt and grammar hashes must be equal; methods are compared only where both
+    runs have them (a new method, seed, budget or trace extends a run).
+    """
+    from localfa.manifest import comparable
+
+    a, b = comparable(old), comparable(new)
+    diffs: list[str] = []
+    for key in sorted(set(a) | set(b)):
+        if key == "methods":
+            ma, mb = a.get(key) or {}, b.get(key) or {}
+            for name in sorted(set(ma) & set(mb)):
+                if ma[name] != mb[name]:
+                    diffs.append(f"method {name}: {json.dumps(ma[name], sort_keys=True)} -> {json.dumps(mb[name], sort_keys=True)}")
+            continue
+        if a.get(key) != b.get(key):
+            if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
+                sub = sorted(k for k in set(a[key]) | set(b[key]) if a[key].get(k) != b[key].get(k))
+                diffs.append(f"{key}: {', '.join(sub[:6])}{' ...' if len(sub) > 6 else ''} differ")
+            else:
+                diffs.append(f"{key}: {a.get(key)!r} -> {b.get(key)!r}")
+    return diffs
+
+
+def _merge_list(a: Any, b: Any) -> list[Any]:
+    out = list(a or [])
+    for x in b or []:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def prepare_manifest(run_dir: Path, new: dict[str, Any], force: bool) -> dict[str, Any]:
+    """Write (first run) or check and extend (resume) RUN_DIR/manifest.json; return what is on disk."""
+    path = run_dir / MANIFEST
+    if not path.exists():
+        _write_json_atomic(path, new)
+        return new
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SweepError(path, f"cannot read the run's manifest ({exc}); use a new --out") from None
+    diffs = manifest_differences(old, new)
+    if diffs and not force:
+        raise SweepError(path, "this run directory was made with different settings ("
+                         + "; ".join(diffs) + "); use a new --out, or --force to add to it anyway")
+    merged = dict(old)
+    merged["methods"] = {**(old.get("methods") or {}), **(new.get("methods") or {})}
+    for key in ("seeds", "budgets", "trace_files"):
+        merged[key] = _merge_list(old.get(key), new.get(key))
+    resumes = list(old.get("resumed") or [])
+    entry: dict[str, Any] = {"at": new.get("created"), "command": new.get("command"),
+                             "git_revision": new.get("git_revision")}
+    if diffs:
+        entry["forced_differences"] = diffs
+    resumes.append(entry)
+    merged["resumed"] = resumes
+    _write_json_atomic(path, merged)
+    return merged
+
+
+# ---- the sweep ---------------------------------------------------------------------------------
+
+@dataclass
+class SweepResult:
+    run_dir: Path
+    planned: int = 0
+    skipped: int = 0
+    written: int = 0
+    errors: int = 0
+    repaired_bytes: int = 0
+    wall_s: float = 0.0
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Unit:
+    trace: Trace
+    spec: MethodSpec
+    budget: str
+    seed: int
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.trace.id, self.spec.label, self.budget, self.seed)
+
+
+def make_record(diag: Diagnosis, unit: _Unit) -> dict[str, Any]:
+    """The results.jsonl line: the Diagnosis record, its sweep identity, and the trace's label."""
+    rec = diag.record()
+    rec["trace"] = unit.trace.id
+    rec["source"] = rec.get("source") or unit.trace.source
+    rec["subset"] = rec.get("subset") or unit.trace.subset
+    rec["method"] = unit.spec.label
+    rec["method_name"] = unit.spec.name
+    rec["budget"] = unit.budget
+    rec["seed"] = unit.seed
+    rec["n_steps"] = len(unit.trace.steps)
+    rec["label"] = label_of(unit.trace)
+    rec["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return rec
+
+
+def _running_accuracy(records: Iterable[dict[str, Any]]) -> tuple[float | None, int]:
+    n = hit = 0
+    for r in records:
+        lab = r.get("label") or {}
+        if lab.get("mistake_step") is None:
+            continue
+        n += 1
+        hit += int(r.get("step") is not None and int(r["step"]) == int(lab["mistake_step"]))
+    return (hit / n if n else None), n
+
+
+def run_sweep(
+    run_dir: str | Path,
+    traces: list[Trace],
+    methods: list[MethodSpec],
+    seeds: list[int],
+    engine: Any,
+    budgets: list[str] | None = None,
+    *,
+    concurrency: int = 8,
+    force: bool = False,
+    progress: bool = True,
+    manifest_extra: dict[str, Any] | None = None,
+    say: Callable[[str], None] = _stderr,
+) -> SweepResult:
+    """Run every (trace, method, budget, seed) not yet in RUN_DIR/results.jsonl."""
+    from localfa.manifest import build_manifest
+    from localfa.methods.registry import get_method
+
+    run_dir = Path(run_dir)
+    try:
+        budgets = list(dict.fromkeys(parse_budget(b).label for b in (budgets or ["none"])))
+    except ValueError as exc:
+        raise SweepError(None, str(exc)) from None
+    if concurrency < 1:
+        raise SweepError(None, f"concurrency must be at least 1, got {concurrency}")
+    built: dict[str, Any] = {}
+    for spec in methods:
+        try:
+            built[spec.label] = get_method(spec.name, **spec.options_dict)
+        except (KeyError, ValueError, TypeError) as exc:
+            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            raise SweepError(None, f"method {spec.label}: {msg}") from None
+    manifest = build_manifest(
+        engine, seeds=list(seeds),
+        methods={s.label: {"name": s.name, "options": s.options_dict} for s in methods},
+        extra={"budgets": list(budgets), "trace_files": sorted({t.source for t in traces}), **(manifest_extra or {})},
+    )
+    result = SweepResult(run_dir)
+    started = time.perf_counter()
+    store = ResultStore(run_dir)
+    store.open()
+    try:
+        prepare_manifest(run_dir, manifest, force)
+        result.repaired_bytes = store.repaired_bytes
+        if store.repaired_bytes:
+            say(f"localfa: cut a partial last line ({store.repaired_bytes} bytes) from {store.path}")
+        units: list[_Unit] = []
+        for trace in traces:
+            for spec in methods:
+                for budget in budgets:
+                    for seed in seeds:
+                        units.append(_Unit(trace, spec, budget, seed))
+        result.planned = len(units)
+        todo = [u for u in units if u.key not in store]
+        result.skipped = len(units) - len(todo)
+        planned_keys = {u.key for u in units}
+        finished_here = [r for r in store.records if record_key(r) in planned_keys]
+        count_tokens = getattr(engine, "count_tokens", None)
+        max_model_len = getattr(engine, "max_model_len", None)
+
+        def job(u: _Unit, idx: int) -> Job:
+            ctx = MethodContext(trace=u.trace, seed=u.seed, budget=None if u.budget == "none" else u.budget,
+                                options=u.spec.options_dict, count_tokens=count_tokens,
+                                max_model_len=max_model_len)
+            method = built[u.spec.label]
+
+            def on_error(detail: str, ctx: MethodContext = ctx) -> Diagnosis:
+                return ctx.diagnosis(u.spec.label, stop_reason="error", error=detail)
+
+            return Job(str(idx), method.run(ctx), on_error)
+
+        jobs = [job(u, i) for i, u in enumerate(todo)]
+        if result.skipped:
+            say(f"localfa: resuming {run_dir}: {result.skipped} of {result.planned} records already done")
+        with _Progress(progress, total=len(units), done=result.skipped, records=finished_here) as bar:
+            for key, diag in run_jobs(engine, jobs, concurrency=concurrency):
+                unit = todo[int(key)]
+                rec = make_record(diag, unit)
+                if store.append(rec):
+                    result.written += 1
+                    result.records.append(rec)
+                    if rec.get("error"):
+                        result.errors += 1
+                bar.advance(rec)
+    finally:
+        store.close()
+    result.wall_s = round(time.perf_counter() - started, 3)
+    return result
+
+
+class _Progress:
+    """A rich progress bar with ETA and running step accuracy (silent when disabled)."""
+
+    def __init__(self, enabled: bool, total: int, done: int, records: list[dict[str, Any]]) -> None:
+        self.enabled = enabled
+        self.total = total
+        self.done = done
+        self.n = self.hits = self.errors = 0
+        for r in records:
+            self._count(r)
+        self._progress: Any = None
+        self._task: Any = None
+
+    def _count(self, r: dict[str, Any]) -> None:
+        acc, n = _running_accuracy([r])
+        self.n += n
+        self.hits += int(acc or 0)
+        self.errors += int(bool(r.get("error")))
+
+    def _acc_text(self) -> str:
+        text = "step acc —" if not self.n else f"step acc {self.hits / self.n:.3f} (n={self.n})"
+        return text + (f", {self.errors} errors" if self.errors else "")
+
+    def __enter__(self) -> "_Progress":
+        if not self.enabled:
+            return self
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            TextColumn("{task.fields[acc]}"),
+            console=Console(stderr=True), transient=False,
+        )
+        self._progress.__enter__()
+        self._task = self._progress.add_task("bench", total=self.total, completed=self.done, acc=self._acc_text())
+        return self
+
+    def advance(self, record: dict[str, Any]) -> None:
+        self._count(record)
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, acc=self._acc_text())
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)

@@ -1,0 +1,366 @@
+"""Span containers, flattened: what the OpenInference and OTel GenAI importers share.
+
+Three container shapes reach us, all read into one flat list of `Span`:
+- OTLP JSON (``{"resourceSpans": [{"resource", "scopeSpans": [{"spans": [...]}]}]}``, or one
+  such object per line as the OTel file exporter writes), attributes as ``[{key, value: AnyValue}]``;
+- span trees as the TRAIL benchmark stores them (``{"trace_id", "spans": [{span_id,
+  parent_span_id, span_name, timestamp, span_attributes, child_spans: [...]}]}``: the OTel
+  collector's ClickHouse columns in snake case, children nested);
+- flat span lists as Arize Phoenix and the OTel console exporter write them (``{name, context:
+  {trace_id, span_id}, parent_id, start_time, attributes, span_kind?}``), JSON array or JSON Lines.
+
+Attributes are flattened to dotted keys (``llm.input_messages.0.message.role``), so nested
+Phoenix attributes and flat TRAIL/OTLP ones read the same. Spans are then ordered by start time
+(ties and missing times keep file order, parents before children).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from localfa.traces.errors import TraceError
+from localfa.traces.importers.common import type_name
+
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+_OTLP_STATUS = {2: "ERROR", "STATUS_CODE_ERROR": "ERROR", 1: "OK", "STATUS_CODE_OK": "OK"}
+
+
+@dataclass
+class Span:
+    """One span, container-independent."""
+
+    order: int
+    span_id: str | None
+    parent_id: str | None
+    name: str
+    start: str | None
+    start_ns: int | None
+    attributes: dict[str, Any]
+    kind: str | None = None  # a top-level span kind field (Phoenix span_kind / OTel kind)
+    status: str | None = None
+    status_message: str | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    resource: dict[str, Any] = field(default_factory=dict)
+    parent: int | None = None  # index into the flat list
+
+
+def flatten_attributes(attrs: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested attribute objects as dotted keys; lists of objects get their index as a key part."""
+    out: dict[str, Any] = {}
+    if not isinstance(attrs, dict):
+        return out
+    for key, value in attrs.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_attributes(value, full + "."))
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            for i, item in enumerate(value):
+                out.update(flatten_attributes(item, f"{full}.{i}."))
+        else:
+            out[full] = value
+    return out
+
+
+def _any_value(v: Any) -> Any:
+    """An OTLP AnyValue as a plain value."""
+    if not isinstance(v, dict):
+        return v
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "intValue" in v:
+        try:
+            return int(v["intValue"])
+        except (TypeError, ValueError):
+            return v["intValue"]
+    if "doubleValue" in v:
+        return v["doubleValue"]
+    if "boolValue" in v:
+        return v["boolValue"]
+    if "arrayValue" in v:
+        return [_any_value(x) for x in (v["arrayValue"] or {}).get("values", []) or []]
+    if "kvlistValue" in v:
+        return {kv.get("key"): _any_value(kv.get("value")) for kv in (v["kvlistValue"] or {}).get("values", []) or []}
+    if "bytesValue" in v:
+        try:
+            return base64.b64decode(v["bytesValue"]).hex()
+        except (ValueError, TypeError):
+            return v["bytesValue"]
+    return None
+
+
+def _kv_list(items: Any) -> dict[str, Any]:
+    """OTLP ``[{key, value}]`` attributes as a (flattened) dict."""
+    if isinstance(items, dict):  # some exporters already write a mapping
+        return flatten_attributes(items)
+    out: dict[str, Any] = {}
+    if items is not None and not isinstance(items, list):
+        raise ValueError(f"OTLP attributes must be an array of {{key, value}}, got {type_name(items)}")
+    for kv in items or []:
+        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
+            val = _any_value(kv.get("value"))
+            if isinstance(val, dict):
+                out.update(flatten_attributes(val, kv["key"] + "."))
+            else:
+                out[kv["key"]] = val
+    return out
+
+
+def iso_to_ns(text: str) -> int | None:
+    """An ISO-8601 timestamp as Unix nanoseconds (naive times are taken as UTC); None if unreadable."""
+    s = text.strip()
+    if not s:
+        return None
+    if s.endswith(("Z", "z")):
+        s = s[:-1] + "+00:00"
+    s = _FRACTION.sub(r"\1", s)  # fromisoformat takes at most microseconds
+    try:
+        dt = datetime.fromisoformat(s)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    delta = dt - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
+def ns_to_iso(ns: int) -> str:
+    """Unix nanoseconds as an ISO-8601 UTC timestamp (microsecond precision)."""
+    dt = datetime.fromtimestamp(ns // 1_000 / 1_000_000, tz=timezone.utc)
+    return dt.isoformat().replace("+00:00", "Z")
+
+
+def _time(value: Any) -> tuple[str | None, int | None]:
+    """(display text, ns) for a span time given as ISO text or Unix nanoseconds."""
+    if value is None or value == "":
+        return None, None
+    if isinstance(value, bool):
+        return None, None
+    if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdigit()):
+        ns = int(value)
+        return ns_to_iso(ns), ns
+    if isinstance(value, str):
+        return value, iso_to_ns(value)
+    return None, None
+
+
+def _id(value: Any, what: str, where: str, source: str) -> str | None:
+    """A span/parent id as text (numbers are accepted and written as text); None if absent."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise TraceError(source, f"{where}: {what} must be text, got {type_name(value)}")
+
+
+def _list(value: Any, what: str, where: str, source: str) -> list[Any]:
+    """An optional array field ([] when absent)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TraceError(source, f"{where}: '{what}' must be an array, got {type_name(value)}")
+    return value
+
+
+def _is_span_like(obj: Any) -> bool:
+    return isinstance(obj, dict) and (
+        "span_id" in obj
+        or "spanId" in obj
+        or (isinstance(obj.get("context"), dict) and "span_id" in obj["context"])
+    )
+
+
+def is_span_container(data: Any) -> bool:
+    """Whether `data` is one of the span containers this module reads."""
+    if isinstance(data, dict):
+        if isinstance(data.get("resourceSpans"), list):
+            return True
+        spans = data.get("spans")
+        return isinstance(spans, list) and (not spans or _is_span_like(spans[0]))
+    if isinstance(data, list) and data:
+        first = data[0]
+        return _is_span_like(first) or (isinstance(first, dict) and "resourceSpans" in first)
+    return False
+
+
+class _Collector:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.spans: list[Span] = []
+
+    def _add(self, span: Span) -> int:
+        self.spans.append(span)
+        return span.order
+
+    def otlp(self, req: Any, where: str) -> None:
+        if not isinstance(req, dict) or not isinstance(req.get("resourceSpans"), list):
+            raise TraceError(self.source, f"{where}: expected an OTLP object with 'resourceSpans', got {type_name(req)}")
+        for r, rs in enumerate(req["resourceSpans"]):
+            if not isinstance(rs, dict):
+                raise TraceError(self.source, f"{where}.resourceSpans[{r}]: expected an object, got {type_name(rs)}")
+            res = rs.get("resource") if isinstance(rs.get("resource"), dict) else {}
+            resource = _kv_list(res.get("attributes"))
+            scopes = _list(rs.get("scopeSpans", rs.get("instrumentationLibrarySpans")), "scopeSpans",
+                           f"{where}.resourceSpans[{r}]", self.source)
+            for s, ss in enumerate(scopes):
+                if not isinstance(ss, dict):
+                    raise TraceError(self.source, f"{where}.resourceSpans[{r}].scopeSpans[{s}]: expected an object, got {type_name(ss)}")
+                for k, sp in enumerate(_list(ss.get("spans"), "spans", f"{where}.resourceSpans[{r}].scopeSpans[{s}]", self.source)):
+                    w = f"{where}.resourceSpans[{r}].scopeSpans[{s}].spans[{k}]"
+                    if not isinstance(sp, dict):
+                        raise TraceError(self.source, f"{w}: expected a span object, got {type_name(sp)}")
+                    start, start_ns = _time(sp.get("startTimeUnixNano"))
+                    status = sp.get("status") if isinstance(sp.get("status"), dict) else {}
+                    code = status.get("code")
+                    events = []
+                    for ev in _list(sp.get("events"), "events", w, self.source):
+                        if isinstance(ev, dict):
+                            events.append({"name": ev.get("name"), "attributes": _kv_list(ev.get("attributes"))})
+                    self._add(Span(
+                        order=len(self.spans),
+                        span_id=_id(sp.get("spanId"), "'spanId'", w, self.source),
+                        parent_id=_id(sp.get("parentSpanId"), "'parentSpanId'", w, self.source),
+                        name=str(sp.get("name") or ""),
+                        start=start,
+                        start_ns=start_ns,
+                        attributes=_kv_list(sp.get("attributes")),
+                        kind=str(sp["kind"]) if sp.get("kind") is not None else None,
+                        status=_OTLP_STATUS.get(code) if isinstance(code, (int, str)) else None,
+                        status_message=str(status["message"]) if status.get("message") else None,
+                        events=events,
+                        resource=resource,
+                    ))
+
+    def tree(self, sp: Any, parent: int | None, where: str) -> None:
+        """A TRAIL/Phoenix/console span, and its `child_spans` recursively."""
+        if not isinstance(sp, dict):
+            raise TraceError(self.source, f"{where}: expected a span object, got {type_name(sp)}")
+        ctx = sp.get("context") if isinstance(sp.get("context"), dict) else {}
+        attrs = sp.get("span_attributes", sp.get("attributes"))
+        if attrs is not None and not isinstance(attrs, dict):
+            raise TraceError(self.source, f"{where}: span attributes must be an object, got {type_name(attrs)}")
+        start_raw = next((sp[k] for k in ("start_time", "startTime", "timestamp") if sp.get(k) is not None), None)
+        start, start_ns = _time(start_raw)
+        status = sp.get("status")
+        code = sp.get("status_code") or (status.get("status_code") if isinstance(status, dict) else None)
+        message = sp.get("status_message") or (status.get("description") if isinstance(status, dict) else None)
+        events = []
+        for ev in _list(sp.get("events"), "events", where, self.source):
+            if isinstance(ev, dict):
+                name = ev.get("name", ev.get("Name"))
+                ev_attrs = ev.get("attributes", ev.get("Attributes"))
+                events.append({"name": name, "attributes": flatten_attributes(ev_attrs) if isinstance(ev_attrs, dict) else {}})
+        parent_id = _id(sp.get("parent_span_id", sp.get("parent_id")), "the parent span id", where, self.source)
+        span_id = _id(sp.get("span_id") or ctx.get("span_id"), "'span_id'", where, self.source)
+        resource = sp.get("resource_attributes")
+        if resource is None and isinstance(sp.get("resource"), dict):
+            resource = sp["resource"].get("attributes")
+        idx = self._add(Span(
+            order=len(self.spans),
+            span_id=span_id,
+            parent_id=parent_id,
+            name=str(sp.get("span_name") or sp.get("name") or ""),
+            start=start,
+            start_ns=start_ns,
+            attributes=flatten_attributes(attrs or {}),
+            kind=str(sp.get("span_kind") or sp.get("kind") or "") or None,
+            status=str(code).upper().replace("STATUSCODE.", "") if code else None,
+            status_message=str(message) if message else None,
+            events=events,
+            resource=flatten_attributes(resource) if isinstance(resource, dict) else {},
+            parent=parent,
+        ))
+        children = _list(sp.get("child_spans"), "child_spans", where, self.source)
+        for k, child in enumerate(children):
+            self.tree(child, idx, f"{where}.child_spans[{k}]")
+
+
+def collect_spans(data: Any, source: str) -> tuple[list[Span], dict[str, Any]]:
+    """All spans in `data` (flat, file order, parents linked) and container metadata."""
+    col = _Collector(source)
+    meta: dict[str, Any] = {}
+    if isinstance(data, dict) and "resourceSpans" in data:
+        col.otlp(data, "OTLP")
+    elif isinstance(data, dict) and "spans" in data:
+        if not isinstance(data["spans"], list):
+            raise TraceError(source, f"'spans' must be an array, got {type_name(data['spans'])}")
+        for key in ("trace_id", "traceId"):
+            if key in data:
+                meta["trace_id"] = data[key]
+        for k, sp in enumerate(data["spans"]):
+            col.tree(sp, None, f"spans[{k}]")
+    elif isinstance(data, list):
+        for k, item in enumerate(data):
+            if isinstance(item, dict) and "resourceSpans" in item:
+                col.otlp(item, f"item {k}")
+            else:
+                col.tree(item, None, f"item {k}")
+    else:
+        raise TraceError(source, f"not a span export: expected OTLP 'resourceSpans' or a 'spans' array, got {type_name(data)}")
+    spans = col.spans
+    if not spans:
+        raise TraceError(source, "empty history: the trace holds no spans")
+    by_id = {s.span_id: s.order for s in spans if s.span_id}
+    for s in spans:
+        if s.parent is None and s.parent_id and s.parent_id in by_id and by_id[s.parent_id] != s.order:
+            s.parent = by_id[s.parent_id]
+        if s.parent is not None and s.parent_id is None:
+            s.parent_id = spans[s.parent].span_id
+    return spans, meta
+
+
+def ordered(spans: list[Span]) -> list[Span]:
+    """Spans in start-time order; a span without a time sorts with the span before it in the file.
+
+    File order is depth-first for trees (parent before child), which breaks ties.
+    """
+    key: list[tuple[int, int]] = []
+    last = -(2**63)
+    for s in spans:
+        if s.start_ns is not None:
+            last = s.start_ns
+        key.append((last, s.order))
+    return [spans[i] for i in sorted(range(len(spans)), key=lambda i: key[i])]
+
+
+def ancestors(span: Span, spans: list[Span]) -> list[Span]:
+    """`span` itself, then its parent, grand-parent, ... (cycle-safe)."""
+    out = [span]
+    seen = {span.order}
+    cur = span
+    while cur.parent is not None and cur.parent not in seen:
+        seen.add(cur.parent)
+        cur = spans[cur.parent]
+        out.append(cur)
+    return out
+
+
+def maybe_json(value: Any) -> Any:
+    """Attribute values that hold JSON text (message arrays, arguments) decoded; others as they are."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text[:1] in ("[", "{"):
+            try:
+                return json.loads(text)
+            except ValueError:
+                return value
+    return value
+
+
+def error_notes(span: Span) -> list[str]:
+    """Error status and recorded exceptions of a span, as short lines for its observation."""
+    notes = []
+    if span.status == "ERROR":
+        notes.append(f"[status ERROR] {span.status_message or ''}".rstrip())
+    for ev in span.events:
+        if ev.get("name") == "exception":
+            a = ev.get("attributes") or {}
+            kind, msg = a.get("exception.type"), a.get("exception.message")
+            notes.append(f"[exception] {kind or ''}: {msg or ''}".strip())
+    return notes

@@ -1,0 +1,331 @@
+"""A trace as numbered lines, with the read/search tools an investigating model uses.
+
+Each step is one compact JSON record, ``{"step_id": N, "agent": ..., "role": ..., [name,
+span_id, parent_span_id,] "content": ..., [tool_calls, input, observation]}``, serialised
+deterministically (same trace, same width -> same lines) and wrapped onto continuation lines of
+at most `width` characters, preferring to break after an escaped newline or a space. Lines are
+numbered from 0, like steps, everywhere (read offsets, search hits, line_of_step):
+`search('"step_id": 7')` finds step 7's first line, `read(that_line, n)` shows it.
+
+Search runs on the unwrapped records, so a match may span a wrap; it is reported at the line
+where it starts. Patterns are case-insensitive `regex` patterns, run under a timeout with a
+result cap: a pattern that does not compile or times out gives an observation saying so (text for
+the model), never an exception or a hang.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import regex
+
+from localfa.traces.model import Step, Trace
+
+TokenCounter = Callable[[str], int]
+SNIPPET_CHARS = 160
+MAX_PATTERN_CHARS = 2000
+MAX_REPEAT = 10_000
+
+
+def approx_tokens(text: str) -> int:
+    """About 4 characters a token, for when no tokenizer is given."""
+    return (len(text) + 3) // 4
+
+
+def step_record(step: Step) -> str:
+    """One step as a single-line JSON record (keys in a fixed order; absent optionals omitted)."""
+    rec: dict[str, Any] = {"step_id": step.index, "agent": step.agent, "role": step.role}
+    if step.name:
+        rec["name"] = step.name
+    if step.span_id:
+        rec["span_id"] = step.span_id
+    if step.parent_span_id:
+        rec["parent_span_id"] = step.parent_span_id
+    rec["content"] = step.content
+    if step.tool_calls:
+        rec["tool_calls"] = step.tool_calls
+    if step.input is not None:
+        rec["input"] = step.input
+    if step.observation is not None:
+        rec["observation"] = step.observation
+    return json.dumps(rec, ensure_ascii=False, default=str)
+
+
+def wrap_record(record: str, width: int) -> list[int]:
+    """Start offsets of the physical lines of `record` (each at most `width` characters).
+
+    A break goes after the last escaped newline (``\\n``) or space in the window when that is in
+    its second half, else at exactly `width` characters.
+    """
+    starts = [0]
+    pos, n = 0, len(record)
+    half = width // 2
+    while n - pos > width:
+        window_end = pos + width
+        cut = record.rfind("\\n", pos + half, window_end)
+        if cut != -1:
+            cut += 2
+        else:
+            cut = record.rfind(" ", pos + half, window_end)
+            cut = cut + 1 if cut != -1 else window_end
+        pos = cut
+        starts.append(pos)
+    return starts
+
+
+_REPEAT = regex.compile(r"\{\s*(\d*)\s*(?:,\s*(\d*)\s*)?\}")
+
+
+def _refuse_pattern(pattern: str) -> str | None:
+    """Why a pattern is refused before compiling, or None.
+
+    The timeout covers matching, not compiling, and `regex` expands counted repeats when
+    compiling: ``(a{1000}){1000}`` alone takes most of a second. So very long patterns and
+    large repeat counts are refused up front.
+    """
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"pattern too long ({len(pattern)} characters, at most {MAX_PATTERN_CHARS})"
+    product = 1
+    for m in _REPEAT.finditer(pattern):
+        for g in m.groups():
+            if g:
+                n = int(g)
+                if n > MAX_REPEAT:
+                    return f"repeat count {n} too large (at most {MAX_REPEAT})"
+                product *= max(n, 1)
+    if product > MAX_REPEAT:
+        return f"counted repeats multiply to {product}, too large (at most {MAX_REPEAT}); use + or *"
+    return None
+
+
+@dataclass
+class SearchResult:
+    """Structured search outcome: hits as (line number, snippet), and why it stopped."""
+
+    pattern: str
+    hits: list[tuple[int, str]] = field(default_factory=list)
+    truncated: bool = False
+    error: str | None = None
+    timed_out: bool = False
+    elapsed_ms: float = 0.0
+
+
+class LineView:
+    """Numbered lines of a trace, for reading in windows and searching."""
+
+    def __init__(self, trace: Trace, width: int = 200, count_tokens: TokenCounter | None = None) -> None:
+        if width < 20:
+            raise ValueError("width must be at least 20 characters")
+        self.trace = trace
+        self.width = width
+        self.count_tokens: TokenCounter = count_tokens or approx_tokens
+        self.lines: list[str] = []
+        self._records: list[str] = []
+        self._step_first_line: list[int] = []  # 0-based line index of each step's first line
+        self._line_offsets: list[int] = []  # offset of each line in self._text
+        self._record_offsets: list[int] = []  # offset of each record in self._text
+        offset = 0
+        for step in trace.steps:
+            rec = step_record(step)
+            self._records.append(rec)
+            self._record_offsets.append(offset)
+            self._step_first_line.append(len(self.lines))
+            starts = wrap_record(rec, width)
+            for i, s in enumerate(starts):
+                e = starts[i + 1] if i + 1 < len(starts) else len(rec)
+                self.lines.append(rec[s:e])
+                self._line_offsets.append(offset + s)
+            offset += len(rec) + 1
+        self._text = "\n".join(self._records)
+        self.total_lines = len(self.lines)
+        self.total_chars = sum(len(line) for line in self.lines)
+        self._token_prefix: list[int] | None = None
+
+    # ---- sizes -------------------------------------------------------------------------------
+
+    def _prefix(self) -> list[int]:
+        if self._token_prefix is None:
+            prefix = [0]
+            for rec in self._records:
+                prefix.append(prefix[-1] + self.count_tokens(rec + "\n"))
+            self._token_prefix = prefix
+        return self._token_prefix
+
+    def tokens(self) -> int:
+        """Tokens in the whole view (sum over step records, each with its newline)."""
+        return self._prefix()[-1]
+
+    def token_position_of_step(self, step: int) -> int:
+        """Tokens before `step`'s first line (the position a budget 'scaling factor' refers to)."""
+        self._check_step(step)
+        return self._prefix()[step]
+
+    # ---- step <-> line -----------------------------------------------------------------------
+
+    def _check_step(self, step: int) -> None:
+        if not 0 <= step < len(self._step_first_line):
+            raise IndexError(f"step {step} is outside the trace (0..{len(self._step_first_line) - 1})")
+
+    def line_of_step(self, step: int) -> int:
+        """Number (0-based) of the first line of `step`'s record."""
+        self._check_step(step)
+        return self._step_first_line[step]
+
+    def lines_of_step(self, step: int) -> tuple[int, int]:
+        """(first, last) line numbers (0-based, inclusive) of `step`'s record."""
+        self._check_step(step)
+        first = self._step_first_line[step]
+        nxt = self._step_first_line[step + 1] if step + 1 < len(self._step_first_line) else self.total_lines
+        return first, nxt - 1
+
+    def step_at_line(self, line: int) -> int:
+        """The step whose record contains `line` (0-based)."""
+        if not 0 <= line < self.total_lines:
+            raise IndexError(f"line {line} is outside the view (0..{self.total_lines - 1})")
+        return bisect.bisect_right(self._step_first_line, line) - 1
+
+    def text(self) -> str:
+        """The whole view as plain lines (no numbers), as a model would receive it in full."""
+        return "\n".join(self.lines)
+
+    # ---- tools -------------------------------------------------------------------------------
+
+    def _number(self, line: int) -> str:
+        digits = max(4, len(str(self.total_lines)))
+        return f"{line:>{digits}}| {self.lines[line]}"
+
+    def read(self, offset: int, limit: int) -> str:
+        """Lines `offset` .. `offset + limit - 1` (numbered from 0), each as ``  12| ...``.
+
+        A footer says which lines were shown and where to continue. Out-of-range requests give
+        an observation saying what the valid range is, never an exception.
+        """
+        span = f"lines 0..{self.total_lines - 1}"
+        try:
+            offset, limit = int(offset), int(limit)
+        except (TypeError, ValueError, OverflowError):
+            return f"[read error: offset and limit must be whole numbers; the trace has {span}]"
+        if limit < 1:
+            return f"[read error: limit must be at least 1; the trace has {span}]"
+        if offset < 0:
+            return f"[read error: offset {offset} is negative; the trace has {span}]"
+        if offset >= self.total_lines:
+            return f"[read error: offset {offset} is past the end; the trace has {span}]"
+        last = min(self.total_lines - 1, offset + limit - 1)
+        body = "\n".join(self._number(i) for i in range(offset, last + 1))
+        if last < self.total_lines - 1:
+            body += f"\n[shown lines {offset}-{last} of 0-{self.total_lines - 1}; continue with offset={last + 1}]"
+        else:
+            body += f"\n[shown lines {offset}-{last} of 0-{self.total_lines - 1}; end of trace]"
+        return body
+
+    def _line_at_offset(self, pos: int) -> int:
+        """The line (0-based) containing text offset `pos`."""
+        return bisect.bisect_right(self._line_offsets, pos) - 1
+
+    def _snippet(self, start: int, end: int) -> str:
+        """About SNIPPET_CHARS of the match's record around the match (never across records)."""
+        rec_i = bisect.bisect_right(self._record_offsets, start) - 1
+        rec_start = self._record_offsets[rec_i]
+        rec_end = rec_start + len(self._records[rec_i])
+        shown = min(max(end - start, 0), SNIPPET_CHARS)
+        a = max(rec_start, start - (SNIPPET_CHARS - shown) // 2)
+        b = min(rec_end, a + SNIPPET_CHARS)
+        a = max(rec_start, min(a, b - SNIPPET_CHARS))
+        return ("..." if a > rec_start else "") + self._text[a:b] + ("..." if b < rec_end else "")
+
+    def search_hits(self, pattern: str, max_results: int = 50, timeout_s: float = 1.0) -> SearchResult:
+        """Lines where the case-insensitive regex `pattern` matches (first match per line).
+
+        Never raises for a bad pattern or a slow one: `error` / `timed_out` say what happened.
+        """
+        res = SearchResult(pattern=pattern)
+        t0 = time.perf_counter()
+        if not isinstance(pattern, str) or pattern == "":
+            res.error = "empty pattern"
+            return res
+        refusal = _refuse_pattern(pattern)
+        if refusal:
+            res.error = refusal
+            return res
+        try:
+            compiled = regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE | regex.V0)
+        except (regex.error, ValueError, TypeError, OverflowError, RecursionError) as e:
+            res.error = f"invalid pattern: {e}"
+            return res
+        max_results = max(1, int(max_results))
+        timeout_s = max(0.01, float(timeout_s))
+        # The match runs in a worker thread with the GIL released (`concurrent=True`) and the
+        # caller waits on the wall clock: regex's own timeout alone overran 2-3x on a loaded
+        # machine. A worker still stuck in one catastrophic match is abandoned; regex's timeout
+        # then ends it shortly after.
+        stop = threading.Event()
+        box: dict[str, Any] = {"hits": (), "truncated": False, "error": None, "timed_out": False}
+        worker = threading.Thread(
+            target=self._scan, args=(compiled, box, max_results, timeout_s, t0 + timeout_s, stop),
+            name="lineview-search", daemon=True,
+        )
+        worker.start()
+        worker.join(timeout_s)
+        if worker.is_alive():
+            stop.set()
+            box = {**box, "timed_out": True, "error": f"search timed out after {timeout_s:g}s"}
+        res.hits = list(box["hits"])
+        res.truncated = bool(box["truncated"])
+        res.timed_out = bool(box["timed_out"])
+        res.error = box["error"]
+        res.elapsed_ms = (time.perf_counter() - t0) * 1000
+        return res
+
+    def _scan(self, compiled: Any, box: dict[str, Any], max_results: int, timeout_s: float,
+              deadline: float, stop: threading.Event) -> None:
+        """The search loop, in the worker thread; reports through `box` (the caller only reads
+        it, and stops reading once it has given up on the worker)."""
+        hits: list[tuple[int, str]] = []
+        last_line = -1
+        try:
+            for m in compiled.finditer(self._text, timeout=timeout_s, concurrent=True):
+                if stop.is_set():
+                    return
+                line = self._line_at_offset(m.start())
+                if line != last_line:
+                    if len(hits) >= max_results:
+                        box["truncated"] = True
+                        break
+                    hits.append((line, self._snippet(m.start(), m.end())))
+                    box["hits"] = tuple(hits)
+                    last_line = line
+                if time.perf_counter() > deadline:
+                    raise TimeoutError("search deadline passed")
+        except TimeoutError:
+            box["timed_out"] = True
+            box["error"] = f"search timed out after {timeout_s:g}s"
+        except (regex.error, RecursionError, MemoryError) as e:
+            box["error"] = f"search failed: {e}"
+
+    def search(self, pattern: str, max_results: int = 50, timeout_s: float = 1.0) -> str:
+        """`search_hits` as observation text for a model: one ``line| snippet`` per hit."""
+        res = self.search_hits(pattern, max_results=max_results, timeout_s=timeout_s)
+        shown = repr(pattern) if isinstance(pattern, str) else "(not text)"
+        if res.error and not res.hits:
+            if res.timed_out:
+                return (f"[search {shown}: timed out after {timeout_s:g}s with no match found; "
+                        f"use a simpler pattern (a literal word, no nested repetition)]")
+            return f"[search {shown}: {res.error}; nothing searched]"
+        if not res.hits:
+            return f"[search {shown}: no matches in {self.total_lines} lines]"
+        digits = max(4, len(str(self.total_lines)))
+        out = [f"{line:>{digits}}| {snip}" for line, snip in res.hits]
+        n = len(res.hits)
+        if res.timed_out:
+            out.append(f"[search {shown}: timed out after {timeout_s:g}s; {n} matching lines found before it]")
+        elif res.truncated:
+            out.append(f"[search {shown}: first {n} matching lines shown; more exist, narrow the pattern]")
+        else:
+            out.append(f"[search {shown}: {n} matching line{'s' if n != 1 else ''}]")
+        return "\n".join(out)

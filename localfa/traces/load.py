@@ -1,0 +1,256 @@
+"""Reading a trace file: size limit, UTF-8, JSON or JSON Lines, format detection, import.
+
+Everything that can go wrong with the input surfaces as one `TraceError` whose text says what is
+wrong and where (line/column, JSON path, step), so the CLI prints one line and methods skip
+or report the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from localfa.traces import importers
+from localfa.traces.errors import TraceError
+from localfa.traces.importers.common import check_labels, type_name
+from localfa.traces.model import Trace
+
+FORMATS: tuple[str, ...] = importers.FORMATS
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+MAX_BYTES_ENV = "LOCALFA_MAX_TRACE_BYTES"
+TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson")
+_SKIP_NAMES = re.compile(r"^(readme|license|licence|copying|notice|changelog)(\..*)?$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+# A shape an importer did not foresee (pydantic's ValidationError is a ValueError) still gives
+# one clear TraceError, never a traceback.
+_SHAPE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
+
+
+def max_bytes_from_env(source: str = "") -> int:
+    """The size limit: $LOCALFA_MAX_TRACE_BYTES (bytes, or with a K/M/G suffix), else 256 MiB."""
+    raw = os.environ.get(MAX_BYTES_ENV)
+    if raw is None or not raw.strip():
+        return DEFAULT_MAX_BYTES
+    m = _SIZE.match(raw)
+    if not m:
+        raise TraceError(source or MAX_BYTES_ENV, f"{MAX_BYTES_ENV}={raw!r} is not a size (bytes, or e.g. 512M)")
+    return int(m.group(1)) * _UNITS[(m.group(2) or "")[:1].lower()]
+
+
+def _mib(n: int) -> str:
+    return f"{n / 1024**2:.1f} MiB"
+
+
+def _read_text(path: Path, source: str, limit: int) -> str:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise TraceError(source, "no such file") from None
+    except OSError as e:
+        raise TraceError(source, f"cannot read: {e.strerror or e}") from None
+    if path.is_dir():
+        raise TraceError(source, "is a directory, not a trace file")
+    if size > limit:
+        raise TraceError(
+            source,
+            f"file is {_mib(size)} ({size} bytes), over the {_mib(limit)} limit; raise it with "
+            f"{MAX_BYTES_ENV} or load_trace(max_bytes=...)",
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise TraceError(source, f"cannot read: {e.strerror or e}") from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        return_msg = (
+            f"not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} (line {line}) "
+            f"is not valid UTF-8; re-encode the file as UTF-8"
+        )
+        raise TraceError(source, return_msg) from None
+
+
+def _ends_early(e: json.JSONDecodeError, text: str) -> bool:
+    """Whether the decoder ran out of input (the file was cut short) rather than met bad text."""
+    return e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
+
+
+def _parse_json(text: str, source: str) -> Any:
+    """One JSON value, or a list of values for JSON Lines."""
+    if not text.strip():
+        raise TraceError(source, "file is empty")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        if e.msg != "Extra data":
+            if _ends_early(e, text):
+                raise TraceError(
+                    source,
+                    f"truncated JSON: the file ends before the value is complete "
+                    f"({e.msg}: line {e.lineno} column {e.colno})",
+                ) from None
+            raise TraceError(source, f"not valid JSON: {e.msg}: line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise TraceError(source, "not readable JSON: nested too deeply") from None
+    # Extra data after the first value: JSON Lines (one value per line)
+    values = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            values.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            what = "truncated JSON" if _ends_early(e, line) else "not valid JSON"
+            raise TraceError(source, f"{what} on line {lineno} (JSON Lines): {e.msg}: column {e.colno}") from None
+    return values
+
+
+def _empty_container(data: Any) -> str | None:
+    """The 'empty history' message for a known container holding nothing, else None."""
+    if not isinstance(data, dict):
+        return None
+    for key, what in (("chat_history", "messages"), ("messages", "messages"), ("spans", "spans")):
+        if data.get(key) == []:
+            return f"empty history: '{key}' holds no {what}"
+    if isinstance(data.get("resourceSpans"), list):
+        n = sum(
+            len(ss["spans"]) if isinstance(ss.get("spans"), list) else 1
+            for rs in data["resourceSpans"] if isinstance(rs, dict)
+            for ss in (rs.get("scopeSpans") if isinstance(rs.get("scopeSpans"), list) else [{}])
+            if isinstance(ss, dict)
+        )
+        if n == 0:
+            return "empty history: the OTLP export holds no spans"
+    return None
+
+
+def _explain_spans(data: Any, source: str) -> None:
+    """For span exports no importer took: the precise shape error, or what the spans lack."""
+    from localfa.traces.importers.openinference import unwrap_row
+    from localfa.traces.importers.spans import collect_spans, is_span_container
+
+    inner, _ = unwrap_row(data, source)
+    if not is_span_container(inner):
+        return
+    spans, _ = collect_spans(inner, source)  # raises a TraceError naming the malformed span
+    raise TraceError(
+        source,
+        f"does not match any known trace format (tried: {', '.join(FORMATS)}): its {len(spans)} spans "
+        f"carry neither 'openinference.span.kind' nor 'gen_ai.*' attributes",
+    )
+
+
+def _import(data: Any, format: str | None, p: Path, source: str) -> Trace:
+    """Detect the format (unless forced) and run its importer."""
+    if format is None:
+        if not isinstance(data, (dict, list)):
+            raise TraceError(source, f"expected a JSON object or array at the top level, got {type_name(data)}")
+        if isinstance(data, list):
+            if not data:
+                raise TraceError(source, "empty history: the array holds no messages or spans")
+            bad = next((i for i, x in enumerate(data) if not isinstance(x, dict)), None)
+            if bad is not None:
+                raise TraceError(
+                    source, f"item {bad}: expected an object (a message or a span), got {type_name(data[bad])}"
+                )
+        format = importers.detect(data)
+        if format is None:
+            empty = _empty_container(data)
+            if empty:
+                raise TraceError(source, empty)
+            _explain_spans(data, source)
+            keys = ""
+            if isinstance(data, dict):
+                keys = "; top-level keys: " + ", ".join(sorted(map(str, data))[:10])
+            elif isinstance(data[0], dict):
+                keys = "; first item keys: " + ", ".join(sorted(map(str, data[0]))[:10])
+            raise TraceError(
+                source, f"does not match any known trace format (tried: {', '.join(FORMATS)}){keys}"
+            )
+    try:
+        return importers.parse(format, data, p, source)
+    except TraceError:
+        raise
+    except _SHAPE_ERRORS as e:
+        raise TraceError(source, f"not a valid {format} trace: {type(e).__name__}: {e}") from None
+
+
+def load_trace(path: str | Path, format: str | None = None, max_bytes: int | None = None) -> Trace:
+    """Load one trace file (JSON or JSON Lines) as a `Trace`; raises `TraceError` only.
+
+    `format` forces an importer (one of FORMATS); otherwise the format is detected. `max_bytes`
+    caps the file size (default: $LOCALFA_MAX_TRACE_BYTES, else DEFAULT_MAX_BYTES).
+    """
+    source = str(path)
+    p = Path(path)
+    if format is not None and format not in FORMATS:
+        raise TraceError(source, f"unknown format {format!r} (known: {', '.join(FORMATS)})")
+    limit = max_bytes if max_bytes is not None else max_bytes_from_env(source)
+    text = _read_text(p, source, limit)
+    data = _parse_json(text, source)
+    del text
+    try:
+        trace = _import(data, format, p, source)
+    except TraceError:
+        raise
+    except _SHAPE_ERRORS as e:
+        raise TraceError(source, f"not a readable trace: {type(e).__name__}: {e}") from None
+    if not trace.steps:
+        raise TraceError(source, "empty history: the trace has no steps")
+    check_labels(trace.labels, len(trace.steps), source)
+    return trace
+
+
+def _natural_key(path: Path) -> list[tuple[int, int | str]]:
+    key: list[tuple[int, int | str]] = []
+    for part in path.parts:
+        for chunk in re.split(r"(\d+)", part):
+            if chunk.isdigit():
+                key.append((0, int(chunk)))
+            elif chunk:
+                key.append((1, chunk.lower()))
+        key.append((2, ""))
+    return key
+
+
+def is_trace_file(path: Path) -> bool:
+    """A JSON/JSONL file that is not a README/LICENSE or hidden file."""
+    name = path.name
+    return (
+        path.is_file()
+        and not name.startswith(".")
+        and not _SKIP_NAMES.match(name)
+        and name.lower().endswith(TRACE_SUFFIXES)
+    )
+
+
+def iter_trace_files(paths: list[str | Path]) -> list[Path]:
+    """Trace files under `paths`: folders expanded recursively in natural order (2.json < 10.json).
+
+    Files named explicitly are kept whatever their name; inside folders only .json/.jsonl/.ndjson
+    files count, README/LICENSE and hidden files are skipped. A missing path is a TraceError.
+    """
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = [f for f in p.rglob("*") if is_trace_file(f)
+                     and not any(part.startswith(".") for part in f.relative_to(p).parts)]
+            found.sort(key=lambda f: _natural_key(f.relative_to(p)))
+        elif p.exists():
+            found = [p]
+        else:
+            raise TraceError(str(raw), "no such file or directory")
+        for f in found:
+            if f not in seen:
+                seen.add(f)
+                out.append(f)
+    return out
