@@ -140,3 +140,37 @@ def test_offline_environment_is_set_on_import():
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK"):
         assert os.environ[key] == "1"
     assert json.loads(json.dumps(dict(os.environ)))  # environment stays serialisable
+
+
+def test_batch_session_isolates_a_failing_request():
+    from localfa.engine.session import BatchSession
+
+    def answer(req):
+        return "not json" if req.key == "bad" else example_text(req.grammar, 0)
+
+    session = BatchSession(ScriptedEngine(answer))
+    good = Request([{"role": "user", "content": "a"}], GRAMMARS[2], key="good")
+    bad = Request([{"role": "user", "content": "b"}], Grammar.json(Verdict), key="bad")
+    tickets = session.submit([good, bad])
+    results = dict(session.wait())
+    assert results[tickets[0]].value in ("yes", "no", "maybe")
+    assert isinstance(results[tickets[1]], InvalidOutputError)
+    assert session.pending() == 0
+
+
+def test_caching_session_replays_hits_without_the_engine(tmp_path):
+    from localfa.engine.session import open_session
+
+    reqs = mixed_batch(6)[:3]
+    first = CachingEngine(ScriptedEngine(lambda r: example_text(r.grammar, r.sampling.seed)),
+                          ResponseCache(tmp_path / "r.sqlite"), "id")
+    s1 = open_session(first)
+    t1 = s1.submit(reqs)
+    got1 = dict(s1.wait())
+    second = CachingEngine(ScriptedEngine(lambda r: pytest.fail("must not be called")),
+                           ResponseCache(tmp_path / "r.sqlite"), "id")
+    s2 = open_session(second)
+    t2 = s2.submit(reqs)
+    got2 = dict(s2.wait())
+    assert [got1[t].text for t in t1] == [got2[t].text for t in t2]
+    assert all(got2[t].from_cache for t in t2) and second.hits == 3

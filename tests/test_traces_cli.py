@@ -14,32 +14,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_cli(argv: list[str]) -> int:
-    """`localfa` in-process: `localfa.cli.main` when every command module imports; otherwise
-    (another command still being written) the same app, with `inspect` registered, run directly."""
-    import typer
-
+    """`localfa` in-process."""
     import localfa.cli as cli
 
-    try:
-        cli._register()
-    except ImportError:
-        import localfa.traces.inspect_cmd  # noqa: F401  (registers `inspect`)
-    else:
-        return cli.main(argv)
-    try:
-        typer.main.get_group(cli.app).main(args=argv, prog_name="localfa", standalone_mode=True)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
+    return cli.main(argv)
 
 
 def test_bad_input_subprocess_exit_2_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"history": [', encoding="utf-8")
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys, test_traces_cli as t; sys.exit(t.run_cli(sys.argv[1:]))",
-         "inspect", str(bad)],
-        capture_output=True, text=True, cwd=REPO / "tests", timeout=120,
+        [sys.executable, "-m", "localfa", "inspect", str(bad)],
+        capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 2
     assert proc.stdout == ""

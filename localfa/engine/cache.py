@@ -72,6 +72,28 @@ class CachingEngine:
     def __getattr__(self, item: str) -> Any:
         return getattr(self.inner, item)
 
+    def _replay(self, req: Request, body: dict[str, Any]) -> Response:
+        return Response(
+            text=body["text"],
+            value=req.grammar.parse(body["text"]),
+            finish_reason=body["finish_reason"],
+            usage=Usage(**body["usage"]),
+            latency_s=body["latency_s"],
+            key=req.key,
+            from_cache=True,
+            retried=body.get("retried", False),
+        )
+
+    @staticmethod
+    def _body(resp: Response) -> dict[str, Any]:
+        return {"text": resp.text, "finish_reason": resp.finish_reason, "usage": resp.usage.as_dict(),
+                "latency_s": resp.latency_s, "retried": resp.retried}
+
+    def session(self) -> "CachingSession":
+        from localfa.engine.session import open_session
+
+        return CachingSession(self, open_session(self.inner))
+
     def generate(self, requests: Sequence[Request]) -> list[Response]:
         keys = [request_key(self.identity, r) for r in requests]
         out: list[Response | None] = [None] * len(requests)
@@ -81,16 +103,7 @@ class CachingEngine:
             if body is None:
                 missing.append(i)
                 continue
-            out[i] = Response(
-                text=body["text"],
-                value=req.grammar.parse(body["text"]),
-                finish_reason=body["finish_reason"],
-                usage=Usage(**body["usage"]),
-                latency_s=body["latency_s"],
-                key=req.key,
-                from_cache=True,
-                retried=body.get("retried", False),
-            )
+            out[i] = self._replay(req, body)
         self.hits += len(requests) - len(missing)
         self.misses += len(missing)
         if missing:
@@ -98,13 +111,7 @@ class CachingEngine:
             items = []
             for i, resp in zip(missing, fresh):
                 out[i] = resp
-                items.append((keys[i], {
-                    "text": resp.text,
-                    "finish_reason": resp.finish_reason,
-                    "usage": resp.usage.as_dict(),
-                    "latency_s": resp.latency_s,
-                    "retried": resp.retried,
-                }))
+                items.append((keys[i], self._body(resp)))
             self.cache.put_many(items)
         return [r for r in out if r is not None]
 
@@ -119,3 +126,49 @@ class CachingEngine:
     def close(self) -> None:
         self.cache.close()
         self.inner.close()
+
+
+class CachingSession:
+    """A session through the cache: hits come back at the next `wait`, misses go to the engine."""
+
+    def __init__(self, owner: CachingEngine, inner: Any) -> None:
+        self.owner = owner
+        self.inner = inner
+        self._next = 0
+        self._hits: list[tuple[int, Response]] = []
+        self._misses: dict[int, tuple[int, str]] = {}  # inner ticket -> (our ticket, cache key)
+
+    def pending(self) -> int:
+        return len(self._hits) + len(self._misses)
+
+    def submit(self, requests: Sequence[Request]) -> list[int]:
+        ours, to_send, keys = [], [], []
+        for req in requests:
+            ticket, self._next = self._next, self._next + 1
+            ours.append(ticket)
+            key = request_key(self.owner.identity, req)
+            body = self.owner.cache.get(key)
+            if body is not None:
+                self._hits.append((ticket, self.owner._replay(req, body)))
+                self.owner.hits += 1
+            else:
+                to_send.append(req)
+                keys.append((ticket, key))
+                self.owner.misses += 1
+        for inner_ticket, mapping in zip(self.inner.submit(to_send) if to_send else [], keys):
+            self._misses[inner_ticket] = mapping
+        return ours
+
+    def wait(self) -> list[tuple[int, Any]]:
+        if self._hits:
+            ready, self._hits = self._hits, []
+            return ready
+        out, items = [], []
+        for inner_ticket, result in self.inner.wait():
+            ticket, key = self._misses.pop(inner_ticket)
+            if isinstance(result, Response):
+                items.append((key, self.owner._body(result)))
+            out.append((ticket, result))
+        if items:
+            self.owner.cache.put_many(items)
+        return out

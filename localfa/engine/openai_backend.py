@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Sequence
 
 import httpx
@@ -132,3 +132,44 @@ class OpenAIEngine(BaseEngine):
 
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
         return None  # the server checks; a too-long prompt comes back as ContextLengthError
+
+    def session(self) -> "HTTPSession":
+        return HTTPSession(self)
+
+
+class HTTPSession:
+    """Each request is its own HTTP call on a thread pool; `wait` returns as soon as any is done.
+
+    The server batches whatever is in flight (continuous batching), so a program's next request
+    joins while the others are still decoding. Retry and validation are `generate([req])`'s.
+    """
+
+    def __init__(self, engine: OpenAIEngine) -> None:
+        self.engine = engine
+        self.pool = ThreadPoolExecutor(max_workers=engine.max_concurrency)
+        self._next = 0
+        self._futures: dict[Future, int] = {}
+
+    def pending(self) -> int:
+        return len(self._futures)
+
+    def submit(self, requests: Sequence[Request]) -> list[int]:
+        tickets = []
+        for req in requests:
+            ticket, self._next = self._next, self._next + 1
+            self._futures[self.pool.submit(self.engine.generate, [req])] = ticket
+            tickets.append(ticket)
+        return tickets
+
+    def wait(self) -> list[tuple[int, Any]]:
+        if not self._futures:
+            return []
+        done, _ = wait(list(self._futures), return_when=FIRST_COMPLETED)
+        out: list[tuple[int, Any]] = []
+        for fut in done:
+            ticket = self._futures.pop(fut)
+            try:
+                out.append((ticket, fut.result()[0]))
+            except EngineError as exc:
+                out.append((ticket, exc))
+        return sorted(out, key=lambda c: c[0])

@@ -7,14 +7,14 @@ engine need an `if __name__ == "__main__":` guard: vLLM may spawn worker process
 
 from __future__ import annotations
 
+import itertools
 import os
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from localfa import offline
 from localfa.engine.base import BaseEngine, RawOutput
-from localfa.engine.errors import ContextLengthError, GrammarError
+from localfa.engine.errors import ContextLengthError, EngineError, GrammarError, TruncatedOutputError
 from localfa.engine.settings import EngineSettings
 from localfa.engine.types import Message, Request
 
@@ -67,13 +67,11 @@ class VLLMEngine(BaseEngine):
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.tokenizer = self.llm.get_tokenizer()
         self._engine_kwargs = {k: v for k, v in kwargs.items() if k != "model"}
+        self._request_ids = itertools.count()
 
     # -----------------------------------------------------------------------------------
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
-        ids = self.tokenizer.apply_chat_template(list(messages), tokenize=True, add_generation_prompt=True)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):  # BatchEncoding in newer transformers
-            ids = ids["input_ids"]
-        return len(ids)
+        return len(self._prompt_ids(messages))
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
@@ -115,39 +113,118 @@ class VLLMEngine(BaseEngine):
             structured_outputs=so,
         )
 
-    def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
-        params = [self._sampling_params(r) for r in requests]
-        conversations = [list(r.messages) for r in requests]
-        started = time.perf_counter()
+    def _prompt_ids(self, messages: Sequence[Message]) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(list(messages), tokenize=True, add_generation_prompt=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+
+    def _add(self, request_id: str, req: Request, prompt_ids: list[int]) -> None:
+        """Queue one request in the running engine (vLLM schedules it at the next step)."""
+        if len(prompt_ids) >= self.max_model_len:
+            raise ContextLengthError(len(prompt_ids), self.max_model_len)
+        params = self._sampling_params(req)
         try:
-            outs = self.llm.chat(conversations, params, use_tqdm=False)
-        except ValueError as exc:
+            self.llm.llm_engine.add_request(request_id, {"prompt_token_ids": prompt_ids}, params)
+        except (ValueError, TypeError) as exc:
             text = str(exc)
-            if "longer than the maximum model length" in text or "maximum context length" in text:
-                raise ContextLengthError(-1, self.max_model_len) from exc
-            if "grammar" in text.lower() or "schema" in text.lower() or "structured" in text.lower():
-                names = sorted({r.grammar.name for r in requests})
-                raise GrammarError(",".join(names), text) from exc
-            raise
-        wall = time.perf_counter() - started
-        raws = []
-        for out in outs:
-            comp = out.outputs[0]
-            latency = wall
-            m = getattr(out, "metrics", None)
-            if m is not None and getattr(m, "last_token_ts", 0) and getattr(m, "queued_ts", 0):
-                latency = max(0.0, float(m.last_token_ts - m.queued_ts))
-            raws.append(
-                RawOutput(
-                    text=comp.text,
-                    finish_reason=str(comp.finish_reason or "stop"),
-                    prompt_tokens=len(out.prompt_token_ids or []),
-                    completion_tokens=len(comp.token_ids or []),
-                    cached_tokens=int(getattr(out, "num_cached_tokens", 0) or 0),
-                    latency_s=latency,
-                )
-            )
-        return raws
+            if "maximum model length" in text or "maximum context length" in text:
+                raise ContextLengthError(len(prompt_ids), self.max_model_len) from exc
+            raise GrammarError(req.grammar.name, text) from exc
+
+    @staticmethod
+    def _raw(out: Any) -> RawOutput:
+        comp = out.outputs[0]
+        latency = 0.0
+        m = getattr(out, "metrics", None)
+        if m is not None and getattr(m, "last_token_ts", 0) and getattr(m, "queued_ts", 0):
+            latency = max(0.0, float(m.last_token_ts - m.queued_ts))
+        return RawOutput(
+            text=comp.text,
+            finish_reason=str(comp.finish_reason or "stop"),
+            prompt_tokens=len(out.prompt_token_ids or []),
+            completion_tokens=len(comp.token_ids or []),
+            cached_tokens=int(getattr(out, "num_cached_tokens", 0) or 0),
+            latency_s=latency,
+        )
+
+    def _step(self) -> list[Any]:
+        """One engine step; the outputs of requests that finished in it."""
+        return [o for o in self.llm.llm_engine.step() if o.finished]
+
+    def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
+        base = next(self._request_ids)
+        ids = [f"b{base}-{i}" for i in range(len(requests))]
+        for rid, req in zip(ids, requests):
+            self._add(rid, req, self._prompt_ids(req.messages))
+        done: dict[str, RawOutput] = {}
+        while len(done) < len(ids):
+            for out in self._step():
+                done[out.request_id] = self._raw(out)
+        return [done[rid] for rid in ids]
+
+    def session(self) -> "VLLMSession":
+        return VLLMSession(self)
+
+
+class VLLMSession:
+    """Continuous batching over the in-process engine: a request joins the running batch at the
+    next step and its response is returned as soon as it finishes. The schedule depends only on
+    the order of submits and steps, never on wall-clock time, so runs stay reproducible."""
+
+    def __init__(self, engine: VLLMEngine) -> None:
+        self.engine = engine
+        self._tickets = itertools.count()
+        self._live: dict[str, tuple[int, Request, RawOutput | None]] = {}
+        self._ready: list[tuple[int, Any]] = []
+
+    def pending(self) -> int:
+        return len(self._live) + len(self._ready)
+
+    def submit(self, requests: Sequence[Request]) -> list[int]:
+        tickets = []
+        for req in requests:
+            t = next(self._tickets)
+            tickets.append(t)
+            self._start(t, req, None)
+        return tickets
+
+    def _start(self, ticket: int, req: Request, first: RawOutput | None) -> None:
+        rid = f"s{id(self)}-{ticket}-{'r' if first else 'a'}"
+        try:
+            self.engine._add(rid, req, self.engine._prompt_ids(req.messages))
+        except EngineError as exc:
+            self._ready.append((ticket, exc))
+            return
+        self._live[rid] = (ticket, req, first)
+
+    def wait(self) -> list[tuple[int, Any]]:
+        while not self._ready and self._live:
+            for out in self.engine._step():
+                if out.request_id not in self._live:
+                    continue
+                ticket, req, first = self._live.pop(out.request_id)
+                raw = self.engine._raw(out)
+                if raw.finish_reason == "length":
+                    if first is None:  # once more with twice the room, like BaseEngine.generate
+                        self._start(ticket, self.engine._with_more_room(req), raw)
+                    else:
+                        self._ready.append((ticket, TruncatedOutputError(req.grammar.name, req.sampling.max_tokens, raw.text)))
+                    continue
+                try:
+                    resp = self.engine._validated(req, raw, raw.latency_s)
+                except EngineError as exc:
+                    self._ready.append((ticket, exc))
+                    continue
+                if first is not None:
+                    resp.retried = True
+                    resp.usage.prompt_tokens += first.prompt_tokens
+                    resp.usage.completion_tokens += first.completion_tokens
+                    resp.usage.cached_tokens += first.cached_tokens
+                    resp.usage.calls += 1
+                self._ready.append((ticket, resp))
+        ready, self._ready = sorted(self._ready, key=lambda c: c[0]), []
+        return ready
 
 
 def _compile_grammars_synchronously(llm: object) -> bool:

@@ -1,8 +1,10 @@
-"""Run many method programs at once so the engine always sees full batches.
+"""Run many method programs at once so the engine always has work from all of them.
 
-Each round gathers the pending requests of every active program into ONE `engine.generate`
-call, then hands each program its own responses. Seeds are fixed per request, so the result
-of a program does not depend on which other programs shared its batches.
+Each program's pending requests go into one engine session. With a backend that supports it
+(in-process vLLM, HTTP servers) a program gets its responses as soon as they are complete and its
+next requests join the running batch while the other programs are still decoding; otherwise
+every round of pending requests goes to the engine as one batch. Seeds are fixed per request,
+and completions are handled in ticket order, so results do not depend on wall-clock timing.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Callable, Iterable, Iterator
 
 from localfa.diagnosis import Diagnosis
 from localfa.engine.errors import EngineError
-from localfa.engine.types import Engine, Request, Response, Usage
+from localfa.engine.session import open_session
+from localfa.engine.types import Engine, Response, Usage
 from localfa.methods.base import Program
 
 
@@ -30,92 +33,76 @@ class Job:
 @dataclass
 class _Active:
     job: Job
-    pending: list[Request]
+    results: list[Response | None] = field(default_factory=list)
+    waiting: int = 0
+    failed: bool = False
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.perf_counter)
 
+    def finish(self, diag: Diagnosis) -> tuple[str, Diagnosis]:
+        diag.usage = self.usage.as_dict()
+        diag.wall_s = round(time.perf_counter() - self.started, 3)
+        return self.job.key, diag
 
-def _advance(active: _Active, responses: list[Response] | None) -> Diagnosis | None:
-    """Send responses (or start) and store the next batch; return the Diagnosis when done."""
-    try:
-        if responses is None:
-            nxt = next(active.job.program)
-        else:
-            nxt = active.job.program.send(responses)
-    except StopIteration as stop:
-        return stop.value
-    if not nxt:
-        raise RuntimeError(f"{active.job.key}: a program yielded an empty batch")
-    active.pending = list(nxt)
-    return None
-
-
-def _finish(active: _Active, diag: Diagnosis) -> Diagnosis:
-    diag.usage = active.usage.as_dict()
-    diag.wall_s = round(time.perf_counter() - active.started, 3)
-    return diag
+    def fail(self, exc: BaseException) -> tuple[str, Diagnosis]:
+        self.failed = True
+        self.job.program.close()
+        detail = f"{type(exc).__name__}: {exc}"
+        if not isinstance(exc, EngineError):
+            detail += "\n" + "".join(traceback.format_exception(exc)[-3:])
+        return self.finish(self.job.on_error(detail))
 
 
 def run_jobs(engine: Engine, jobs: Iterable[Job], concurrency: int = 8) -> Iterator[tuple[str, Diagnosis]]:
     """Yield (job key, diagnosis) as jobs finish, keeping up to `concurrency` programs in flight.
 
-    An engine error inside a shared batch is isolated: the batch is re-sent program by program,
-    and only the program whose request fails ends, with the error recorded in its Diagnosis.
+    An engine error on one request ends only the program that made it, with the error recorded
+    in its Diagnosis; a bug inside a method likewise ends only that program.
     """
+    session = open_session(engine)
     queue = list(jobs)
     queue.reverse()
-    active: list[_Active] = []
+    live: dict[int, tuple[_Active, int]] = {}  # ticket -> (program, position in its batch)
+    running = 0
 
-    def fail(a: _Active, exc: BaseException) -> tuple[str, Diagnosis]:
-        a.job.program.close()
-        detail = f"{type(exc).__name__}: {exc}"
-        if not isinstance(exc, EngineError):
-            detail += "\n" + "".join(traceback.format_exception(exc)[-3:])
-        return a.job.key, _finish(a, a.job.on_error(detail))
-
-    while queue or active:
-        while queue and len(active) < concurrency:
-            a = _Active(queue.pop(), [])
-            try:
-                done = _advance(a, None)
-            except Exception as exc:  # a method bug must not end a sweep
-                yield fail(a, exc)
-                continue
-            if done is not None:
-                yield a.job.key, _finish(a, done)
-            else:
-                active.append(a)
-        if not active:
-            continue
-        batch = [r for a in active for r in a.pending]
+    def step(a: _Active, responses: list[Response] | None) -> tuple[str, Diagnosis] | None:
+        """Advance a program; submit its next batch, or return its result when it is done."""
         try:
-            responses = engine.generate(batch)
-            per_program: list[list[Response] | BaseException] = []
-            i = 0
-            for a in active:
-                per_program.append(responses[i : i + len(a.pending)])
-                i += len(a.pending)
-        except EngineError:
-            per_program = []
-            for a in active:
-                try:
-                    per_program.append(engine.generate(a.pending))
-                except EngineError as exc:
-                    per_program.append(exc)
-        still: list[_Active] = []
-        for a, result in zip(active, per_program):
-            if isinstance(result, BaseException):
-                yield fail(a, result)
-                continue
-            for r in result:
-                a.usage.add(r.usage)
-            try:
-                done = _advance(a, result)
-            except Exception as exc:
-                yield fail(a, exc)
-                continue
+            nxt = next(a.job.program) if responses is None else a.job.program.send(responses)
+        except StopIteration as stop:
+            return a.finish(stop.value)
+        except Exception as exc:  # a method bug must not end a sweep
+            return a.fail(exc)
+        if not nxt:
+            return a.fail(RuntimeError(f"{a.job.key}: a program yielded an empty batch"))
+        a.results = [None] * len(nxt)
+        a.waiting = len(nxt)
+        for pos, ticket in enumerate(session.submit(list(nxt))):
+            live[ticket] = (a, pos)
+        return None
+
+    while queue or running:
+        while queue and running < concurrency:
+            done = step(_Active(queue.pop()), None)
             if done is not None:
-                yield a.job.key, _finish(a, done)
+                yield done
             else:
-                still.append(a)
-        active = still
+                running += 1
+        if not running:
+            continue
+        for ticket, result in session.wait():
+            a, pos = live.pop(ticket)
+            if a.failed:
+                continue  # a sibling request already ended this program
+            if isinstance(result, BaseException):
+                running -= 1
+                yield a.fail(result)
+                continue
+            a.results[pos] = result
+            a.usage.add(result.usage)
+            a.waiting -= 1
+            if a.waiting == 0:
+                done = step(a, list(a.results))  # type: ignore[arg-type]
+                if done is not None:
+                    running -= 1
+                    yield done

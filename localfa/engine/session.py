@@ -1,0 +1,68 @@
+"""Sessions: submit requests at any time, collect responses as each one finishes.
+
+`Engine.generate` answers a whole batch at once, so one long answer holds every other caller
+back. A session lets the runner hand a method its responses as soon as they are complete and
+submit that method's next requests while the others are still decoding (continuous batching).
+Backends that cannot do better get `BatchSession`, which sends everything pending as one batch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Protocol, Sequence
+
+from localfa.engine.errors import EngineError
+from localfa.engine.types import Request, Response
+
+Completion = tuple[int, "Response | EngineError"]
+
+
+class Session(Protocol):
+    def submit(self, requests: Sequence[Request]) -> list[int]:
+        """Queue requests; return one ticket per request."""
+
+    def wait(self) -> list[Completion]:
+        """Block until at least one submitted request is done; return (ticket, response or error)."""
+
+    def pending(self) -> int:
+        """How many submitted requests have not been returned by `wait` yet."""
+
+
+class BatchSession:
+    """Everything pending goes to `engine.generate` as one batch; an engine error in that batch
+    is isolated by re-sending its requests one by one, so only the failing request errors."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self._ids = itertools.count()
+        self._queue: list[tuple[int, Request]] = []
+
+    def submit(self, requests: Sequence[Request]) -> list[int]:
+        tickets = [next(self._ids) for _ in requests]
+        self._queue.extend(zip(tickets, requests))
+        return tickets
+
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def wait(self) -> list[Completion]:
+        batch, self._queue = self._queue, []
+        if not batch:
+            return []
+        try:
+            responses = self.engine.generate([r for _, r in batch])
+            return [(t, resp) for (t, _), resp in zip(batch, responses)]
+        except EngineError:
+            out: list[Completion] = []
+            for t, req in batch:
+                try:
+                    out.append((t, self.engine.generate([req])[0]))
+                except EngineError as exc:
+                    out.append((t, exc))
+            return out
+
+
+def open_session(engine: Any) -> Session:
+    """The engine's own session when it has one, else a `BatchSession`."""
+    maker = getattr(engine, "session", None)
+    return maker() if callable(maker) else BatchSession(engine)
