@@ -5,7 +5,7 @@
 2. prefix_cache_hit_ratio: a batch of N requests sharing a long system prompt; the share of
    prompt tokens vLLM served from its prefix cache.
 
-    python scripts/bench_engine.py [--n 8] [--engine vllm] [--max-tokens 96]
+    python scripts/bench_engine.py [--n 8] [--engine vllm] [--max-tokens 200]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from localfa.engine.types import Request, Sampling
 class Finding(BaseModel):
     step_id: int = Field(ge=0, le=99)
     agent: str = Field(min_length=1, max_length=40)
-    reason: str = Field(min_length=20, max_length=300)
+    reason: str = Field(min_length=20, max_length=120)
 
 
 SYSTEM = ("You audit failed multi-agent runs. Each step lists an agent and its action. Identify the decisive "
@@ -50,7 +50,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--engine", default="vllm")
-    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--max-tokens", type=int, default=200)
     args = ap.parse_args()
     engine = make_engine(args.engine)
     try:

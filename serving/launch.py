@@ -59,6 +59,9 @@ def server_command(settings: EngineSettings, model_dir: Path, host: str, port: i
                 str(max(settings.max_model_len, settings.max_num_batched_tokens or 16384))]
     elif settings.max_num_batched_tokens:
         cmd += ["--max-num-batched-tokens", str(settings.max_num_batched_tokens)]
+    asynchronous = settings.async_scheduling if settings.async_scheduling is not None else (True if is_cpu else None)
+    if asynchronous is not None:
+        cmd.append("--async-scheduling" if asynchronous else "--no-async-scheduling")
     if settings.max_num_seqs:
         cmd += ["--max-num-seqs", str(settings.max_num_seqs)]
     if api_key:

@@ -213,3 +213,11 @@ def test_several_traces_share_engine_batches():
     assert max(len(b) for b in engine.batches) == 9  # three evaluates of three questions together
     seeds = {r.sampling.seed for r in engine.batches[0]}
     assert len(seeds) == 3  # seeds differ per trace, derived, not positional
+
+
+def test_quotes_found_verbatim_in_the_trace_become_evidence():
+    submit = dict(SUBMIT, reasoning="Step 4 wrote 'step 4 content lorem' and 'a quote that is nowhere'.")
+    stm = {"faults_identified_so_far": [{"step_id": 4, "reason": "wrong", "evidence": "step 4 content"}]}
+    diag, _ = run_one(Script([turn(EVAL, stm), turn(submit, {})]), trace=make_trace(long=1))
+    assert diag.evidence == ["step 4 content", "step 4 content lorem"]
+    assert diag.details["evidence_verbatim"] == [True, True]

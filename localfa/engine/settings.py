@@ -25,6 +25,7 @@ class EngineSettings:
     cpu_kv_cache_gib: int = 2
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    async_scheduling: bool | None = None  # None: on for CPU (overlaps grammar masks with the model), vLLM's default on GPU
     enable_chunked_prefill: bool | None = None  # None: off on CPU (seeded split prefills crash there), on for GPU
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)

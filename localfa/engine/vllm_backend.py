@@ -54,6 +54,12 @@ class VLLMEngine(BaseEngine):
             kwargs["max_num_batched_tokens"] = max(s.max_model_len, s.max_num_batched_tokens or 16384)
         elif s.max_num_batched_tokens:
             kwargs["max_num_batched_tokens"] = s.max_num_batched_tokens
+        asynchronous = s.async_scheduling if s.async_scheduling is not None else (True if self.is_cpu else None)
+        if asynchronous is not None:
+            # Scheduling (and grammar bitmasks) for step N+1 overlaps step N's forward pass:
+            # about +20% batched throughput on a 2-core CPU. Still one process, so no timing
+            # enters the schedule.
+            kwargs["async_scheduling"] = asynchronous
         if not self.is_cpu:
             kwargs["gpu_memory_utilization"] = s.gpu_memory_utilization
             if s.data_parallel_size > 1:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import statistics
+
+import regex as re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ from localfa.templates import render
 from localfa.traces.lineview import LineView
 
 METHOD = "safari"
+_QUOTED = re.compile(r"[\"'\u2018\u201c]([^\"'\u2019\u201d\n]{12,300})[\"'\u2019\u201d]")
 
 
 @dataclass
@@ -247,6 +250,10 @@ class Investigation:
         note = self.stm.fault(step)
         evidence = [note.evidence] if note and note.evidence else []
         haystack = self.view.text()
+        # Quotes in the final reasoning that really occur in the trace are evidence too.
+        for quote in _QUOTED.findall(reasoning):
+            if quote not in evidence and quote in haystack:
+                evidence.append(quote)
         verified = [e.strip() in haystack for e in evidence]
         details = {
             "turns_used": turns,
