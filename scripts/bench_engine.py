@@ -1,7 +1,8 @@
 """Engine benchmark on the embedded model (vLLM CPU build by default), measured side by side.
 
 1. batch_speedup: N requests sent one by one vs the same N requests (same prompts, same seeds)
-   as one batch, on the same engine, prefix cache reset before each phase.
+   as one batch, on the same engine, prefix cache reset before each phase; measured as the
+   ratio of generated tokens per second (the outputs of the two phases can differ in length).
 2. prefix_cache_hit_ratio: a batch of N requests sharing a long system prompt; the share of
    prompt tokens vLLM served from its prefix cache.
 
@@ -76,7 +77,11 @@ def main() -> None:
         prompt = sum(r.usage.prompt_tokens for r in shared)
         cached = sum(r.usage.cached_tokens for r in shared)
         print(f"shared-prefix batch: {prompt} prompt tokens, {cached} served from the prefix cache")
-        print(f"batch_speedup={t_seq / t_batch:.2f}")
+        # Outputs differ between the two phases (batch composition changes CPU numerics, so sampled
+        # tokens differ), so the speedup is the ratio of generated tokens per second; the plain
+        # wall-time ratio is printed above it for reference.
+        print(f"wall-time ratio (different output lengths): {t_seq / t_batch:.2f}")
+        print(f"batch_speedup={(tokens_batch / t_batch) / (tokens_seq / t_seq):.2f}")
         print(f"prefix_cache_hit_ratio={cached / prompt:.3f}")
     finally:
         engine.close()
