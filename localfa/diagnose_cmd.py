@@ -77,6 +77,13 @@ def diagnose(
         fail("--method", str(exc).strip("'\""))
     eng = EngineChoice(engine, model, profile, base_url, api_key, cache_dir, max_model_len).build()
     try:
+        if out:  # what produced these lines, beside them (see README: reproducing a run)
+            from localfa.manifest import build_manifest
+            from localfa.methods.base import describe_method
+
+            manifest = build_manifest(eng, seeds=[seed], methods={method: describe_method(chosen)},
+                                      extra={"budget": budget, "trace_files": [str(f) for f in files]})
+            Path(f"{out}.manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         results = run_diagnoses(eng, chosen, loaded, seed, budget, concurrency)
     finally:
         eng.close()

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 
 from localfa.bench.store import ResultStore, record_key
 from localfa.diagnosis import Diagnosis
-from localfa.methods.base import MethodContext
+from localfa.methods.base import MethodContext, describe_method
 from localfa.methods.budget import parse_budget
 from localfa.methods.runner import Job, run_jobs
 from localfa.traces.errors import TraceError
@@ -368,7 +368,8 @@ def run_sweep(
             raise SweepError(None, f"method {spec.label}: {msg}") from None
     manifest = build_manifest(
         engine, seeds=list(seeds),
-        methods={s.label: {"name": s.name, "options": s.options_dict} for s in methods},
+        methods={s.label: {"name": s.name, "options": s.options_dict, "resolved": describe_method(built[s.label])}
+                 for s in methods},
         extra={"budgets": list(budgets), "trace_files": sorted({t.source for t in traces}), **(manifest_extra or {})},
     )
     result = SweepResult(run_dir)

@@ -62,3 +62,15 @@ class Method(Protocol):
     name: str
 
     def run(self, ctx: MethodContext) -> Program: ...
+
+
+def describe_method(method: Any) -> dict[str, Any]:
+    """Every setting of a configured method, defaults and sampling included (for manifests)."""
+    import dataclasses
+
+    describe = getattr(method, "describe", None)
+    if callable(describe):
+        return describe()
+    if dataclasses.is_dataclass(method):
+        return dataclasses.asdict(method)
+    return {}
