@@ -29,8 +29,9 @@ class VLLMEngine(BaseEngine):
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(s.cpu_kv_cache_gib))))
         # One process: deterministic scheduling and no worker start-up cost for small models.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        # vLLM's INFO lines (config dumps, throughput every 10 s) drown localfa's own output.
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        # vLLM's INFO and WARNING lines (config dumps, throughput every 10 s, thread-binding notes)
+        # drown localfa's own output; set VLLM_LOGGING_LEVEL to see them.
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         import vllm
         from vllm.platforms import current_platform
 
