@@ -221,3 +221,17 @@ def test_quotes_found_verbatim_in_the_trace_become_evidence():
     diag, _ = run_one(Script([turn(EVAL, stm), turn(submit, {})]), trace=make_trace(long=1))
     assert diag.evidence == ["step 4 content", "step 4 content lorem"]
     assert diag.details["evidence_verbatim"] == [True, True]
+
+
+def test_scale_budget_is_fault_position_over_factor():
+    from localfa.traces.lineview import LineView
+
+    trace = make_trace(60, long=40)
+    trace.labels.mistake_step = 50
+    reads = [turn({"name": "read", "offset": 9 * i, "limit": 9}, {}) for i in range(12)]
+    engine_counter = ScriptedEngine([]).count_tokens
+    diag, _ = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="scale:2")
+    pos = LineView(trace, count_tokens=engine_counter).token_position_of_step(50)
+    assert diag.details["budget"] == "scale:2"
+    assert diag.details["budget_limit"] == max(512, pos // 2)
+    assert diag.details["evicted_turns"] > 0

@@ -125,14 +125,17 @@ class Investigation:
     def _start(self) -> None:
         trace, opts = self.ctx.trace, self.opts
         limit_text = self._budget_text()
-        total = self.view.total_chars if self.budget.unit == "chars" else self.view.tokens()
+        fits = False
+        if self.budget.limit is not None:  # tokenising a huge trace costs seconds: only when asked
+            total = self.view.total_chars if self.budget.unit == "chars" else self.view.tokens()
+            fits = total <= self.budget.limit
         self.history.add_head("system", render(
             "safari/system.j2", max_read=self.max_read, context_limit=limit_text, threshold=int(opts.threshold),
             max_turns=opts.max_turns, with_stm=opts.use_stm))
         self.history.add_head("user", render(
             "safari/user.j2", question=trace.task[:2000], n_steps=len(trace.steps), total_lines=self.view.total_lines,
             total_chars=self.view.total_chars, agents=", ".join(trace.agent_names()) or "unknown",
-            context_limit=limit_text, fits=self.budget.limit is not None and total <= self.budget.limit,
+            context_limit=limit_text, fits=fits,
             has_spans=any(s.span_id for s in trace.steps),
             has_tools=any(s.tool_calls or s.observation for s in trace.steps)))
         boot_limit = min(self.max_read, self.view.total_lines)
