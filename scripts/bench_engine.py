@@ -41,12 +41,6 @@ def requests(n: int, max_tokens: int, shared_system: bool) -> list[Request]:
     return out
 
 
-def reset_cache(engine) -> None:
-    llm = getattr(engine, "llm", None)
-    if llm is not None and hasattr(llm, "reset_prefix_cache"):
-        llm.reset_prefix_cache()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=8)
@@ -57,11 +51,11 @@ def main() -> None:
     try:
         reqs = requests(args.n, args.max_tokens, shared_system=False)
         engine.generate(reqs[:2])  # warm-up: grammar compile, first kernels
-        reset_cache(engine)
+        engine.reset_prefix_cache()
         t0 = time.perf_counter()
         one_by_one = [engine.generate([r])[0] for r in reqs]
         t_seq = time.perf_counter() - t0
-        reset_cache(engine)
+        engine.reset_prefix_cache()
         t0 = time.perf_counter()
         batched = engine.generate(reqs)
         t_batch = time.perf_counter() - t0
@@ -72,7 +66,7 @@ def main() -> None:
         print(f"batched:    {t_batch:.2f} s, {tokens_batch} tokens ({tokens_batch / t_batch:.1f} tok/s)")
         print(f"identical outputs one-by-one vs batched: {same}/{len(reqs)}")
 
-        reset_cache(engine)
+        engine.reset_prefix_cache()
         shared = engine.generate(requests(args.n, args.max_tokens, shared_system=True))
         prompt = sum(r.usage.prompt_tokens for r in shared)
         cached = sum(r.usage.cached_tokens for r in shared)

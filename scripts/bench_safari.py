@@ -43,12 +43,6 @@ def run(engine, method, traces, seed: int, concurrency: int):
     return results, time.perf_counter() - t0
 
 
-def reset_cache(engine) -> None:
-    llm = getattr(engine, "llm", None)
-    if llm is not None and hasattr(llm, "reset_prefix_cache"):
-        llm.reset_prefix_cache()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -62,9 +56,9 @@ def main() -> None:
     engine = make_engine(args.engine)
     try:
         run(engine, method, traces[:1], args.seed + 99, 1)  # warm-up (grammar compile, kernels)
-        reset_cache(engine)
+        engine.reset_prefix_cache()
         together, t_conc = run(engine, method, traces, args.seed, concurrency=len(traces))
-        reset_cache(engine)
+        engine.reset_prefix_cache()
         alone: dict = {}
         t_seq = 0.0
         for t in traces:

@@ -53,6 +53,9 @@ class BaseEngine(ABC):
     def close(self) -> None:
         """Release the model; backends holding processes override this."""
 
+    def reset_prefix_cache(self) -> None:
+        """Forget cached prompt prefixes (benchmarks measure phases from a cold cache)."""
+
     # -----------------------------------------------------------------------------------
     def generate(self, requests: Sequence[Request]) -> list[Response]:
         requests = list(requests)

@@ -95,6 +95,9 @@ class VLLMEngine(BaseEngine):
             "grammar_compilation": "synchronous" if self.sync_grammars else "async (vLLM default)",
         }
 
+    def reset_prefix_cache(self) -> None:
+        self.llm.reset_prefix_cache()
+
     def close(self) -> None:
         llm = getattr(self, "llm", None)
         if llm is not None:
