@@ -104,14 +104,9 @@ def run_diagnoses(engine, method, traces, seed: int, budget: str | None, concurr
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from localfa.methods.base import MethodContext
-    from localfa.methods.runner import Job, run_jobs
+    from localfa.methods.runner import method_job, run_jobs
 
-    jobs = []
-    for t in traces:
-        ctx = MethodContext(t, seed=seed, budget=budget, count_tokens=engine.count_tokens,
-                            max_model_len=getattr(engine, "max_model_len", None))
-        jobs.append(Job(t.id, method.run(ctx),
-                        lambda err, ctx=ctx: ctx.diagnosis(method.name, stop_reason="error", error=err)))
+    jobs = [method_job(engine, method, MethodContext(t, seed=seed, budget=budget)) for t in traces]
     done = {}
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), transient=True, console=_stderr_console()) as progress:

@@ -16,7 +16,7 @@ from pathlib import Path
 from localfa.engine.factory import make_engine
 from localfa.methods.base import MethodContext
 from localfa.methods.registry import get_method
-from localfa.methods.runner import Job, run_jobs
+from localfa.methods.runner import method_job, run_jobs
 from localfa.traces.load import iter_trace_files, load_trace
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "whowhen"
@@ -34,10 +34,7 @@ def pick_traces(root: Path, n: int):
 
 
 def run(engine, method, traces, seed: int, concurrency: int):
-    jobs = []
-    for t in traces:
-        ctx = MethodContext(t, seed=seed, count_tokens=engine.count_tokens, max_model_len=engine.max_model_len)
-        jobs.append(Job(t.id, method.run(ctx), lambda e, ctx=ctx: ctx.diagnosis("safari", error=e, stop_reason="error")))
+    jobs = [method_job(engine, method, MethodContext(t, seed=seed)) for t in traces]
     t0 = time.perf_counter()
     results = dict(run_jobs(engine, jobs, concurrency=concurrency))
     return results, time.perf_counter() - t0

@@ -51,7 +51,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 def _parse(data: bytes, path: Path) -> tuple[list[dict[str, Any]], int]:
     """Records and the byte length of the complete part (up to the last good newline)."""
     end = data.rfind(b"\n") + 1  # 0 when there is no complete line
-    complete, tail = data[:end], data[end:]
+    complete = data[:end]  # a partial last line (after the last newline) is not a record
     records: list[dict[str, Any]] = []
     seen: set[Key] = set()
     good_end = 0

@@ -33,7 +33,7 @@ from localfa.bench.store import ResultStore, record_key
 from localfa.diagnosis import Diagnosis
 from localfa.methods.base import MethodContext, describe_method
 from localfa.methods.budget import parse_budget
-from localfa.methods.runner import Job, run_jobs
+from localfa.methods.runner import Job, method_job, run_jobs
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
 
@@ -392,19 +392,10 @@ def run_sweep(
         result.skipped = len(units) - len(todo)
         planned_keys = {u.key for u in units}
         finished_here = [r for r in store.records if record_key(r) in planned_keys]
-        count_tokens = getattr(engine, "count_tokens", None)
-        max_model_len = getattr(engine, "max_model_len", None)
-
         def job(u: _Unit, idx: int) -> Job:
             ctx = MethodContext(trace=u.trace, seed=u.seed, budget=None if u.budget == "none" else u.budget,
-                                options=u.spec.options_dict, count_tokens=count_tokens,
-                                max_model_len=max_model_len)
-            method = built[u.spec.label]
-
-            def on_error(detail: str, ctx: MethodContext = ctx) -> Diagnosis:
-                return ctx.diagnosis(u.spec.label, stop_reason="error", error=detail)
-
-            return Job(str(idx), method.run(ctx), on_error)
+                                options=u.spec.options_dict)
+            return method_job(engine, built[u.spec.label], ctx, key=str(idx), label=u.spec.label)
 
         jobs = [job(u, i) for i, u in enumerate(todo)]
         if result.skipped:

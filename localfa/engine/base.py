@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from localfa.engine.errors import ContextLengthError, InvalidOutputError, TruncatedOutputError
+from localfa.engine.tokenizers import approx_tokens
 from localfa.engine.types import Message, Request, Response, Usage
 
 
@@ -45,7 +46,7 @@ class BaseEngine(ABC):
 
     def count_tokens(self, text: str) -> int:
         """Tokens of plain text; backends with a tokenizer override this."""
-        return max(1, len(text) // 4)
+        return approx_tokens(text)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "max_model_len": self.max_model_len}
@@ -82,15 +83,18 @@ class BaseEngine(ABC):
             for i, req, raw in zip(to_retry, bigger, retried):
                 if raw.finish_reason == "length":
                     raise TruncatedOutputError(req.grammar.name, req.sampling.max_tokens, raw.text)
-                resp = self._validated(req, raw, elapsed + elapsed_retry)
-                resp.retried = True
-                first = raws[i]
-                resp.usage.prompt_tokens += first.prompt_tokens
-                resp.usage.completion_tokens += first.completion_tokens
-                resp.usage.cached_tokens += first.cached_tokens
-                resp.usage.calls += 1
-                responses[i] = resp
+                responses[i] = self._count_first_attempt(self._validated(req, raw, elapsed + elapsed_retry), raws[i])
         return [r for r in responses if r is not None]
+
+    @staticmethod
+    def _count_first_attempt(resp: Response, first: RawOutput) -> Response:
+        """A retried response also pays for the truncated attempt before it."""
+        resp.retried = True
+        resp.usage.prompt_tokens += first.prompt_tokens
+        resp.usage.completion_tokens += first.completion_tokens
+        resp.usage.cached_tokens += first.cached_tokens
+        resp.usage.calls += 1
+        return resp
 
     def _with_more_room(self, req: Request) -> Request:
         room = req.sampling.max_tokens * self.retry_factor

@@ -78,7 +78,11 @@ def embedded_model_dir_if_ready() -> Path | None:
 def embedded_model_dir() -> Path:
     """The converted embedded model folder, converting the GGUF on first use."""
     gguf = embedded_gguf_path()
-    target = _embedded_target(gguf)
+    return _converted(gguf, _embedded_target(gguf))
+
+
+def _converted(gguf: Path, target: Path) -> Path:
+    """`target`, converting `gguf` into it first unless that was done before."""
     if (target / "config.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -134,16 +138,7 @@ def resolve_model(model: str | os.PathLike[str] | None) -> Path:
             raise ModelPathError(f"{path}: not a Hugging Face model folder (no config.json)")
         return path.resolve()
     if path.is_file() and path.suffix == ".gguf":
-        target = cache_root() / "models" / f"{path.stem}-{_file_digest(path)[:12]}"
-        if not (target / "config.json").is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
-            try:
-                convert_gguf(path, tmp)
-                os.rename(tmp, target)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-        return target
+        return _converted(path, cache_root() / "models" / f"{path.stem}-{_file_digest(path)[:12]}")
     text = str(model)
     if "/" in text and not text.startswith((".", "/", "~")) and text.count("/") == 1:
         raise ModelPathError(

@@ -19,6 +19,7 @@ import httpx
 
 from localfa.engine.base import BaseEngine, RawOutput
 from localfa.engine.errors import ContextLengthError, EngineError, GrammarError
+from localfa.engine.tokenizers import approx_tokens
 from localfa.engine.types import Message, Request
 
 _LEN_RE = re.compile(r"maximum context length is (\d+).*?(\d+) (?:input )?tokens", re.S)
@@ -70,7 +71,7 @@ class OpenAIEngine(BaseEngine):
                                                               "add_special_tokens": False}).json()
             return int(data["count"])
         except Exception:
-            return max(1, len(text) // 4)
+            return approx_tokens(text)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "base_urls": self.base_urls, "served_model": self.model,

@@ -229,11 +229,7 @@ class VLLMSession:
                     self._ready.append((ticket, exc))
                     continue
                 if first is not None:
-                    resp.retried = True
-                    resp.usage.prompt_tokens += first.prompt_tokens
-                    resp.usage.completion_tokens += first.completion_tokens
-                    resp.usage.cached_tokens += first.cached_tokens
-                    resp.usage.calls += 1
+                    resp = self.engine._count_first_attempt(resp, first)
                 self._ready.append((ticket, resp))
         ready, self._ready = sorted(self._ready, key=lambda c: c[0]), []
         return ready

@@ -18,7 +18,7 @@ from localfa.diagnosis import Diagnosis
 from localfa.engine.errors import EngineError
 from localfa.engine.session import open_session
 from localfa.engine.types import Engine, Response, Usage
-from localfa.methods.base import Program
+from localfa.methods.base import MethodContext, Program
 
 
 @dataclass
@@ -28,6 +28,24 @@ class Job:
     key: str
     program: Program
     on_error: Callable[[str], Diagnosis]
+
+
+def method_job(engine: Engine, method: object, ctx: MethodContext, key: str | None = None,
+               label: str | None = None) -> Job:
+    """A job running `method` on `ctx`; a failure becomes a Diagnosis with `error` set.
+
+    `ctx` gets the engine's token counter and context window when it has none yet.
+    """
+    if ctx.count_tokens is None:
+        ctx.count_tokens = getattr(engine, "count_tokens", None)
+    if ctx.max_model_len is None:
+        ctx.max_model_len = getattr(engine, "max_model_len", None)
+    name = label or getattr(method, "name")
+
+    def on_error(detail: str) -> Diagnosis:
+        return ctx.diagnosis(name, stop_reason="error", error=detail)
+
+    return Job(key or ctx.trace.id, method.run(ctx), on_error)  # type: ignore[attr-defined]
 
 
 @dataclass

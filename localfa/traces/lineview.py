@@ -20,21 +20,16 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import regex
 
+from localfa.engine.tokenizers import TokenCounter, approx_tokens  # noqa: F401  (re-exported)
 from localfa.traces.model import Step, Trace
 
-TokenCounter = Callable[[str], int]
 SNIPPET_CHARS = 160
 MAX_PATTERN_CHARS = 2000
 MAX_REPEAT = 10_000
-
-
-def approx_tokens(text: str) -> int:
-    """About 4 characters a token, for when no tokenizer is given."""
-    return (len(text) + 3) // 4
 
 
 def step_record(step: Step) -> str:

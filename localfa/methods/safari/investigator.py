@@ -23,6 +23,7 @@ from localfa.methods.budget import Budget, parse_budget, resolve_scale
 from localfa.methods.safari.history import History
 from localfa.methods.safari.stm import ShortTermMemory
 from localfa.templates import render
+from localfa.engine.tokenizers import approx_tokens
 from localfa.traces.lineview import LineView
 
 METHOD = "safari"
@@ -73,7 +74,7 @@ class Investigation:
         trace = ctx.trace
         self.view = LineView(trace, width=opts.line_width, count_tokens=ctx.count_tokens)
         self.budget = self._resolve_budget(parse_budget(ctx.budget))
-        count = ctx.count_tokens or (lambda s: (len(s) + 3) // 4)
+        count = ctx.count_tokens or approx_tokens
         self.turn_max_tokens = opts.limits.turn_max_tokens(opts.use_stm)
         # What the prompt may hold: the user's budget and, always, the model's own window.
         window = None
