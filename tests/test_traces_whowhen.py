@@ -21,23 +21,10 @@ KNOWN_LABEL_WARNINGS = {
 
 
 def run_cli(argv: list[str]) -> int:
-    """`localfa` in-process: `localfa.cli.main` when every command module imports; otherwise
-    (another command still being written) the same app, with `inspect` registered, run directly."""
-    import typer
+    """`localfa` in-process."""
+    from localfa.cli import main
 
-    import localfa.cli as cli
-
-    try:
-        cli._register()
-    except ImportError:
-        import localfa.traces.inspect_cmd  # noqa: F401  (registers `inspect`)
-    else:
-        return cli.main(argv)
-    try:
-        typer.main.get_group(cli.app).main(args=argv, prog_name="localfa", standalone_mode=True)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
+    return main(argv)
 
 
 def _files() -> list[Path]:

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from localfa.errors import LocatedError
 from localfa.bench.metrics import (METRIC_TITLES, OVERALL, TOLERANCES, GroupSummary, Estimate, score_record,
                                    summarize, tolerance_curve)
 from localfa.bench.store import RESULTS, read_records
@@ -25,11 +26,8 @@ SUBSTRING_NOTE = ("Who&When's reference scorer matches steps by substring (label
                   "step accuracy above is the one to trust.")
 
 
-class ReportError(Exception):
-    def __init__(self, path: str | Path, message: str) -> None:
-        self.path = str(path)
-        self.message = message
-        super().__init__(f"{self.path}: {message}")
+class ReportError(LocatedError):
+    """A located error of this layer; str = "path: message"."""
 
 
 # ---- loading -----------------------------------------------------------------------------------

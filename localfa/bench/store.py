@@ -14,19 +14,16 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from localfa.errors import LocatedError
+
 RESULTS = "results.jsonl"
 LOCK = ".sweep.lock"
 
 Key = tuple[str, str, str, int]
 
 
-class StoreError(Exception):
+class StoreError(LocatedError):
     """A results file that cannot be used; str = "path: message"."""
-
-    def __init__(self, path: str | Path, message: str) -> None:
-        self.path = str(path)
-        self.message = message
-        super().__init__(f"{self.path}: {message}")
 
 
 def record_key(record: dict[str, Any]) -> Key:

@@ -29,10 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from localfa.errors import LocatedError
 from localfa.bench.store import ResultStore, record_key
 from localfa.diagnosis import Diagnosis
-from localfa.methods.base import MethodContext, describe_method
+from localfa.methods.base import MethodContext
 from localfa.methods.budget import parse_budget
+from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, parse_methods  # noqa: F401
 from localfa.methods.runner import Job, method_job, run_jobs
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
@@ -41,82 +43,11 @@ MANIFEST = "manifest.json"
 TIMING_FIELDS = ("wall_s", "finished_at")
 
 
-class SweepError(Exception):
+class SweepError(LocatedError):
     """Bad sweep input or a run directory that cannot be resumed; str = "path: message"."""
-
-    def __init__(self, path: str | Path | None, message: str) -> None:
-        self.path = None if path is None else str(path)
-        self.message = message
-        super().__init__(f"{self.path}: {message}" if self.path is not None else message)
 
 
 # ---- parsing the command line's lists ----------------------------------------------------------
-
-def _option_value(text: str) -> Any:
-    low = text.lower()
-    if low in ("true", "yes", "on"):
-        return True
-    if low in ("false", "no", "off"):
-        return False
-    if low in ("none", "null"):
-        return None
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
-def _fmt_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "none" if value is None else str(value)
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """A registered method name and its options; `label` is the canonical text form."""
-
-    name: str
-    options: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def label(self) -> str:
-        return ":".join([self.name, *(f"{k}={_fmt_value(v)}" for k, v in self.options)])
-
-    @property
-    def options_dict(self) -> dict[str, Any]:
-        return dict(self.options)
-
-    @classmethod
-    def parse(cls, text: str) -> "MethodSpec":
-        parts = [p.strip() for p in text.strip().split(":")]
-        name = parts[0]
-        if not name:
-            raise ValueError(f"method {text!r}: empty name")
-        opts: dict[str, Any] = {}
-        for part in parts[1:]:
-            if "=" not in part:
-                raise ValueError(f"method {text!r}: option {part!r} is not key=value")
-            k, v = part.split("=", 1)
-            k = k.strip().replace("-", "_")
-            if not k:
-                raise ValueError(f"method {text!r}: option {part!r} has no key")
-            opts[k] = _option_value(v.strip())
-        return cls(name, tuple(sorted(opts.items())))
-
-
-def parse_methods(text: str) -> list[MethodSpec]:
-    specs = [MethodSpec.parse(p) for p in text.split(",") if p.strip()]
-    if not specs:
-        raise ValueError("no methods given")
-    labels = [s.label for s in specs]
-    dup = sorted({x for x in labels if labels.count(x) > 1})
-    if dup:
-        raise ValueError(f"method(s) given twice: {', '.join(dup)}")
-    return specs
-
 
 def parse_seeds(text: str) -> list[int]:
     """``0,1,2`` or ``0-4`` (inclusive) or a mix."""
@@ -350,7 +281,6 @@ def run_sweep(
 ) -> SweepResult:
     """Run every (trace, method, budget, seed) not yet in RUN_DIR/results.jsonl."""
     from localfa.manifest import build_manifest
-    from localfa.methods.registry import get_method
 
     run_dir = Path(run_dir)
     try:
@@ -362,13 +292,12 @@ def run_sweep(
     built: dict[str, Any] = {}
     for spec in methods:
         try:
-            built[spec.label] = get_method(spec.name, **spec.options_dict)
-        except (KeyError, ValueError, TypeError) as exc:
-            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            raise SweepError(None, f"method {spec.label}: {msg}") from None
+            built[spec.label] = get_method(spec)
+        except MethodOptionError as exc:
+            raise SweepError(None, str(exc)) from None
     manifest = build_manifest(
         engine, seeds=list(seeds),
-        methods={s.label: {"name": s.name, "options": s.options_dict, "resolved": describe_method(built[s.label])}
+        methods={s.label: {"name": s.name, "options": s.options_dict, "resolved": built[s.label].describe()}
                  for s in methods},
         extra={"budgets": list(budgets), "trace_files": sorted({t.source for t in traces}), **(manifest_extra or {})},
     )

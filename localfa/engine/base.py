@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from localfa.engine.errors import ContextLengthError, InvalidOutputError, TruncatedOutputError
-from localfa.engine.tokenizers import approx_tokens
+from localfa.tokens import approx_tokens
 from localfa.engine.types import Message, Request, Response, Usage
 
 

@@ -19,7 +19,7 @@ import httpx
 
 from localfa.engine.base import BaseEngine, RawOutput
 from localfa.engine.errors import ContextLengthError, EngineError, GrammarError
-from localfa.engine.tokenizers import approx_tokens
+from localfa.tokens import approx_tokens
 from localfa.engine.types import Message, Request
 
 _LEN_RE = re.compile(r"maximum context length is (\d+).*?(\d+) (?:input )?tokens", re.S)

@@ -8,8 +8,9 @@ full batches, and request seeds come from (run seed, trace id, call key), never 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Generator, Protocol, Sequence
+from typing import Any, ClassVar, Generator, Protocol, Sequence
 
 from localfa.diagnosis import Diagnosis
 from localfa.engine.grammar import Grammar
@@ -57,20 +58,32 @@ class MethodContext:
 
 
 class Method(Protocol):
-    """Every method: a name, and a program per trace."""
+    """Every method: a name, its options, and a program per trace."""
 
     name: str
 
     def run(self, ctx: MethodContext) -> Program: ...
 
+    def describe(self) -> dict[str, Any]: ...
 
-def describe_method(method: Any) -> dict[str, Any]:
-    """Every setting of a configured method, defaults and sampling included (for manifests)."""
-    import dataclasses
 
-    describe = getattr(method, "describe", None)
-    if callable(describe):
-        return describe()
-    if dataclasses.is_dataclass(method):
-        return dataclasses.asdict(method)
-    return {}
+class BaseMethod:
+    """What every method shares: `name`, an `Options` dataclass, `describe()` for manifests.
+
+    A method subclasses this, sets `name` and `Options` (a dataclass whose `__post_init__` raises
+    ValueError on a bad value) and writes `run`. The registry builds `Options` from a spec string
+    (``falat:window=3``) or keyword arguments through one validator, then calls `cls(options)`.
+    """
+
+    name: ClassVar[str] = ""
+    Options: ClassVar[type] = type("NoOptions", (), {})
+
+    def __init__(self, options: Any = None) -> None:
+        self.options = options if options is not None else self.Options()
+
+    def run(self, ctx: MethodContext) -> Program:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """Every setting, defaults included (recorded in the run manifest)."""
+        return dataclasses.asdict(self.options) if dataclasses.is_dataclass(self.options) else {}

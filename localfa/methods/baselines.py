@@ -36,15 +36,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Callable, ClassVar, Literal
 
 import regex as re
 from pydantic import BaseModel, Field, create_model
 
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Sampling, derive_seed
-from localfa.methods.base import MethodContext, Program
-from localfa.methods.registry import register
+from localfa.methods.base import BaseMethod, MethodContext, Program
 from localfa.templates import render
 from localfa.traces.model import Trace, normalize_agent
 
@@ -217,9 +216,10 @@ def _json_max_tokens(reason_chars: int, agents: list[str] | None = None) -> int:
 
 # ---- the methods ------------------------------------------------------------------------------
 
-@dataclass
-class _ModelBaseline:
-    name: str = ""
+@dataclass(frozen=True)
+class BaselineOptions:
+    """Options of the model baselines (``all-at-once:with_ground_truth=true``)."""
+
     with_ground_truth: bool = False
     max_chars: int | None = None
     reason_chars: int = 200
@@ -228,9 +228,29 @@ class _ModelBaseline:
 
     def __post_init__(self) -> None:
         if self.max_chars is not None and self.max_chars < 256:
-            raise ValueError(f"{self.name}: max_chars must be at least 256")
+            raise ValueError("max_chars must be at least 256")
         if not 0 < self.reason_chars <= 2000:
-            raise ValueError(f"{self.name}: reason_chars must be in 1..2000")
+            raise ValueError("reason_chars must be in 1..2000")
+
+
+@dataclass(frozen=True)
+class BinarySearchOptions(BaselineOptions):
+    final_window: int = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.final_window < 1:
+            raise ValueError("final_window must be at least 1")
+
+
+class _ModelBaseline(BaseMethod):
+    Options: ClassVar[type] = BaselineOptions
+    options: BaselineOptions
+
+    def __getattr__(self, item: str) -> Any:  # options read as attributes: self.reason_chars
+        if item == "options":
+            raise AttributeError(item)
+        return getattr(self.options, item)
 
     def _sampling(self, max_tokens: int) -> Sampling:
         return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=max_tokens)
@@ -248,9 +268,8 @@ class _ModelBaseline:
         return {"role": "system", "content": render("baselines/system.j2")}
 
 
-@dataclass
 class AllAtOnce(_ModelBaseline):
-    name: str = "all-at-once"
+    name = "all-at-once"
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
@@ -279,9 +298,8 @@ class AllAtOnce(_ModelBaseline):
         )
 
 
-@dataclass
 class StepByStep(_ModelBaseline):
-    name: str = "step-by-step"
+    name = "step-by-step"
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
@@ -321,15 +339,9 @@ class StepByStep(_ModelBaseline):
                              details=details)
 
 
-@dataclass
 class BinarySearch(_ModelBaseline):
-    name: str = "binary-search"
-    final_window: int = 2
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.final_window < 1:
-            raise ValueError(f"{self.name}: final_window must be at least 1")
+    name = "binary-search"
+    Options = BinarySearchOptions
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
@@ -382,9 +394,8 @@ def _no_calls(program_result: Any) -> Program:
     yield []  # pragma: no cover - makes this a generator
 
 
-@dataclass
-class RandomFloor:
-    name: str = "random"
+class RandomFloor(BaseMethod):
+    name = "random"
 
     def run(self, ctx: MethodContext) -> Program:
         rng = random.Random(derive_seed(ctx.seed, ctx.trace.id, "random"))
@@ -409,9 +420,8 @@ def heuristic_step(trace: Trace) -> int:
     return first[best]
 
 
-@dataclass
-class HeuristicFloor:
-    name: str = "heuristic"
+class HeuristicFloor(BaseMethod):
+    name = "heuristic"
 
     def run(self, ctx: MethodContext) -> Program:
         step = heuristic_step(ctx.trace)
@@ -419,22 +429,3 @@ class HeuristicFloor:
             self.name, step=step,
             reasoning="first step of the most active non-human agent (fixed rule, floor)",
             details={"rule": "first step of the most active non-human agent"})))
-
-
-def _factory(cls: type, name: str) -> Callable[..., Any]:
-    def make(**options: Any) -> Any:
-        known = set(cls.__dataclass_fields__) - {"name"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ValueError(f"method {name}: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known)) or 'none'})")
-        return cls(**options)
-
-    make.__name__ = f"make_{name.replace('-', '_')}"
-    return make
-
-
-register("all-at-once")(_factory(AllAtOnce, "all-at-once"))
-register("step-by-step")(_factory(StepByStep, "step-by-step"))
-register("binary-search")(_factory(BinarySearch, "binary-search"))
-register("random")(_factory(RandomFloor, "random"))
-register("heuristic")(_factory(HeuristicFloor, "heuristic"))

@@ -1,36 +1,161 @@
-"""Method names -> method factories. A new method registers here and every command can use it."""
+"""The one list of methods, and the one way to configure them.
+
+A method is named by a spec string, the same everywhere (``diagnose --method``, ``bench
+--methods``, the Python API): ``NAME`` or ``NAME:key=value:key=value``, e.g. ``safari:max_turns=20``
+or ``all-at-once:with_ground_truth=true``. Its canonical form (options sorted) is the method's
+label in records. Modules load lazily, on first use, so listing methods imports nothing heavy.
+
+Adding a method: write a module with a `BaseMethod` subclass (see `localfa.methods.base`), add
+one line to `METHODS` below, and it works in every command.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import importlib
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
 
-from localfa.methods.base import Method
+from pydantic import TypeAdapter, ValidationError
 
-_FACTORIES: dict[str, Callable[..., Method]] = {}
+from localfa.methods.base import BaseMethod
+
+METHODS: dict[str, str] = {
+    "safari": "localfa.methods.safari.method:Safari",
+    "falat": "localfa.methods.falat.method:Falat",
+    "drift": "localfa.methods.drift.method:Drift",
+    "all-at-once": "localfa.methods.baselines:AllAtOnce",
+    "step-by-step": "localfa.methods.baselines:StepByStep",
+    "binary-search": "localfa.methods.baselines:BinarySearch",
+    "random": "localfa.methods.baselines:RandomFloor",
+    "heuristic": "localfa.methods.baselines:HeuristicFloor",
+}
+
+DEFAULT_METHOD = "safari"
+
+SPEC_HELP = (
+    "NAME or NAME:key=value:key=value, e.g. safari:max_turns=20 or all-at-once:with_ground_truth=true "
+    "(the paper's 'with G'). Methods: " + ", ".join(sorted(METHODS))
+)
 
 
-def register(name: str) -> Callable[[Callable[..., Method]], Callable[..., Method]]:
-    def deco(factory: Callable[..., Method]) -> Callable[..., Method]:
-        _FACTORIES[name] = factory
-        return factory
-
-    return deco
+class MethodOptionError(ValueError):
+    """A method spec that names an unknown method, an unknown option or a bad value."""
 
 
-def _load_builtin() -> None:
-    # Importing a method module registers it.
-    from localfa.methods import baselines  # noqa: F401
-    from localfa.methods.safari import method  # noqa: F401
+def _option_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "none" if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A registered method name and its options; `label` is the canonical text form."""
+
+    name: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        return ":".join([self.name, *(f"{k}={_fmt_value(v)}" for k, v in self.options)])
+
+    @property
+    def options_dict(self) -> dict[str, Any]:
+        return dict(self.options)
+
+    @classmethod
+    def of(cls, name: str, **options: Any) -> "MethodSpec":
+        return cls(name, tuple(sorted((k.replace("-", "_"), v) for k, v in options.items())))
+
+    @classmethod
+    def parse(cls, text: str) -> "MethodSpec":
+        parts = [p.strip() for p in text.strip().split(":")]
+        name = parts[0]
+        if not name:
+            raise MethodOptionError(f"method {text!r}: empty name")
+        opts: dict[str, Any] = {}
+        for part in parts[1:]:
+            if "=" not in part:
+                raise MethodOptionError(f"method {text!r}: option {part!r} is not key=value")
+            k, v = part.split("=", 1)
+            if not k.strip():
+                raise MethodOptionError(f"method {text!r}: option {part!r} has no key")
+            opts[k.strip()] = _option_value(v.strip())
+        return cls.of(name, **opts)
+
+
+def parse_methods(text: str) -> list[MethodSpec]:
+    """A comma-separated list of specs, each given once."""
+    specs = [MethodSpec.parse(p) for p in text.split(",") if p.strip()]
+    if not specs:
+        raise MethodOptionError("no methods given")
+    labels = [s.label for s in specs]
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:
+        raise MethodOptionError(f"method(s) given twice: {', '.join(dup)}")
+    return specs
 
 
 def method_names() -> list[str]:
-    _load_builtin()
-    return sorted(_FACTORIES)
+    return sorted(METHODS)
 
 
-def get_method(name: str, **options: Any) -> Method:
-    """A configured method; unknown names get an error that lists the known ones."""
-    _load_builtin()
-    if name not in _FACTORIES:
-        raise KeyError(f"unknown method {name!r} (known: {', '.join(sorted(_FACTORIES))})")
-    return _FACTORIES[name](**options)
+def method_class(name: str) -> type[BaseMethod]:
+    """The class registered under `name`, imported on first use."""
+    target = METHODS.get(name)
+    if target is None:
+        raise MethodOptionError(f"unknown method {name!r} (known: {', '.join(method_names())})")
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def method_option_names(name: str) -> list[str]:
+    """The option names `name` accepts."""
+    options_cls = method_class(name).Options
+    return [f.name for f in fields(options_cls)] if is_dataclass(options_cls) else []
+
+
+def build_options(name: str, options_cls: type, given: dict[str, Any]) -> Any:
+    """The one option validator: unknown keys, types and ranges, one message shape for all."""
+    known = [f.name for f in fields(options_cls)] if is_dataclass(options_cls) else []
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise MethodOptionError(f"method {name}: unknown option(s) {', '.join(unknown)} "
+                                f"(known: {', '.join(known) or 'none'})")
+    if not known:
+        return options_cls()
+    try:
+        return TypeAdapter(options_cls).validate_python(given)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        msg = err.get("msg", str(exc))
+        ctx_error = (err.get("ctx") or {}).get("error")
+        if ctx_error is not None:  # a ValueError raised by the options' own checks
+            msg = str(ctx_error)
+        prefix = f"option {where}: " if where else ""
+        raise MethodOptionError(f"method {name}: {prefix}{msg}") from None
+
+
+def get_method(spec: str | MethodSpec, **options: Any) -> BaseMethod:
+    """A configured method from a spec string or `MethodSpec`; keyword options override."""
+    parsed = MethodSpec.parse(spec) if isinstance(spec, str) else spec
+    merged = {**parsed.options_dict, **{k.replace("-", "_"): v for k, v in options.items()}}
+    cls = method_class(parsed.name)
+    return cls(build_options(parsed.name, cls.Options, merged))

@@ -4,7 +4,7 @@
 `Trace`; `LineView` serialises it into numbered lines with read/search tools.
 """
 
-from localfa.traces.errors import TraceError, fail
+from localfa.traces.errors import TraceError
 from localfa.traces.lineview import LineView, SearchResult
 from localfa.traces.load import DEFAULT_MAX_BYTES, FORMATS, iter_trace_files, load_trace
 from localfa.traces.model import AgentInfo, Labels, Step, Trace, normalize_agent
@@ -19,7 +19,7 @@ __all__ = [
     "Step",
     "Trace",
     "TraceError",
-    "fail",
+
     "iter_trace_files",
     "load_trace",
     "normalize_agent",

@@ -24,7 +24,7 @@ from typing import Any
 
 import regex
 
-from localfa.engine.tokenizers import TokenCounter, approx_tokens  # noqa: F401  (re-exported)
+from localfa.tokens import TokenCounter, approx_tokens  # noqa: F401  (re-exported)
 from localfa.traces.model import Step, Trace
 
 SNIPPET_CHARS = 160

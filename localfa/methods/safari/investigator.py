@@ -23,7 +23,7 @@ from localfa.methods.budget import Budget, parse_budget, resolve_scale
 from localfa.methods.safari.history import History
 from localfa.methods.safari.stm import ShortTermMemory
 from localfa.templates import render
-from localfa.engine.tokenizers import approx_tokens
+from localfa.tokens import approx_tokens
 from localfa.traces.lineview import LineView
 
 METHOD = "safari"

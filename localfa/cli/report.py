@@ -10,11 +10,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from localfa.cli import app
-from localfa.traces.errors import fail
+from localfa.cli.errors import fail
 
 
-@app.command("report")
+
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `localfa bench --out`")],
     html_out: Annotated[Optional[Path], typer.Option("--html", help="Where to write the HTML (default: RUN_DIR/report.html)")] = None,

@@ -13,8 +13,8 @@ from typing import Any, Optional
 
 import typer
 
-from localfa.cli import app
-from localfa.traces.errors import TraceError, fail, fail_trace
+from localfa.cli.errors import fail, fail_trace
+from localfa.traces.errors import TraceError
 from localfa.traces.lineview import LineView, TokenCounter, approx_tokens
 from localfa.traces.load import FORMATS, load_trace
 from localfa.traces.model import Trace
@@ -26,14 +26,14 @@ def resolve_token_counter(tokenizer: str | None) -> tuple[str, TokenCounter]:
         folder = Path(tokenizer)
         if not (folder / "tokenizer.json").is_file():
             fail(tokenizer, "no tokenizer.json in this folder (--tokenizer takes a local Hugging Face model folder)")
-        from localfa.engine.tokenizers import token_counter
+        from localfa.tokens import token_counter
 
         name, fn = token_counter(folder)
         if name == "approx":
             fail(tokenizer, "tokenizer.json could not be loaded (is the 'tokenizers' package installed?)")
         return name, fn
     try:
-        from localfa.engine.tokenizers import token_counter
+        from localfa.tokens import token_counter
 
         return token_counter(None)
     except (ImportError, OSError, ValueError):
@@ -134,7 +134,7 @@ def render_summary(info: dict[str, Any]) -> str:
     return "\n".join(f"{k + ':':<{pad + 1}} {v}" for k, v in rows)
 
 
-@app.command("inspect")
+
 def inspect(
     trace: str = typer.Argument(..., help="Trace file (JSON or JSON Lines)."),
     format: Optional[str] = typer.Option(

@@ -10,33 +10,36 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-from localfa.cli import app
-from localfa.engine.cli_options import (ApiKeyOpt, BaseUrlOpt, CacheDirOpt, EngineChoice, EngineOpt,
+from localfa.cli.engine_options import (ApiKeyOpt, BaseUrlOpt, CacheDirOpt, EngineChoice, EngineOpt,
                                         MaxLenOpt, ModelOpt, ProfileOpt)
-from localfa.traces.errors import TraceError, fail, fail_trace
+from localfa.cli.errors import fail, fail_trace
+from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
+
+METHOD_HELP = "Method spec: " + SPEC_HELP
+from localfa.traces.errors import TraceError
 
 
-def method_options(method: str, max_turns: int, threshold: float, no_stm: bool, transcript: bool,
-                   with_ground_truth: bool) -> dict:
-    """The options each method understands, from the shared command-line flags."""
-    if method == "safari":
-        return {"max_turns": max_turns, "threshold": threshold, "use_stm": not no_stm, "transcript": transcript}
-    return {"with_ground_truth": with_ground_truth} if with_ground_truth else {}
+def shortcut_options(max_turns: int | None, threshold: float | None, no_stm: bool, transcript: bool,
+                     with_ground_truth: bool) -> dict[str, Any]:
+    """The options the shortcut flags set: only those given (they override the spec's)."""
+    given = {"max_turns": max_turns, "threshold": threshold,
+             "use_stm": False if no_stm else None, "transcript": True if transcript else None,
+             "with_ground_truth": True if with_ground_truth else None}
+    return {k: v for k, v in given.items() if v is not None}
 
 
-@app.command("diagnose")
 def diagnose(
     traces: Annotated[list[str], typer.Argument(help="Trace files or folders")],
-    method: Annotated[str, typer.Option("--method", help="safari, all-at-once, step-by-step, binary-search, random, heuristic")] = "safari",
+    method: Annotated[str, typer.Option("--method", help=METHOD_HELP)] = DEFAULT_METHOD,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the trace format")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Run seed; every request seed derives from it")] = 0,
     budget: Annotated[Optional[str], typer.Option("--budget", help="Context budget: 25k (tokens), 100000c (characters), scale:2, none")] = None,
-    max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="SAFARI turn budget K")] = 30,
-    threshold: Annotated[float, typer.Option("--threshold", min=0, max=100, help="SAFARI evaluate threshold")] = 70.0,
+    max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="SAFARI turn budget K (default 30); = :max_turns=K")] = None,
+    threshold: Annotated[Optional[float], typer.Option("--threshold", min=0, max=100, help="SAFARI evaluate threshold (default 70); = :threshold=T")] = None,
     no_stm: Annotated[bool, typer.Option("--no-stm", help="SAFARI without short-term memory (ablation)")] = False,
     with_ground_truth: Annotated[bool, typer.Option("--with-ground-truth", help="Baselines: show the task's answer (paper's 'with G')")] = False,
     transcript: Annotated[bool, typer.Option("--transcript", help="Include the per-turn transcript in each line")] = False,
@@ -52,7 +55,7 @@ def diagnose(
 ) -> None:
     """Find the decisive faulty step and the responsible agent of each trace."""
     from localfa.methods.budget import parse_budget
-    from localfa.methods.registry import get_method
+    from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, method_option_names
     from localfa.traces.load import iter_trace_files, load_trace
 
     try:
@@ -72,16 +75,20 @@ def diagnose(
         except TraceError as exc:
             fail_trace(exc)
     try:
-        chosen = get_method(method, **method_options(method, max_turns, threshold, no_stm, transcript, with_ground_truth))
-    except (KeyError, ValueError) as exc:
-        fail("--method", str(exc).strip("'\""))
+        spec = MethodSpec.parse(method)
+        shortcuts = shortcut_options(max_turns, threshold, no_stm, transcript, with_ground_truth)
+        known = method_option_names(spec.name)
+        if "transcript" not in known:  # --transcript is also an output switch: other methods skip it
+            shortcuts.pop("transcript", None)
+        spec = MethodSpec.of(spec.name, **{**spec.options_dict, **shortcuts})
+        chosen = get_method(spec)
+    except MethodOptionError as exc:
+        fail("--method", str(exc))
     eng = EngineChoice(engine, model, profile, base_url, api_key, cache_dir, max_model_len).build()
     try:
         if out:  # what produced these lines, beside them (see README: reproducing a run)
             from localfa.manifest import build_manifest
-            from localfa.methods.base import describe_method
-
-            manifest = build_manifest(eng, seeds=[seed], methods={method: describe_method(chosen)},
+            manifest = build_manifest(eng, seeds=[seed], methods={spec.label: chosen.describe()},
                                       extra={"budget": budget, "trace_files": [str(f) for f in files]})
             Path(f"{out}.manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         results = run_diagnoses(eng, chosen, loaded, seed, budget, concurrency)

@@ -7,11 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from localfa.cli import app
-from localfa.traces.errors import fail
+from localfa.cli.errors import fail
 
 
-@app.command("serve")
+
 def serve(
     profile: Annotated[str, typer.Option("--profile", help="Profile name in serving/profiles or a TOML path")] = "cpu-embedded",
     model: Annotated[Optional[str], typer.Option("--model", help="Override the profile's model folder")] = None,

@@ -12,23 +12,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from localfa.cli import app
-from localfa.engine.cli_options import (ApiKeyOpt, BaseUrlOpt, CacheDirOpt, EngineChoice, EngineOpt,
+from localfa.cli.engine_options import (ApiKeyOpt, BaseUrlOpt, CacheDirOpt, EngineChoice, EngineOpt,
                                         MaxLenOpt, ModelOpt, ProfileOpt)
-from localfa.traces.errors import TraceError, fail, fail_trace
+from localfa.cli.errors import fail, fail_trace
+from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
+from localfa.traces.errors import TraceError
 
-METHODS_HELP = (
-    "Comma-separated methods: safari, all-at-once, step-by-step, binary-search, random, heuristic. "
-    "Options follow the name after colons, e.g. all-at-once:with_ground_truth=true (the paper's "
-    "'with G' setting) or safari:max_turns=20:threshold=70; the full text is the method's label."
-)
+METHODS_HELP = "Comma-separated method specs, each " + SPEC_HELP + ". The full text is the method's label."
 
 
-@app.command("bench")
+
 def bench(
     datasets: Annotated[list[str], typer.Argument(help="Trace files or folders (e.g. a Who&When checkout)")],
     out: Annotated[Path, typer.Option("--out", help="Run directory: results.jsonl, manifest.json, cache/")],
-    methods: Annotated[str, typer.Option("--methods", help=METHODS_HELP)] = "safari",
+    methods: Annotated[str, typer.Option("--methods", help=METHODS_HELP)] = DEFAULT_METHOD,
     seeds: Annotated[str, typer.Option("--seeds", help="Run seeds: 0,1,2 or 0-4")] = "0",
     budgets: Annotated[Optional[str], typer.Option(
         "--budgets", help="Context budgets, comma-separated: none, 25k (tokens), 100000c (characters), "
@@ -52,20 +49,14 @@ def bench(
     """Run methods over datasets (traces x methods x budgets x seeds), resumably, into RUN_DIR."""
     from localfa.bench.store import StoreError
     from localfa.bench.sweep import SweepError, load_traces, parse_budgets, parse_methods, parse_seeds, run_sweep
-    from localfa.methods.registry import get_method, method_names
+    from localfa.methods.registry import MethodOptionError, get_method
 
     try:
         specs = parse_methods(methods)
-    except ValueError as exc:
+        for s in specs:  # options are checked before traces are read or an engine is loaded (minutes)
+            get_method(s)
+    except MethodOptionError as exc:
         fail("--methods", str(exc))
-    known = method_names()
-    for s in specs:
-        if s.name not in known:
-            fail("--methods", f"unknown method {s.name!r} (known: {', '.join(known)})")
-        try:  # options are checked before traces are read or an engine is loaded (minutes)
-            get_method(s.name, **s.options_dict)
-        except (KeyError, ValueError, TypeError) as exc:
-            fail("--methods", f"{s.label}: {exc.args[0] if exc.args else exc}")
     try:
         seed_list = parse_seeds(seeds)
     except ValueError as exc:

@@ -30,7 +30,7 @@ class EngineChoice:
         """Build the engine, turning setup errors into one `error:` line and exit status 2."""
         from localfa.engine.errors import EngineError
         from localfa.engine.factory import make_engine
-        from localfa.traces.errors import fail
+        from localfa.cli.errors import fail
 
         try:
             return make_engine(self.engine, self.model, self.profile, self.base_urls, self.api_key,
