@@ -20,7 +20,8 @@ def test_wheel_ships_data_under_the_single_top_level_package(tmp_path):
     assert top == {"localfa"}
     for needed in ("localfa/prompts/safari/system.j2", "localfa/prompts/baselines/all_at_once.j2",
                    "localfa/grammars/safari.py", "localfa/serving/launch.py",
-                   "localfa/serving/profiles/cpu-embedded.toml"):
+                   "localfa/serving/profiles/cpu-embedded.toml", "localfa/cli/diagnose.py",
+                   "localfa/methods/falat/method.py", "localfa/methods/drift/method.py"):
         assert needed in names, needed
     entry = [n for n in names if n.endswith("entry_points.txt")]
     assert entry and "localfa = localfa.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="vllm | transformers | openai | scripted (default: best installed local backend)")]
+from localfa.engine.factory import ENGINES
+
+if TYPE_CHECKING:
+    from localfa.engine.factory import EngineOptions
+    from localfa.engine.types import Engine
+
+EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="Backend: " + ", ".join(ENGINES) + " (default: best installed local backend)")]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", help="Local Hugging Face model folder (or .gguf file); default: the embedded SmolLM2-135M-Instruct")]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="Engine profile name (serving/profiles) or TOML path")]
 BaseUrlOpt = Annotated[Optional[list[str]], typer.Option("--base-url", help="URL of a running `localfa serve` / `vllm serve` (repeat to spread over several)")]
@@ -18,6 +24,8 @@ MaxLenOpt = Annotated[Optional[int], typer.Option("--max-model-len", help="Conte
 
 @dataclass
 class EngineChoice:
+    """The engine flags as given; `build()` turns setup errors into one `error:` line."""
+
     engine: str | None = None
     model: str | None = None
     profile: str | None = None
@@ -26,14 +34,19 @@ class EngineChoice:
     cache_dir: str | None = None
     max_model_len: int | None = None
 
-    def build(self):
+    def options(self) -> "EngineOptions":
+        from localfa.engine.factory import EngineOptions
+
+        return EngineOptions(self.engine, self.model, self.profile, list(self.base_urls or []), self.api_key,
+                             self.cache_dir, self.max_model_len)
+
+    def build(self) -> "Engine":
         """Build the engine, turning setup errors into one `error:` line and exit status 2."""
-        from localfa.engine.errors import EngineError
-        from localfa.engine.factory import make_engine
         from localfa.cli.errors import fail
+        from localfa.engine.errors import EngineError
+        from localfa.engine.factory import build_engine
 
         try:
-            return make_engine(self.engine, self.model, self.profile, self.base_urls, self.api_key,
-                               self.cache_dir, self.max_model_len)
+            return build_engine(self.options())
         except (EngineError, FileNotFoundError, ValueError) as exc:
             fail(self.model or self.profile or self.engine or "engine", str(exc))

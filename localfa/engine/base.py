@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from localfa.engine.errors import ContextLengthError, InvalidOutputError, TruncatedOutputError
 from localfa.tokens import approx_tokens
+from localfa.engine.session import BatchSession, Session
 from localfa.engine.types import Message, Request, Response, Usage
 
 
@@ -34,6 +35,8 @@ class BaseEngine(ABC):
 
     name: str = "base"
     max_model_len: int | None = None
+    model_info: dict[str, Any] = {}  # set per instance by the factory
+    self_checks: dict[str, bool] = {}  # set at start by backends that check themselves
     retry_factor: int = 2
 
     @abstractmethod
@@ -56,6 +59,20 @@ class BaseEngine(ABC):
 
     def reset_prefix_cache(self) -> None:
         """Forget cached prompt prefixes (benchmarks measure phases from a cold cache)."""
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether this backend's packages are installed (local backends override this)."""
+        return True
+
+    @classmethod
+    def create(cls, options: Any, say: Callable[[str], None], named: bool = True) -> "BaseEngine":
+        """Build from `EngineOptions` (see localfa.engine.factory); every backend implements it."""
+        raise NotImplementedError(f"{cls.__name__}.create")
+
+    def session(self) -> Session:
+        """Batch-at-a-time by default; backends with continuous batching override this."""
+        return BatchSession(self)
 
     # -----------------------------------------------------------------------------------
     def generate(self, requests: Sequence[Request]) -> list[Response]:
@@ -122,3 +139,23 @@ class BaseEngine(ABC):
             n = self.count_prompt_tokens(req.messages)
             if n is not None and n >= self.max_model_len:
                 raise ContextLengthError(n, self.max_model_len)
+
+
+@dataclass
+class LocalModel:
+    """A local model folder resolved for a backend, with what the manifest records about it."""
+
+    path: Any
+    settings: Any
+    info: dict[str, Any]
+
+
+def resolve_local_model(options: Any, backend: str, named: bool, say: Callable[[str], None]) -> LocalModel:
+    """The model folder (embedded by default), its fingerprint, and one line saying what runs."""
+    from localfa.engine.model import model_fingerprint, resolve_model
+
+    settings = options.settings()
+    model_dir = resolve_model(settings.model)
+    label = "embedded " + model_dir.name if settings.model is None else str(model_dir)
+    say(f"localfa: engine {backend}{'' if named else ' (best installed backend)'}, model {label}")
+    return LocalModel(model_dir, settings, {**model_fingerprint(model_dir), "name": model_dir.name})

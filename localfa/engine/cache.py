@@ -66,11 +66,10 @@ class CachingEngine:
         self.cache = cache
         self.identity = identity
         self.name = inner.name
+        self.max_model_len = inner.max_model_len
+        self.model_info = inner.model_info
         self.hits = 0
         self.misses = 0
-
-    def __getattr__(self, item: str) -> Any:
-        return getattr(self.inner, item)
 
     def _replay(self, req: Request, body: dict[str, Any]) -> Response:
         return Response(
@@ -90,9 +89,7 @@ class CachingEngine:
                 "latency_s": resp.latency_s, "retried": resp.retried}
 
     def session(self) -> "CachingSession":
-        from localfa.engine.session import open_session
-
-        return CachingSession(self, open_session(self.inner))
+        return CachingSession(self, self.inner.session())
 
     def generate(self, requests: Sequence[Request]) -> list[Response]:
         keys = [request_key(self.identity, r) for r in requests]
@@ -117,6 +114,9 @@ class CachingEngine:
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
+
+    def reset_prefix_cache(self) -> None:
+        self.inner.reset_prefix_cache()
 
     def describe(self) -> dict[str, Any]:
         d = dict(self.inner.describe())

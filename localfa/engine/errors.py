@@ -4,7 +4,20 @@ from __future__ import annotations
 
 
 class EngineError(RuntimeError):
-    """Base class for every failure raised by an engine backend."""
+    """Base class for every failure raised by an engine backend.
+
+    `transient` says whether the same request may well succeed later (a server down, a timeout,
+    an HTTP 5xx): a sweep retries such records on resume; other engine errors are final.
+    """
+
+    transient: bool = False
+
+
+class EngineUnavailableError(EngineError):
+    """The engine could not be reached or did not answer in time (connection refused, timeout,
+    HTTP 5xx, a malformed response body): transient."""
+
+    transient = True
 
 
 class GrammarError(EngineError):

@@ -7,6 +7,8 @@ rules) be tested exactly and quickly.
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections import deque
 from typing import Any, Callable, Iterable, Sequence
 
@@ -61,3 +63,25 @@ class ScriptedEngine(BaseEngine):
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name}
+
+    @classmethod
+    def create(cls, options: Any, say: Callable[[str], None], named: bool = True) -> "ScriptedEngine":
+        """Answers every grammar with a valid example, seeded per request (smoke tests).
+
+        LOCALFA_SCRIPTED_DELAY_S adds a per-request delay (soak and concurrency tests).
+        """
+        engine = scripted_default(float(os.environ.get("LOCALFA_SCRIPTED_DELAY_S", "0") or 0))
+        engine.model_info = {"path": None, "sha256": None, "name": "scripted"}
+        return engine
+
+
+def scripted_default(delay_s: float = 0.0) -> ScriptedEngine:
+    """A scripted engine that answers every grammar with a valid example (seeded per request)."""
+    from localfa.engine.examples import example_text
+
+    def answer(req: Request) -> str:
+        if delay_s:
+            time.sleep(delay_s)
+        return example_text(req.grammar, req.sampling.seed)
+
+    return ScriptedEngine(answer)

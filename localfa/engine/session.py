@@ -60,9 +60,3 @@ class BatchSession:
                 except EngineError as exc:
                     out.append((t, exc))
             return out
-
-
-def open_session(engine: Any) -> Session:
-    """The engine's own session when it has one, else a `BatchSession`."""
-    maker = getattr(engine, "session", None)
-    return maker() if callable(maker) else BatchSession(engine)

@@ -28,6 +28,9 @@ class EngineSettings:
     async_scheduling: bool | None = None  # None: on for CPU (overlaps grammar masks with the model), vLLM's default on GPU
     enable_chunked_prefill: bool | None = None  # None: off on CPU (seeded split prefills crash there), on for GPU
     seed: int = 0
+    # Chat templates that think by default (Qwen3 and similar) get thinking switched off through
+    # the template's own switch; a profile may turn it on.
+    enable_thinking: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:

@@ -7,12 +7,13 @@ batch composition; there is no prefix cache here, so cached tokens are always 0.
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from localfa import offline
-from localfa.engine.base import BaseEngine, RawOutput
+from localfa.engine.base import BaseEngine, RawOutput, resolve_local_model
 from localfa.engine.errors import GrammarError, InvalidOutputError
 from localfa.engine.types import Message, Request
 
@@ -20,8 +21,20 @@ from localfa.engine.types import Message, Request
 class TransformersEngine(BaseEngine):
     name = "transformers"
 
+    @classmethod
+    def available(cls) -> bool:
+        return all(importlib.util.find_spec(m) is not None for m in ("transformers", "outlines"))
+
+    @classmethod
+    def create(cls, options: Any, say: Callable[[str], None], named: bool = True) -> "TransformersEngine":
+        local = resolve_local_model(options, cls.name, named, say)
+        engine = cls(local.path, max_model_len=local.settings.max_model_len,
+                     enable_thinking=local.settings.enable_thinking)
+        engine.model_info = local.info
+        return engine
+
     def __init__(self, model_dir: Path, max_model_len: int | None = None, grammar_backend: str = "llguidance",
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, enable_thinking: bool = False) -> None:
         offline.enforce()
         import outlines
         import torch
@@ -36,7 +49,8 @@ class TransformersEngine(BaseEngine):
         self.hf_model.eval()
         self.model = outlines.from_transformers(self.hf_model, self.tokenizer)
         limit = getattr(self.hf_model.config, "max_position_embeddings", None)
-        self.max_model_len = max_model_len or limit
+        self.max_model_len = min(x for x in (max_model_len, limit) if x) if (max_model_len or limit) else None
+        self.enable_thinking = enable_thinking
         self.grammar_backend = grammar_backend
         self._generators: dict[str, Any] = {}
 
@@ -57,10 +71,12 @@ class TransformersEngine(BaseEngine):
             "grammar_backend": self.grammar_backend,
             "max_model_len": self.max_model_len,
             "dtype": "float32",
+            "chat_template_kwargs": {"enable_thinking": self.enable_thinking},
         }
 
     def _prompt(self, messages: Sequence[Message]) -> str:
-        return self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+        return self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True,
+                                                  enable_thinking=self.enable_thinking)
 
     def _generator(self, req: Request) -> Any:
         import outlines

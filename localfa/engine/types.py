@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
 from localfa.engine.grammar import Grammar
+
+if TYPE_CHECKING:
+    from localfa.engine.session import Session
 
 Message = dict[str, str]
 
@@ -26,12 +29,15 @@ class Sampling:
 
 @dataclass(frozen=True)
 class Request:
-    """Chat messages + exactly one grammar + sampling. `key` names the call for logs and seeds."""
+    """Chat messages + exactly one grammar + sampling. `key` names the call for logs and seeds;
+    `route` groups requests that should reach the same server (a trace's id: its calls then share
+    that server's prefix cache). Neither is part of the cache key."""
 
     messages: tuple[Message, ...]
     grammar: Grammar
     sampling: Sampling = field(default_factory=Sampling)
     key: str = ""
+    route: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.messages, tuple):
@@ -79,13 +85,25 @@ class Response:
 
 @runtime_checkable
 class Engine(Protocol):
-    """The one protocol every backend implements: a whole batch in, a whole batch out."""
+    """The full contract every backend meets; nothing else is asked of an engine.
+
+    `generate` answers a whole batch; `session()` lets a caller submit requests at any time and
+    collect each response as it finishes (backends without continuous batching return a session
+    that sends everything pending as one batch). `max_model_len` is the context window (None
+    when unknown), `model_info` what the manifest records about the model.
+    """
 
     name: str
+    max_model_len: int | None
+    model_info: dict[str, Any]
 
     def generate(self, requests: Sequence[Request]) -> list[Response]: ...
 
+    def session(self) -> "Session": ...
+
     def count_tokens(self, text: str) -> int: ...
+
+    def reset_prefix_cache(self) -> None: ...
 
     def describe(self) -> dict[str, Any]: ...
 

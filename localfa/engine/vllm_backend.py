@@ -7,20 +7,78 @@ engine need an `if __name__ == "__main__":` guard: vLLM may spawn worker process
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from localfa import offline
-from localfa.engine.base import BaseEngine, RawOutput
+from localfa.engine.base import BaseEngine, RawOutput, resolve_local_model
 from localfa.engine.errors import ContextLengthError, EngineError, GrammarError, TruncatedOutputError
+from localfa.engine.self_check import settle, vllm_version_note
 from localfa.engine.settings import EngineSettings
 from localfa.engine.types import Message, Request
+from localfa.engine.vllm_types import structured_outputs
 
 
 class VLLMEngine(BaseEngine):
     name = "vllm"
+
+    @classmethod
+    def available(cls) -> bool:
+        return importlib.util.find_spec("vllm") is not None
+
+    @classmethod
+    def create(cls, options: Any, say: Callable[[str], None], named: bool = True) -> "VLLMEngine":
+        local = resolve_local_model(options, cls.name, named, say)
+        if local.settings.data_parallel_size > 1:
+            where = options.profile or "these settings"
+            raise EngineError(
+                f"{where}: data_parallel_size={local.settings.data_parallel_size} runs only as a server "
+                f"(vLLM refuses data parallelism in one process): start `localfa serve --profile {where}` "
+                "and use --engine openai --base-url URL")
+        engine = cls(local.path, local.settings)
+        engine.model_info = local.info
+        note = vllm_version_note(engine._vllm.__version__)
+        if note:
+            say(note)
+        try:
+            engine.self_checks = settle(engine.run_self_checks(), say)
+        except EngineError:
+            engine.close()
+            raise
+        return engine
+
+    def run_self_checks(self) -> dict[str, tuple[bool, str]]:
+        """What localfa relies on, checked on this engine: see localfa.engine.self_check."""
+        checks = {
+            "grammar_compilation_synchronous": (
+                self.sync_grammars,
+                "this vLLM does not expose synchronous grammar compilation, so batch composition "
+                "(and sampled tokens) may depend on timing"),
+            "in_process_engine": (
+                os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0",
+                "VLLM_ENABLE_V1_MULTIPROCESSING is not 0: the engine runs in another process and "
+                "scheduling depends on timing; unset it"),
+        }
+        if self.settings.enable_prefix_caching:
+            checks["cached_tokens_reported"] = (
+                self._probe_cached_tokens() > 0,
+                "a repeated probe prompt reported no cached tokens (prefix caching off or "
+                "num_cached_tokens not reported by this vLLM)")
+        return checks
+
+    def _probe_cached_tokens(self) -> int:
+        """Send one probe prompt twice; the second must report cached prompt tokens."""
+        from localfa.engine.grammar import Grammar
+        from localfa.engine.types import Sampling
+
+        text = " ".join(f"probe token {i}" for i in range(96))
+        req = Request(({"role": "user", "content": text},), Grammar.choice(["ok"], name="self_check"),
+                      Sampling(temperature=0.0, max_tokens=2, seed=0), key="self-check")
+        self._generate_raw([req])
+        return self._generate_raw([req])[0].cached_tokens
 
     def __init__(self, model_dir: Path, settings: EngineSettings | None = None) -> None:
         offline.enforce()
@@ -92,6 +150,8 @@ class VLLMEngine(BaseEngine):
             "platform": "cpu" if self.is_cpu else "gpu",
             "max_model_len": self.max_model_len,
             "engine_args": self._engine_kwargs,
+            "chat_template_kwargs": {"enable_thinking": self.settings.enable_thinking},
+            "self_checks": self.self_checks,
             "grammar_compilation": "synchronous" if self.sync_grammars else "async (vLLM default)",
         }
 
@@ -113,7 +173,7 @@ class VLLMEngine(BaseEngine):
         from vllm.sampling_params import StructuredOutputsParams
 
         try:
-            so = StructuredOutputsParams(**req.grammar.structured_outputs())
+            so = StructuredOutputsParams(**structured_outputs(req.grammar))
         except (TypeError, ValueError) as exc:
             raise GrammarError(req.grammar.name, str(exc)) from exc
         s = req.sampling
@@ -126,7 +186,8 @@ class VLLMEngine(BaseEngine):
         )
 
     def _prompt_ids(self, messages: Sequence[Message]) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(list(messages), tokenize=True, add_generation_prompt=True)
+        ids = self.tokenizer.apply_chat_template(list(messages), tokenize=True, add_generation_prompt=True,
+                                                 enable_thinking=self.settings.enable_thinking)
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
         return list(ids)

@@ -34,7 +34,7 @@ class MethodContext:
     def request(self, key: str, messages: Sequence[Message], grammar: Grammar, sampling: Sampling) -> Request:
         """A request whose seed derives from (run seed, trace id, call key)."""
         seeded = sampling.with_(seed=derive_seed(self.seed, self.trace.id, key))
-        return Request(tuple(messages), grammar, seeded, key=key)
+        return Request(tuple(messages), grammar, seeded, key=key, route=self.trace.id)
 
     def diagnosis(self, method: str, **fields: Any) -> Diagnosis:
         """A Diagnosis pre-filled with this run's identity; the agent comes from the trace."""

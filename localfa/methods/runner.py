@@ -16,9 +16,8 @@ from typing import Callable, Iterable, Iterator
 
 from localfa.diagnosis import Diagnosis
 from localfa.engine.errors import EngineError
-from localfa.engine.session import open_session
 from localfa.engine.types import Engine, Response, Usage
-from localfa.methods.base import MethodContext, Program
+from localfa.methods.base import Method, MethodContext, Program
 
 
 @dataclass
@@ -30,22 +29,22 @@ class Job:
     on_error: Callable[[str], Diagnosis]
 
 
-def method_job(engine: Engine, method: object, ctx: MethodContext, key: str | None = None,
+def method_job(engine: Engine, method: Method, ctx: MethodContext, key: str | None = None,
                label: str | None = None) -> Job:
     """A job running `method` on `ctx`; a failure becomes a Diagnosis with `error` set.
 
     `ctx` gets the engine's token counter and context window when it has none yet.
     """
     if ctx.count_tokens is None:
-        ctx.count_tokens = getattr(engine, "count_tokens", None)
+        ctx.count_tokens = engine.count_tokens
     if ctx.max_model_len is None:
-        ctx.max_model_len = getattr(engine, "max_model_len", None)
-    name = label or getattr(method, "name")
+        ctx.max_model_len = engine.max_model_len
+    name = label or method.name
 
     def on_error(detail: str) -> Diagnosis:
         return ctx.diagnosis(name, stop_reason="error", error=detail)
 
-    return Job(key or ctx.trace.id, method.run(ctx), on_error)  # type: ignore[attr-defined]
+    return Job(key or ctx.trace.id, method.run(ctx), on_error)
 
 
 @dataclass
@@ -54,6 +53,7 @@ class _Active:
     results: list[Response | None] = field(default_factory=list)
     waiting: int = 0
     failed: bool = False
+    error: BaseException | None = None  # the first failed request of the pending batch
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.perf_counter)
 
@@ -77,16 +77,24 @@ def run_jobs(engine: Engine, jobs: Iterable[Job], concurrency: int = 8) -> Itera
     An engine error on one request ends only the program that made it, with the error recorded
     in its Diagnosis; a bug inside a method likewise ends only that program.
     """
-    session = open_session(engine)
+    session = engine.session()
     queue = list(jobs)
     queue.reverse()
     live: dict[int, tuple[_Active, int]] = {}  # ticket -> (program, position in its batch)
     running = 0
 
     def step(a: _Active, responses: list[Response] | None) -> tuple[str, Diagnosis] | None:
-        """Advance a program; submit its next batch, or return its result when it is done."""
+        """Advance a program; submit its next batch, or return its result when it is done.
+
+        A request that failed is raised inside the program (once its batch is complete), so a
+        method may recover from it; a program that does not catch it ends with an error record.
+        """
         try:
-            nxt = next(a.job.program) if responses is None else a.job.program.send(responses)
+            if a.error is not None:
+                error, a.error = a.error, None
+                nxt = a.job.program.throw(error)
+            else:
+                nxt = next(a.job.program) if responses is None else a.job.program.send(responses)
         except StopIteration as stop:
             return a.finish(stop.value)
         except Exception as exc:  # a method bug must not end a sweep
@@ -113,11 +121,10 @@ def run_jobs(engine: Engine, jobs: Iterable[Job], concurrency: int = 8) -> Itera
             if a.failed:
                 continue  # a sibling request already ended this program
             if isinstance(result, BaseException):
-                running -= 1
-                yield a.fail(result)
-                continue
-            a.results[pos] = result
-            a.usage.add(result.usage)
+                a.error = a.error or result
+            else:
+                a.results[pos] = result
+                a.usage.add(result.usage)
             a.waiting -= 1
             if a.waiting == 0:
                 done = step(a, list(a.results))  # type: ignore[arg-type]

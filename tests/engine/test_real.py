@@ -15,7 +15,7 @@ import pytest
 from localfa.engine.errors import ContextLengthError, GrammarError, TruncatedOutputError
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Request, Sampling
-from tests.grammar_cases import GRAMMARS, LONG_PREFIX, Verdict, mixed_batch
+from tests.engine.grammar_cases import GRAMMARS, LONG_PREFIX, Verdict, mixed_batch
 
 pytestmark = pytest.mark.real
 
@@ -89,7 +89,7 @@ NETNS_SCRIPT = textwrap.dedent("""
     import sys
     sys.path.insert(0, {repo!r})
     from localfa.engine.factory import make_engine
-    from tests.grammar_cases import mixed_batch
+    from tests.engine.grammar_cases import mixed_batch
     if __name__ == "__main__":
         for name in ("vllm", "transformers"):
             engine = make_engine(name)
@@ -105,7 +105,7 @@ NETNS_SCRIPT = textwrap.dedent("""
 def test_generation_works_with_only_loopback(tmp_path, embedded_model_dir):
     """Air-gapped hosts often have no default route: every local backend must still work."""
     script = tmp_path / "netns_check.py"
-    repo = str(Path(__file__).resolve().parents[1])
+    repo = str(Path(__file__).resolve().parents[2])
     script.write_text(NETNS_SCRIPT.format(repo=repo))
     env = dict(os.environ)
     env.pop("VLLM_HOST_IP", None)

@@ -12,7 +12,7 @@ from localfa.traces import LineView, load_trace
 from localfa.traces.lineview import MAX_REPEAT, step_record, wrap_record
 from localfa.traces.model import Step, Trace
 
-FIX = Path(__file__).resolve().parent / "fixtures" / "traces"
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
 
 
 def _trace(contents: list[str], **step_kw) -> Trace:
@@ -79,14 +79,14 @@ def test_tokens_and_positions() -> None:
 def test_read_numbered_windows() -> None:
     v = LineView(_trace([f"content {i}" for i in range(30)]))
     out = v.read(2, 2).splitlines()
-    assert out[0] == '   2| {"step_id": 2, "agent": "Agent2", "role": "assistant", "content": "content 2"}'
-    assert out[1].startswith("   3| ")
+    assert out[0] == '   2 (step 2)| {"step_id": 2, "agent": "Agent2", "role": "assistant", "content": "content 2"}'
+    assert out[1].startswith("   3 (step 3)| ")
     assert out[2] == "[shown lines 2-3 of 0-29; continue with offset=4]"
     assert v.read(28, 10).splitlines()[-1] == "[shown lines 28-29 of 0-29; end of trace]"
-    assert v.read(0, 1).startswith('   0| {"step_id": 0, ')
+    assert v.read(0, 1).startswith('   0 (step 0)| {"step_id": 0, ')
     # the end of the run, read as an investigator boots (offset = total - limit)
     tail = v.read(v.total_lines - 5, 5).splitlines()
-    assert tail[-2].startswith("  29| ") and tail[-1].endswith("end of trace]")
+    assert tail[-2].startswith("  29 (step 29)| ") and tail[-1].endswith("end of trace]")
 
 
 @pytest.mark.parametrize(("offset", "limit", "expect"), [
@@ -110,7 +110,7 @@ def test_search_finds_step_first_line_case_insensitively() -> None:
     assert [h[0] for h in res.hits] == [v.line_of_step(12)]
     assert "CEDAR tree" in res.hits[0][1]
     text = v.search("cedar")
-    assert text.splitlines()[0].startswith(f"{v.line_of_step(12):>4}| ")
+    assert text.splitlines()[0].startswith(f"{v.line_of_step(12):>4} (step 12)| ")
     assert text.splitlines()[-1] == "[search 'cedar': 1 matching line]"
     assert v.search("nowhere to be found") == "[search 'nowhere to be found': no matches in 13 lines]"
 

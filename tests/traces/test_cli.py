@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-FIX = Path(__file__).resolve().parent / "fixtures" / "traces"
-REPO = Path(__file__).resolve().parents[1]
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_cli(argv: list[str]) -> int:
@@ -54,7 +54,7 @@ def test_inspect_lines(capsys: pytest.CaptureFixture[str]) -> None:
     path = str(FIX / "whowhen_handcrafted.json")
     assert run_cli(["inspect", path, "--lines", "0:2"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith('   0| {"step_id": 0, "agent": "human"')
+    assert out[0].startswith('   0 (step 0)| {"step_id": 0, "agent": "human"')
     assert out[3].startswith("[shown lines 0-2 of 0-")
     assert run_cli(["inspect", path, "--lines", "2:2", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["lines"]

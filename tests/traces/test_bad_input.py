@@ -137,7 +137,7 @@ def test_label_step_outside_trace(tmp_path: Path, step: object, expect: str) -> 
 
 
 def test_trail_label_location_outside_trace(tmp_path: Path) -> None:
-    fix = Path(__file__).resolve().parent / "fixtures" / "traces" / "openinference_trail_row.json"
+    fix = Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "openinference_trail_row.json"
     row = json.loads(fix.read_text())
     labels = json.loads(row["labels"])
     labels["errors"][0]["location"] = "ffffffffffffffff"

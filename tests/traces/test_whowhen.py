@@ -9,7 +9,7 @@ import pytest
 
 from localfa.traces import LineView, iter_trace_files, load_trace, normalize_agent
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "whowhen"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "whowhen"
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"Who&When data not found at {DATA} (shared/ beside the repo)")
 
 # Labels whose agent did not act at the labelled step (kept as published; loaders warn).

@@ -15,7 +15,8 @@ from localfa.engine.model import resolve_model
 from localfa.engine.scripted import ScriptedEngine
 from localfa.engine.settings import list_profiles, load_profile
 from localfa.engine.types import Request, Sampling, derive_seed
-from tests.grammar_cases import GRAMMARS, Verdict, mixed_batch
+from localfa.engine.vllm_types import structured_outputs
+from tests.engine.grammar_cases import GRAMMARS, Verdict, mixed_batch
 
 
 def test_grammars_validate_and_reject():
@@ -51,7 +52,7 @@ def test_invalid_grammar_names_itself():
 
 
 def test_outlines_type_adapter_feeds_vllm():
-    fields = [g.structured_outputs() for g in GRAMMARS]
+    fields = [structured_outputs(g) for g in GRAMMARS]
     assert "json" in fields[0] and fields[0]["json"]["properties"]["score"]["maximum"] == 100
     assert "regex" in fields[1]
     assert "regex" in fields[2] or "choice" in fields[2]
@@ -159,17 +160,16 @@ def test_batch_session_isolates_a_failing_request():
 
 
 def test_caching_session_replays_hits_without_the_engine(tmp_path):
-    from localfa.engine.session import open_session
 
     reqs = mixed_batch(6)[:3]
     first = CachingEngine(ScriptedEngine(lambda r: example_text(r.grammar, r.sampling.seed)),
                           ResponseCache(tmp_path / "r.sqlite"), "id")
-    s1 = open_session(first)
+    s1 = first.session()
     t1 = s1.submit(reqs)
     got1 = dict(s1.wait())
     second = CachingEngine(ScriptedEngine(lambda r: pytest.fail("must not be called")),
                            ResponseCache(tmp_path / "r.sqlite"), "id")
-    s2 = open_session(second)
+    s2 = second.session()
     t2 = s2.submit(reqs)
     got2 = dict(s2.wait())
     assert [got1[t].text for t in t1] == [got2[t].text for t in t2]
