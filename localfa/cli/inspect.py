@@ -18,6 +18,7 @@ from localfa.traces.errors import TraceError
 from localfa.traces.lineview import LineView, TokenCounter, approx_tokens
 from localfa.traces.load import FORMATS, load_trace
 from localfa.traces.model import Trace
+from localfa.traces.quality import empty_step_warning
 
 
 def resolve_token_counter(tokenizer: str | None) -> tuple[str, TokenCounter]:
@@ -81,7 +82,7 @@ def summary(trace: Trace, view: LineView, tokenizer_name: str) -> dict[str, Any]
         "labels": labels,
         "final_output": trace.final_output,
         "ground_truth": trace.ground_truth,
-        "warnings": trace.metadata.get("label_warnings", []),
+        "warnings": trace.metadata.get("label_warnings", []) + [w for w in [empty_step_warning(trace)] if w],
     }
 
 
@@ -158,7 +159,7 @@ def inspect(
         view = LineView(loaded, width=width)
         first, last = parse_lines(lines, view.total_lines, trace)
         if as_json:
-            rows = [{"line": n, "step": view.step_at_line(n), "text": view.lines[n - 1]}
+            rows = [{"line": n, "step": view.step_at_line(n), "text": view.lines[n]}
                     for n in range(first, last + 1)]
             typer.echo(json.dumps({"id": loaded.id, "total_lines": view.total_lines, "lines": rows},
                                   ensure_ascii=False))

@@ -4,7 +4,8 @@ Each step is one compact JSON record, ``{"step_id": N, "agent": ..., "role": ...
 span_id, parent_span_id,] "content": ..., [tool_calls, input, observation]}``, serialised
 deterministically (same trace, same width -> same lines) and wrapped onto continuation lines of
 at most `width` characters, preferring to break after an escaped newline or a space. Lines are
-numbered from 0, like steps, everywhere (read offsets, search hits, line_of_step):
+numbered from 0, like steps, everywhere (read offsets, search hits, line_of_step), and every
+line shown carries the step it belongs to (``  57 (step 12)| ...``):
 `search('"step_id": 7')` finds step 7's first line, `read(that_line, n)` shows it.
 
 Search runs on the unwrapped records, so a match may span a wrap; it is reported at the line
@@ -190,12 +191,20 @@ class LineView:
 
     # ---- tools -------------------------------------------------------------------------------
 
-    def _number(self, line: int) -> str:
+    def label(self, line: int) -> str:
+        """A line's number and the step it belongs to, as every tool shows it: ``  57 (step 12)``.
+
+        Wrapped continuation lines carry their step too, so a line number is never mistaken
+        for a step id.
+        """
         digits = max(4, len(str(self.total_lines)))
-        return f"{line:>{digits}}| {self.lines[line]}"
+        return f"{line:>{digits}} (step {self.step_at_line(line)})"
+
+    def _number(self, line: int) -> str:
+        return f"{self.label(line)}| {self.lines[line]}"
 
     def read(self, offset: int, limit: int) -> str:
-        """Lines `offset` .. `offset + limit - 1` (numbered from 0), each as ``  12| ...``.
+        """Lines `offset` .. `offset + limit - 1` (numbered from 0), each as ``  12 (step 3)| ...``.
 
         A footer says which lines were shown and where to continue. Out-of-range requests give
         an observation saying what the valid range is, never an exception.
@@ -304,7 +313,7 @@ class LineView:
             box["error"] = f"search failed: {e}"
 
     def search(self, pattern: str, max_results: int = 50, timeout_s: float = 1.0) -> str:
-        """`search_hits` as observation text for a model: one ``line| snippet`` per hit."""
+        """`search_hits` as observation text for a model: one ``line (step N)| snippet`` per hit."""
         res = self.search_hits(pattern, max_results=max_results, timeout_s=timeout_s)
         shown = repr(pattern) if isinstance(pattern, str) else "(not text)"
         if res.error and not res.hits:
@@ -314,8 +323,7 @@ class LineView:
             return f"[search {shown}: {res.error}; nothing searched]"
         if not res.hits:
             return f"[search {shown}: no matches in {self.total_lines} lines]"
-        digits = max(4, len(str(self.total_lines)))
-        out = [f"{line:>{digits}}| {snip}" for line, snip in res.hits]
+        out = [f"{self.label(line)}| {snip}" for line, snip in res.hits]
         n = len(res.hits)
         if res.timed_out:
             out.append(f"[search {shown}: timed out after {timeout_s:g}s; {n} matching lines found before it]")

@@ -82,8 +82,25 @@ def _ends_early(e: json.JSONDecodeError, text: str) -> bool:
     return e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
 
 
+def _concatenated(text: str) -> list[Any] | None:
+    """JSON values written one after another (the OTel console exporter's pretty-printed spans),
+    or None if the text is not such a sequence."""
+    decoder = json.JSONDecoder()
+    values, pos, end = [], 0, len(text)
+    while True:
+        while pos < end and text[pos].isspace():
+            pos += 1
+        if pos >= end:
+            return values
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except (json.JSONDecodeError, RecursionError):
+            return None
+        values.append(value)
+
+
 def _parse_json(text: str, source: str) -> Any:
-    """One JSON value, or a list of values for JSON Lines."""
+    """One JSON value, or a list of values for JSON Lines and concatenated JSON objects."""
     if not text.strip():
         raise TraceError(source, "file is empty")
     try:
@@ -99,7 +116,8 @@ def _parse_json(text: str, source: str) -> Any:
             raise TraceError(source, f"not valid JSON: {e.msg}: line {e.lineno} column {e.colno}") from None
     except RecursionError:
         raise TraceError(source, "not readable JSON: nested too deeply") from None
-    # Extra data after the first value: JSON Lines (one value per line)
+    # Extra data after the first value: JSON Lines (one value per line), else values one after
+    # another over several lines; the error names the line as JSON Lines would.
     values = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -107,6 +125,9 @@ def _parse_json(text: str, source: str) -> Any:
         try:
             values.append(json.loads(line))
         except json.JSONDecodeError as e:
+            stream = _concatenated(text)
+            if stream is not None:
+                return stream
             what = "truncated JSON" if _ends_early(e, line) else "not valid JSON"
             raise TraceError(source, f"{what} on line {lineno} (JSON Lines): {e.msg}: column {e.colno}") from None
     return values
@@ -237,7 +258,16 @@ def iter_trace_files(paths: list[str | Path]) -> list[Path]:
     Files named explicitly are kept whatever their name; inside folders only .json/.jsonl/.ndjson
     files count, README/LICENSE and hidden files are skipped. A missing path is a TraceError.
     """
-    out: list[Path] = []
+    return [f for _, f in trace_files_with_roots(paths)]
+
+
+def trace_files_with_roots(paths: list[str | Path]) -> list[tuple[Path, Path]]:
+    """(dataset root, file) for every trace file under `paths` (see `iter_trace_files`).
+
+    The root is the folder given on the command line, or the file's own folder for a file given
+    explicitly; ids that two files share fall back to the path under it (`distinct_ids`).
+    """
+    out: list[tuple[Path, Path]] = []
     seen: set[Path] = set()
     for raw in paths:
         p = Path(raw)
@@ -245,12 +275,58 @@ def iter_trace_files(paths: list[str | Path]) -> list[Path]:
             found = [f for f in p.rglob("*") if is_trace_file(f)
                      and not any(part.startswith(".") for part in f.relative_to(p).parts)]
             found.sort(key=lambda f: _natural_key(f.relative_to(p)))
+            root = p
         elif p.exists():
             found = [p]
+            root = p.parent
         else:
             raise TraceError(str(raw), "no such file or directory")
         for f in found:
-            if f not in seen:
-                seen.add(f)
-                out.append(f)
+            real = f.resolve()
+            if real not in seen:
+                seen.add(real)
+                out.append((root, f))
+    return out
+
+
+def _path_id(path: Path, base: Path) -> str:
+    """`path` under `base`, '/'-separated, without the trace suffix (a/1.json -> a/1)."""
+    rel = path.resolve().relative_to(base.resolve())
+    name = rel.name
+    for ext in TRACE_SUFFIXES:
+        if name.lower().endswith(ext) and len(name) > len(ext):
+            name = name[: -len(ext)]
+            break
+    return "/".join([*rel.parts[:-1], name])
+
+
+def distinct_ids(loaded: list[tuple[Path, Path, Trace]]) -> list[Trace]:
+    """The traces of (root, file, trace) triples, with no id shared by two files.
+
+    Results are keyed by trace id, so two files with one id (1.json in two folders of a layout
+    no importer knows) would pass for one trace. Each id that several files share is replaced,
+    for each of them, by its path under its dataset root, or, when that is still shared (files
+    given from different roots), by its path under the folder the clashing files have in common.
+    A clash that remains (an id equal to another file's path) is a TraceError naming both files.
+    """
+    by_id: dict[str, list[int]] = {}
+    for i, (_, _, t) in enumerate(loaded):
+        by_id.setdefault(t.id, []).append(i)
+    ids = [t.id for _, _, t in loaded]
+    for group in (g for g in by_id.values() if len(g) > 1):
+        under_root = [_path_id(loaded[i][1], loaded[i][0]) for i in group]
+        if len(set(under_root)) < len(group):
+            common = Path(os.path.commonpath([str(loaded[i][1].resolve().parent) for i in group]))
+            under_root = [_path_id(loaded[i][1], common) for i in group]
+        for i, new in zip(group, under_root):
+            ids[i] = new
+    owner: dict[str, Trace] = {}
+    out: list[Trace] = []
+    for (_, _, t), new in zip(loaded, ids):
+        trace = t if new == t.id else t.model_copy(update={"id": new})
+        if new in owner:
+            raise TraceError(trace.source, f"trace id {new!r} is also the id of {owner[new].source}; "
+                                           "results are keyed by trace id, so ids must be distinct")
+        owner[new] = trace
+        out.append(trace)
     return out

@@ -69,8 +69,24 @@ class Labels(BaseModel):
     mistake_step: int | None = None
     fault_steps: list[int] = Field(default_factory=list)
     high_impact_steps: list[int] = Field(default_factory=list)
+    fault_spans: list[tuple[int, int]] = Field(
+        default_factory=list,
+        description="labelled error spans as inclusive step ranges (span-level methods such as DRIFT are "
+        "scored against them); derived from `fault_steps` where a format lists every faulty step",
+    )
     reason: str | None = None
     categories: list[str] = Field(default_factory=list, description="error categories, e.g. TRAIL's")
+
+
+def step_runs(steps: list[int]) -> list[tuple[int, int]]:
+    """Consecutive runs of step indices as inclusive ranges: [2, 3, 4, 7] -> [(2, 4), (7, 7)]."""
+    runs: list[tuple[int, int]] = []
+    for s in sorted(set(steps)):
+        if runs and s == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], s)
+        else:
+            runs.append((s, s))
+    return runs
 
 
 class AgentInfo(BaseModel):

@@ -64,6 +64,15 @@ def content_text(value: Any) -> str:
     return dumps(value)
 
 
+def required_content(obj: dict[str, Any], where: str, source: str, what: str) -> Any:
+    """The ``content`` of a message or step object; missing or null is a TraceError."""
+    if "content" not in obj:
+        raise TraceError(source, f"{where}: {what} has no 'content'")
+    if obj["content"] is None:
+        raise TraceError(source, f"{where}: {what} 'content' is null")
+    return obj["content"]
+
+
 def first_line(text: str, limit: int = 80) -> str:
     """A short excerpt for error messages."""
     line = " ".join(text.split())
@@ -109,6 +118,7 @@ def check_labels(labels: Labels | None, n_steps: int, source: str) -> None:
         return
     named = [("mistake_step", labels.mistake_step)] if labels.mistake_step is not None else []
     named += [("fault_steps", s) for s in labels.fault_steps]
+    named += [("fault_spans", s) for span in labels.fault_spans for s in span]
     named += [("high_impact_steps", s) for s in labels.high_impact_steps]
     for field, step in named:
         if not 0 <= step < n_steps:

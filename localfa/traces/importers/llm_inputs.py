@@ -49,6 +49,7 @@ class InputTracker:
             if m.role == "system" and m.text.strip():
                 self.system_prompts.setdefault(agent_key, m.text)
                 break
+        msgs = [m for m in msgs if m.role != "system"]  # some layers send it, some keep it apart
         prev = self._last.get(agent_key)
         self._last[agent_key] = msgs
         if prev is not None and len(prev) <= len(msgs) and msgs[: len(prev)] == prev:
@@ -56,5 +57,6 @@ class InputTracker:
         else:
             fresh = msgs
         said = self._outputs.get(agent_key, set())
-        fresh = [m for m in fresh if m.role != "system" and not (m.role == "assistant" and m.text.strip() in said)]
+        fresh = [m for m in fresh if m.role != "system" and m.text.strip()
+                 and not (m.role == "assistant" and m.text.strip() in said)]
         return render(fresh) if fresh else None

@@ -25,6 +25,7 @@ from localfa.traces.importers.common import (
     content_text,
     dumps,
     file_stem,
+    required_content,
     type_name,
 )
 from localfa.traces.model import AgentInfo, Step, Trace, normalize_agent
@@ -125,11 +126,7 @@ def _autogen_step(i: int, m: dict[str, Any], where: str, source: str) -> Step:
     agent, kind = m.get("source"), m.get("type")
     if not isinstance(agent, str) or not agent:
         raise TraceError(source, f"{where}: 'source' must name the agent, got {type_name(agent)}")
-    if "content" not in m:
-        raise TraceError(source, f"{where}: message has no 'content'")
-    content = m["content"]
-    if content is None:
-        raise TraceError(source, f"{where}: message 'content' is null")
+    content = required_content(m, where, source, "message")
     role = "user" if normalize_agent(agent) in _USERS else "assistant"
     calls: list[dict[str, Any]] = []
     if kind == "ToolCallRequestEvent" and isinstance(content, list):

@@ -1,19 +1,25 @@
 """OpenInference span trees (Arize Phoenix exports, the TRAIL benchmark) linearised into steps.
 
-Every span becomes one step, in start-time order, keeping its ``span_id`` and parent, so labels
-that point at spans (TRAIL's ``location``) land on a step. Per span kind
-(``openinference.span.kind``):
+Spans become steps in start-time order, keeping their ``span_id`` and parent, so labels that
+point at spans (TRAIL's ``location``) land on a step. Per span kind (``openinference.span.kind``):
 - LLM: content = the output messages (``llm.output_messages.N.message.content`` or ``.contents``),
-  tool calls from ``message.tool_calls``; input = the input messages new since the agent's
-  previous call (see llm_inputs); role = the output message role (``assistant``).
-- TOOL: name = ``tool.name``; content = ``input.value`` (the arguments); observation =
-  ``output.value``; role ``tool``.
-- anything else (AGENT, CHAIN, RETRIEVER, ...): content = ``input.value``, observation =
-  ``output.value``; role = the kind in lower case.
-Error status and recorded exceptions are appended to the observation.
+  tool calls from ``message.tool_calls``; where the output messages carry only a role (smolagents,
+  the OpenAI Agents SDK for some items), text and tool calls come from the JSON in
+  ``output.value`` (chat message, chat completion, Responses API response, LangChain result);
+  input = the input messages new since the agent's previous call; role = the output role.
+- TOOL: name = ``tool.name``; content = ``input.value`` (the arguments; ``name()`` when none, as
+  for the Agents SDK's handoffs); observation = ``output.value`` (a LangChain ``ToolMessage``
+  gives its content); role ``tool``.
+- anything else (AGENT, CHAIN, ...): content = ``input.value``, observation = ``output.value``;
+  role = the kind in lower case. LangGraph state (``{"messages": [...]}``) keeps only messages no
+  call or tool carries; a span with nothing left only groups others and is not a step.
+Error status and recorded exceptions are appended to the observation; nested LLM spans of one
+call are one step (see span_steps).
 
-The agent of a span is the nearest ``agent.name`` attribute on it or an ancestor, else the name
-of the nearest AGENT span (smolagents' ``CodeAgent.run`` gives ``CodeAgent``), else "agent".
+The agent of a span is the nearest ``agent.name`` attribute on it or an ancestor, or the name of
+the nearest AGENT span (smolagents' ``CodeAgent.run`` gives ``CodeAgent``; the Agents SDK names
+its agent spans after the agent), or a LangGraph sub-graph (the first node of
+``metadata.langgraph_checkpoint_ns`` when it is nested), else "agent".
 
 Labels: a TRAIL dataset row ``{"trace": ..., "labels": {"errors": [{category, location, impact,
 description, evidence}]}}`` gives fault steps (every error location), high-impact steps
@@ -28,24 +34,24 @@ from pathlib import Path
 from typing import Any
 
 from localfa.traces.errors import TraceError
-from localfa.traces.importers.common import content_text, dumps, file_stem, type_name
-from localfa.traces.importers.llm_inputs import InputTracker, Msg
-from localfa.traces.importers.spans import (
-    Span,
-    ancestors,
-    collect_spans,
-    error_notes,
-    is_span_container,
-    maybe_json,
-    ordered,
+from localfa.traces.importers.chat_values import (
+    bare_call,
+    output_text,
+    read_messages,
+    state_messages,
+    text_of,
+    tool_names,
 )
-from localfa.traces.model import AgentInfo, Labels, Step, Trace, normalize_agent
+from localfa.traces.importers.common import type_name
+from localfa.traces.importers.llm_inputs import Msg
+from localfa.traces.importers.span_steps import Attrs, Dialect, SpanRead, build, span_trace
+from localfa.traces.importers.spans import Span, any_span, collect_spans, is_span_container, maybe_json
+from localfa.traces.model import Labels, Step, Trace, step_runs
 
 NAME = "openinference"
 KIND = "openinference.span.kind"
 OI_KINDS = {"LLM", "CHAIN", "TOOL", "AGENT", "RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL",
             "EVALUATOR", "PROMPT", "UNKNOWN"}
-_MSG_KEY = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$")
 _RUN_SUFFIX = re.compile(r"\.run$")
 
 
@@ -79,97 +85,102 @@ def span_kind(span: Span) -> str | None:
 
 def sniff(data: Any) -> bool:
     """A span container where some span carries an OpenInference kind."""
-    data, _ = unwrap_row(data, "")
-    if not is_span_container(data):
-        return False
-    try:
-        spans, _ = collect_spans(data, "")
-    except TraceError:
-        return False
-    return any(span_kind(s) for s in spans)
+    return any_span(unwrap_row(data, "")[0], lambda s: span_kind(s) is not None)
 
 
-def _messages(attrs: dict[str, Any], direction: str) -> tuple[list[Msg], list[dict[str, Any]]]:
-    """(messages, tool calls) from flattened ``llm.<direction>_messages.N.message.*`` attributes."""
-    by_index: dict[int, dict[str, Any]] = {}
-    for key, value in attrs.items():
-        m = _MSG_KEY.match(key)
-        if m and m.group(1) == direction:
-            by_index.setdefault(int(m.group(2)), {})[m.group(3)] = value
-    msgs: list[Msg] = []
-    calls: list[dict[str, Any]] = []
-    for _, fields in sorted(by_index.items()):
-        text = fields.get("content")
-        if text is None:
-            parts: dict[int, dict[str, Any]] = {}
-            for k, v in fields.items():
-                pm = re.match(r"^contents\.(\d+)\.message_content\.(.+)$", k)
-                if pm:
-                    parts.setdefault(int(pm.group(1)), {})[pm.group(2)] = v
-            texts = []
-            for _, p in sorted(parts.items()):
-                if p.get("text") is not None:
-                    texts.append(content_text(p["text"]))
-                elif p.get("type") == "image" or any(k.startswith("image") for k in p):
-                    texts.append("<image>")
-            text = "\n".join(texts)
-        tc: dict[int, dict[str, Any]] = {}
-        for k, v in fields.items():
-            cm = re.match(r"^tool_calls\.(\d+)\.tool_call\.(.+)$", k)
-            if cm:
-                tc.setdefault(int(cm.group(1)), {})[cm.group(2)] = v
-        msg_calls = []
-        for _, c in sorted(tc.items()):
-            call = {"name": c.get("function.name"), "arguments": maybe_json(c.get("function.arguments"))}
-            if c.get("id") is not None:
-                call = {"id": c["id"], **call}
-            msg_calls.append(call)
-        calls += msg_calls
-        name = fields.get("name")
-        body = content_text(text) or _calls_text(msg_calls)
-        msgs.append(Msg(role=str(fields.get("role") or "unknown"), text=body, name=str(name) if name else None))
-    return msgs, calls
+def _oi_messages(value: Any) -> list[dict[str, Any]]:
+    """Unflattened ``llm.*_messages`` (``[{message: {role, content | contents, tool_calls}}]``)
+    as plain chat messages for `read_messages`."""
+    out: list[dict[str, Any]] = []
+    for item in value if isinstance(value, list) else []:
+        m = item.get("message") if isinstance(item, dict) else None
+        if not isinstance(m, dict):
+            continue
+        msg: dict[str, Any] = {"role": m.get("role") or "unknown", "name": m.get("name")}
+        if m.get("content") is not None:
+            msg["content"] = m["content"]
+        elif isinstance(m.get("contents"), list):
+            msg["content"] = [c.get("message_content", c) for c in m["contents"] if isinstance(c, dict)]
+        calls = m.get("tool_calls")
+        msg["tool_calls"] = [c.get("tool_call", c) for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+        out.append(msg)
+    return out
 
 
-def _agent_of(span: Span, spans: list[Span]) -> str:
-    for s in ancestors(span, spans):
-        name = s.attributes.get("agent.name")
-        if isinstance(name, str) and name.strip():
-            return name
-        if span_kind(s) == "AGENT" and s.name:
-            return _RUN_SUFFIX.sub("", s.name) or s.name
-    return "agent"
+def agent_name(span: Span) -> str | None:
+    """The agent `span` names: ``agent.name``, an AGENT span's name, a LangGraph sub-graph."""
+    name = span.attributes.get("agent.name")
+    if isinstance(name, str) and name.strip():
+        return name
+    if span_kind(span) == "AGENT" and span.name:
+        return _RUN_SUFFIX.sub("", span.name) or span.name
+    meta = maybe_json(span.attributes.get("metadata"))
+    ns = meta.get("langgraph_checkpoint_ns") if isinstance(meta, dict) else None
+    if isinstance(ns, str) and "|" in ns:
+        return ns.split("|", 1)[0].split(":", 1)[0] or None
+    return None
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ("" if value is None else dumps(value))
-
-
-def _calls_text(calls: list[dict[str, Any]]) -> str:
-    return "\n".join(f"{c.get('name')}({_text(c.get('arguments'))})" for c in calls)
-
-
-def _tool_names(span: Span) -> list[str]:
+def _tool_names(a: Attrs) -> list[str]:
     names: list[str] = []
-    listed = span.attributes.get("smolagents.tools_names")
+    listed = a.get("smolagents.tools_names")
     if isinstance(listed, list):
         names += [str(x) for x in listed]
-    for key, value in span.attributes.items():
-        if key.startswith("llm.tools.") and key.endswith(".tool.json_schema"):
-            schema = maybe_json(value)
-            if isinstance(schema, dict):
-                fn = schema.get("function") if isinstance(schema.get("function"), dict) else schema
-                if isinstance(fn.get("name"), str):
-                    names.append(fn["name"])
-    return names
+    tools = a.get("llm.tools")
+    return names + tool_names([t.get("tool", {}).get("json_schema") for t in tools if isinstance(t, dict)]
+                              if isinstance(tools, list) else [])
 
 
-def _labels(raw: Any, steps: list[Step], source: str) -> Labels | None:
+def _read_llm(span: Span, a: Attrs) -> SpanRead:
+    in_msgs, _ = read_messages(_oi_messages(a.get("llm.input_messages")))
+    out_msgs, calls = read_messages(_oi_messages(a.get("llm.output_messages")))
+    out = a.get("output.value")
+    if not any(m.text for m in out_msgs) and not calls and out is not None:
+        out_msgs, calls = read_messages(out)  # messages carry only a role: the JSON output has it
+        out_msgs = [m for m in out_msgs if m.role not in ("user", "system")] or [
+            Msg(role="assistant", text=text_of(out))]
+    content = "\n".join(m.text for m in out_msgs if m.text)
+    inp = a.get("input.value")
+    role = next((m.role for m in out_msgs if m.role != "unknown"), "assistant")
+    return SpanRead(kind="llm", role=role, name=span.name or None, content=content, tool_calls=calls,
+                    in_msgs=in_msgs, input_text=text_of(inp) if not in_msgs and inp is not None else None,
+                    tools=_tool_names(a))
+
+
+def _read(span: Span, a: Attrs) -> SpanRead:
+    """One OpenInference span (see the module doc)."""
+    kind = span_kind(span)
+    a.get(KIND)
+    if kind == "LLM":
+        return _read_llm(span, a)
+    inp, out = a.get("input.value"), a.get("output.value")
+    if kind == "TOOL":
+        tool = a.get("tool.name")
+        name = str(tool) if tool else (span.name or None)
+        content = text_of(inp) if inp not in (None, "") else bare_call(name)
+        return SpanRead(kind="tool", role="tool", name=name, content=content,
+                        observation=output_text(out) if out is not None else None, tools=[name] if name else [])
+    state_in, state_out = state_messages(inp), state_messages(out)
+    task = a.get("smolagents.task") if kind == "AGENT" else None
+    final = state_out[0][-1].text if state_out and state_out[0] else (text_of(out) if out is not None else None)
+    return SpanRead(
+        kind="span", role=(kind or "span").lower(), name=span.name or None,
+        content="" if state_in else text_of(inp),
+        observation=None if state_out or out is None else text_of(out),
+        state_in=state_in, state_out=state_out, tools=_tool_names(a),
+        task=task if isinstance(task, str) else None, final=final,
+    )
+
+
+DIALECT = Dialect(read=_read, agent_name=agent_name, fallback_agent=lambda span: "agent")
+
+
+def _labels(raw: Any, steps: list[Step], by_span: dict[str, int], source: str) -> Labels | None:
+    """TRAIL labels; a location at a span that is not itself a step lands on the step it joined."""
     if raw is None:
         return None
     if not isinstance(raw, dict) or not isinstance(raw.get("errors", []), list):
         raise TraceError(source, f"'labels' must be an object with an 'errors' array, got {type_name(raw)}")
-    by_span = {s.span_id: s.index for s in steps if s.span_id}
     faults: list[tuple[int, int, dict[str, Any]]] = []
     for k, err in enumerate(raw.get("errors", [])):
         if not isinstance(err, dict):
@@ -190,100 +201,20 @@ def _labels(raw: Any, steps: list[Step], source: str) -> Labels | None:
         mistake_agent=steps[first_step].agent,
         mistake_step=first_step,
         fault_steps=sorted({f[0] for f in faults}),
+        fault_spans=step_runs([f[0] for f in faults]),  # TRAIL lists every faulty span: runs of them
         high_impact_steps=sorted({f[0] for f in faults if str(f[2].get("impact", "")).upper() == "HIGH"}),
-        reason=_text(first.get("description")) or None,
+        reason=text_of(first.get("description")) or None,
         categories=[str(f[2].get("category")) for f in faults if f[2].get("category")],
     )
 
 
 def parse(data: Any, path: Path, source: str) -> Trace:
-    """An OpenInference span export as a Trace (one step per span)."""
+    """An OpenInference span export as a Trace (one step per span that says or does something)."""
     data, raw_labels = unwrap_row(data, source)
     if not is_span_container(data):
         raise TraceError(source, f"not an OpenInference span export: expected a 'spans' array or span objects, got {type_name(data)}")
     spans, meta = collect_spans(data, source)
     if not any(span_kind(s) for s in spans):
         raise TraceError(source, f"not an OpenInference trace: no span has '{KIND}'")
-    tracker = InputTracker()
-    steps: list[Step] = []
-    agent_order: dict[str, str] = {}
-    tools: dict[str, list[str]] = {}
-    task: str | None = None
-    first_user: str | None = None
-    last_llm_output: str | None = None
-    for span in ordered(spans):
-        a = span.attributes
-        kind = span_kind(span)
-        agent = _agent_of(span, spans)
-        key = normalize_agent(agent)
-        agent_order.setdefault(key, agent)
-        tools.setdefault(key, [])
-        inp, out = a.get("input.value"), a.get("output.value")
-        calls: list[dict[str, Any]] = []
-        new_input: str | None = None
-        observation: str | None = None
-        name = span.name or None
-        if kind == "LLM":
-            in_msgs, _ = _messages(a, "input")
-            out_msgs, calls = _messages(a, "output")
-            content = "\n".join(m.text for m in out_msgs if m.text)
-            if not content and calls:
-                content = _calls_text(calls)
-            if not out_msgs and out is not None:
-                content = _text(out)
-            role = out_msgs[0].role if out_msgs and out_msgs[0].role != "unknown" else "assistant"
-            if in_msgs:
-                new_input = tracker.new_input(key, in_msgs)
-                if first_user is None:
-                    first_user = next((m.text for m in in_msgs if m.role == "user" and m.text.strip()), None)
-            elif inp is not None:
-                new_input = _text(inp)
-            tracker.note_output(key, content)
-            last_llm_output = content or last_llm_output
-        elif kind == "TOOL":
-            role = "tool"
-            tool = a.get("tool.name")
-            name = str(tool) if tool else name
-            content = _text(inp)
-            observation = _text(out) if out is not None else None
-            if name and name not in tools[key]:
-                tools[key].append(name)
-        else:
-            role = (kind or "span").lower()
-            content = _text(inp)
-            observation = _text(out) if out is not None else None
-            if kind == "AGENT" and task is None and isinstance(a.get("smolagents.task"), str):
-                task = a["smolagents.task"]
-        for t in _tool_names(span):
-            if t not in tools[key]:
-                tools[key].append(t)
-        notes = error_notes(span)
-        if notes:
-            observation = "\n".join(([observation] if observation else []) + notes)
-        steps.append(Step(
-            index=len(steps), agent=agent, role=role, content=content, tool_calls=calls,
-            observation=observation, input=new_input, span_id=span.span_id,
-            parent_span_id=span.parent_id, name=name, start_time=span.start,
-        ))
-    root = next((s for s in ordered(spans) if s.parent is None), spans[0])
-    root_out = root.attributes.get("output.value")
-    root_in = root.attributes.get("input.value")
-    agents = [
-        AgentInfo(name=agent_order[k], system_prompt=tracker.system_prompts.get(k), tools=tools.get(k, []))
-        for k in agent_order
-    ]
-    metadata: dict[str, Any] = dict(meta)
-    metadata["spans"] = len(spans)
-    return Trace(
-        id=file_stem(path),
-        source=source,
-        format=NAME,
-        subset=None,
-        task=task or first_user or (_text(root_in) if root_in is not None else ""),
-        agents=agents,
-        steps=steps,
-        final_output=_text(root_out) if root_out is not None else last_llm_output,
-        ground_truth=None,
-        labels=_labels(raw_labels, steps, source),
-        metadata=metadata,
-    )
+    built = build(spans, DIALECT)
+    return span_trace(NAME, built, spans, meta, path, source, _labels(raw_labels, built.steps, built.span_step, source))

@@ -1,20 +1,28 @@
-"""OpenTelemetry GenAI spans (semantic conventions ``gen_ai.*``), from an OTLP JSON export.
+"""OpenTelemetry GenAI spans (semantic conventions ``gen_ai.*``) from any span container.
 
-Spans that carry ``gen_ai.*`` attributes become steps in start-time order (other spans, e.g. HTTP
-client spans, only give structure and are counted in metadata). Per ``gen_ai.operation.name``:
-- ``chat`` / ``text_completion`` / ``generate_content`` (or any span with messages): content =
-  ``gen_ai.output.messages`` (text parts; ``tool_call`` parts become tool calls), input = the
-  ``gen_ai.input.messages`` new since the agent's previous call, system prompt from
-  ``gen_ai.system_instructions`` or a system message; role = the output message role.
-- ``execute_tool``: name = ``gen_ai.tool.name``, content = ``gen_ai.tool.call.arguments``,
-  observation = ``gen_ai.tool.call.result``; role ``tool``.
+Read: the GenAI semantic conventions 1.26 to 1.38 (the experimental, still "Development"
+versions): messages as JSON attributes (``gen_ai.input.messages`` / ``gen_ai.output.messages``
+/ ``gen_ai.system_instructions``, 1.36+), as span events (``gen_ai.client.inference.operation.
+details``; ``gen_ai.system|user|assistant|tool.message`` and ``gen_ai.choice``, 1.27-1.35;
+``gen_ai.content.prompt|completion``, 1.26) and in the indexed form (``gen_ai.prompt.N.role|
+content``, ``gen_ai.completion.N.content|tool_calls.M.*``, as OpenLLMetry writes); and what agent
+frameworks write in their own instrumentation: any-agent (``call_llm`` spans, ``gen_ai.output``,
+``gen_ai.tool.args``), Pydantic AI (``tool_arguments`` / ``tool_response``, an ``events``
+attribute), Google ADK (``gcp.vertex.agent.llm_request|llm_response|tool_call_args|
+tool_response``), Strands (content blocks in events) and OpenLLMetry (``traceloop.entity.*``).
+
+Spans with ``gen_ai.*`` attributes or events become steps in start-time order; the others (HTTP
+client spans) only give structure and are counted in metadata. Per ``gen_ai.operation.name``:
+- ``chat`` / ``text_completion`` / ``generate_content`` / ``call_llm`` (or any span with
+  messages): content = the output text, tool calls from the output; input = the input messages
+  new since the agent's previous call; role = the output message role.
+- ``execute_tool``: name = ``gen_ai.tool.name``; content = the arguments; observation = the result.
 - ``invoke_agent`` / ``create_agent`` and others: content = the input messages, observation = the
-  output messages; role = the operation name.
-The older flat form (``gen_ai.prompt.N.role/content``, ``gen_ai.completion.N.role/content``) is
-read as input/output messages too.
+  output; a span with neither only groups others and is not a step.
 
-The agent of a span is the nearest ``gen_ai.agent.name`` on it or an ancestor, else the
-resource's ``service.name``, else "agent".
+The agent of a span is the nearest span, itself or above, with ``gen_ai.agent.name`` or that
+invokes an agent (``invoke_agent <name>``); else the resource's ``service.name`` (not the SDK's
+``unknown_service`` default); else "agent".
 """
 
 from __future__ import annotations
@@ -24,232 +32,204 @@ from pathlib import Path
 from typing import Any
 
 from localfa.traces.errors import TraceError
-from localfa.traces.importers.common import content_text, dumps, file_stem, type_name
-from localfa.traces.importers.llm_inputs import InputTracker, Msg, render
-from localfa.traces.importers.spans import (
-    Span,
-    ancestors,
-    collect_spans,
-    error_notes,
-    is_span_container,
-    maybe_json,
-    ordered,
+from localfa.traces.importers.chat_values import (
+    Call,
+    bare_call,
+    calls_text,
+    output_text,
+    parts,
+    read_messages,
+    text_of,
+    tool_names,
 )
-from localfa.traces.model import AgentInfo, Step, Trace, normalize_agent
+from localfa.traces.importers.common import type_name
+from localfa.traces.importers.llm_inputs import Msg, render
+from localfa.traces.importers.span_steps import Attrs, Dialect, SpanRead, build, span_trace
+from localfa.traces.importers.spans import Span, any_span, collect_spans, is_span_container, maybe_json, unflatten
+from localfa.traces.model import Trace
 
 NAME = "otel-genai"
-LLM_OPS = {"chat", "text_completion", "generate_content"}
-_LEGACY = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(role|content)$")
+LLM_OPS = {"chat", "text_completion", "generate_content", "call_llm", "generate", "completion"}
+AGENT_OPS = {"invoke_agent", "create_agent"}
+_ROLE_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
+                "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+_DETAILS = "gen_ai.client.inference.operation.details"
+_OP_PREFIX = re.compile(r"^(invoke_agent|create_agent|execute_tool|call_llm)\s+")
 
 
 def _has_genai(span: Span) -> bool:
-    return any(k.startswith("gen_ai.") for k in span.attributes)
+    return any(k.startswith("gen_ai.") for k in span.attributes) or any(
+        str(ev.get("name") or "").startswith("gen_ai.") for ev in span.events
+    )
 
 
 def sniff(data: Any) -> bool:
-    """A span container where some span carries ``gen_ai.*`` attributes."""
-    if not is_span_container(data):
-        return False
-    try:
-        spans, _ = collect_spans(data, "")
-    except TraceError:
-        return False
-    return any(_has_genai(s) for s in spans)
+    """A span container where some span carries ``gen_ai.*`` attributes or events."""
+    return any_span(data, _has_genai)
 
 
-def _parts(parts: Any) -> tuple[str, list[dict[str, Any]]]:
-    """(text, tool calls) of a GenAI message's `parts`."""
-    if not isinstance(parts, list):
-        return content_text(parts), []
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for p in parts:
-        if not isinstance(p, dict):
-            texts.append(content_text(p))
-            continue
-        kind = p.get("type")
-        if kind == "text" or kind == "reasoning":
-            texts.append(content_text(p.get("content")))
-        elif kind == "tool_call":
-            call = {"name": p.get("name"), "arguments": maybe_json(p.get("arguments"))}
-            if p.get("id") is not None:
-                call = {"id": p["id"], **call}
-            calls.append(call)
-        elif kind == "tool_call_response":
-            resp = p.get("response", p.get("result"))
-            texts.append(resp if isinstance(resp, str) else dumps(resp))
-        else:
-            texts.append(f"<{kind}>" if kind else dumps(p))
-    return "\n".join(t for t in texts if t), calls
+def _event_message(ev: dict[str, Any], role: str) -> dict[str, Any]:
+    """A ``gen_ai.<role>.message`` event's attributes as a chat message."""
+    return {"role": ev.get("role") or role, "content": ev.get("content"),
+            "tool_calls": maybe_json(unflatten(ev, "tool_calls")) or []}
 
 
-def _messages(value: Any) -> tuple[list[Msg], list[dict[str, Any]]]:
-    """Messages and tool calls from a ``gen_ai.input.messages``/``output.messages`` value."""
-    value = maybe_json(value)
-    if value is None:
+def _choice(ev: dict[str, Any]) -> tuple[list[Msg], list[Call]]:
+    """A ``gen_ai.choice`` event: its message (object, JSON, or a list of content blocks)."""
+    message = maybe_json(unflatten(ev, "message"))
+    if isinstance(message, list):
+        text, calls = parts(message)
+        return [Msg(role="assistant", text=text or calls_text(calls))], calls
+    if isinstance(message, dict):
+        return read_messages({"role": "assistant", **message})
+    if message is not None:
+        return [Msg(role="assistant", text=text_of(message))], []
+    calls_raw = maybe_json(unflatten(ev, "tool_calls"))
+    return read_messages({"role": "assistant", "tool_calls": calls_raw}) if calls_raw else ([], [])
+
+
+def _events_attribute(a: Attrs) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Pydantic AI's ``events`` attribute: (input-message events, choice events)."""
+    events = maybe_json(a.get("events"))
+    if not isinstance(events, list):
         return [], []
-    if isinstance(value, str):
-        return [Msg(role="unknown", text=value)], []
-    if isinstance(value, dict):
-        value = [value]
-    msgs: list[Msg] = []
-    calls: list[dict[str, Any]] = []
-    for m in value if isinstance(value, list) else []:
-        if not isinstance(m, dict):
-            msgs.append(Msg(role="unknown", text=content_text(m)))
-            continue
-        if "parts" in m:
-            text, c = _parts(m["parts"])
-        else:
-            text, c = content_text(m.get("content")), []
-        calls += c
-        text = text or _calls_text(c)
-        name = m.get("name")
-        msgs.append(Msg(role=str(m.get("role") or "unknown"), text=text, name=str(name) if name else None))
-    return msgs, calls
+    items = [e for e in events if isinstance(e, dict)]
+    ins = [_event_message(e, _ROLE_EVENTS[e["event.name"]]) for e in items if e.get("event.name") in _ROLE_EVENTS]
+    outs = [e for e in items if e.get("event.name") == "gen_ai.choice"]
+    return ins, outs
 
 
-def _calls_text(calls: list[dict[str, Any]]) -> str:
-    return "\n".join(f"{c.get('name')}({_text(c.get('arguments'))})" for c in calls)
+def _input(a: Attrs) -> tuple[list[Msg], str | None]:
+    """(input messages, system instructions) in whichever form the span holds them."""
+    system = a.get("gen_ai.system_instructions")
+    for value in [a.get("gen_ai.input.messages")] + [e.get("gen_ai.input.messages") for e in a.events(_DETAILS)]:
+        if value is not None:
+            return read_messages(value)[0], system
+    for e in a.events(_DETAILS):
+        system = system or e.get("gen_ai.system_instructions")
+    prompt_events = a.events("gen_ai.content.prompt")
+    if prompt_events:
+        return read_messages(prompt_events[0].get("gen_ai.prompt"))[0], system
+    role_events = [_event_message(attrs, _ROLE_EVENTS[name]) for name, attrs in a.named_events(*_ROLE_EVENTS)]
+    role_events = role_events or _events_attribute(a)[0]
+    if role_events:
+        return read_messages(role_events)[0], system
+    value = a.first("gen_ai.prompt", "traceloop.entity.input")
+    if value is not None:
+        return read_messages(value)[0], system
+    request = maybe_json(a.get("gcp.vertex.agent.llm_request"))
+    if isinstance(request, dict):
+        config = request.get("config") if isinstance(request.get("config"), dict) else {}
+        return read_messages(request)[0], system or config.get("system_instruction")
+    return [], system
 
 
-def _legacy(attrs: dict[str, Any], which: str) -> list[Msg]:
-    found: dict[int, dict[str, Any]] = {}
-    for key, value in attrs.items():
-        m = _LEGACY.match(key)
-        if m and m.group(1) == which:
-            found.setdefault(int(m.group(2)), {})[m.group(3)] = value
-    return [Msg(role=str(f.get("role") or "unknown"), text=content_text(f.get("content")))
-            for _, f in sorted(found.items())]
+def _output(a: Attrs) -> tuple[list[Msg], list[Call]]:
+    """(output messages, tool calls) in whichever form the span holds them."""
+    for value in [a.get("gen_ai.output.messages")] + [e.get("gen_ai.output.messages") for e in a.events(_DETAILS)]:
+        if value is not None:
+            return read_messages(value)
+    completion_events = a.events("gen_ai.content.completion")
+    if completion_events:
+        return read_messages(completion_events[0].get("gen_ai.completion"))
+    choices = a.events("gen_ai.choice") or _events_attribute(a)[1]
+    if choices:
+        msgs: list[Msg] = []
+        calls: list[Call] = []
+        for ev in choices:
+            m, c = _choice(ev)
+            msgs, calls = msgs + m, calls + c
+        return msgs, calls
+    value = a.first("gen_ai.completion", "gen_ai.output", "gcp.vertex.agent.llm_response")
+    return read_messages(value) if value is not None else ([], [])
 
 
-def _agent_of(span: Span, spans: list[Span]) -> str:
-    for s in ancestors(span, spans):
-        name = s.attributes.get("gen_ai.agent.name")
-        if isinstance(name, str) and name.strip():
-            return name
-    service = span.resource.get("service.name")
-    return service if isinstance(service, str) and service.strip() else "agent"
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ("" if value is None else dumps(value))
-
-
-def _system(attrs: dict[str, Any]) -> str | None:
-    value = attrs.get("gen_ai.system_instructions")
+def _system_text(value: Any) -> str | None:
+    value = maybe_json(value)
     if value is None:
         return None
-    value = maybe_json(value)
-    if isinstance(value, list):
-        return _parts(value)[0] or None
-    return _text(value) or None
+    return (parts(value)[0] if isinstance(value, list) else text_of(value)) or None
 
 
-def _tool_definitions(attrs: dict[str, Any]) -> list[str]:
-    value = maybe_json(attrs.get("gen_ai.tool.definitions"))
-    names = []
-    for d in value if isinstance(value, list) else []:
-        if isinstance(d, dict):
-            fn = d.get("function") if isinstance(d.get("function"), dict) else d
-            if isinstance(fn.get("name"), str):
-                names.append(fn["name"])
-    return names
+def _tool_definitions(a: Attrs) -> list[str]:
+    value = maybe_json(a.get("gen_ai.tool.definitions"))
+    listed = value if isinstance(value, list) else []
+    functions = a.get("llm.request.functions")  # OpenLLMetry
+    listed += functions if isinstance(functions, list) else []
+    return tool_names(listed)
+
+
+def _read_tool(span: Span, a: Attrs) -> SpanRead:
+    tool = a.first("gen_ai.tool.name", "traceloop.entity.name") or _OP_PREFIX.sub("", span.name) or None
+    name = str(tool) if tool else None
+    args = a.first("gen_ai.tool.call.arguments", "gen_ai.tool.args", "tool_arguments",
+                   "gcp.vertex.agent.tool_call_args", "traceloop.entity.input")
+    result = a.first("gen_ai.tool.call.result", "gen_ai.output", "tool_response",
+                     "gcp.vertex.agent.tool_response", "traceloop.entity.output")
+    if args is None:  # Strands: the call and its result as events
+        args = next((e.get("content") for e in a.events("gen_ai.tool.message") if e.get("content") is not None), None)
+    if result is None:
+        result = next((e.get("message") for e in a.events("gen_ai.choice") if e.get("message") is not None), None)
+    content = text_of(maybe_json(args)) if args not in (None, "") else bare_call(name)
+    return SpanRead(kind="tool", role="tool", name=name, content=content,
+                    observation=output_text(result) if result is not None else None,
+                    tools=[name] if name else [])
+
+
+def _read(span: Span, a: Attrs) -> SpanRead | None:
+    """One span (see the module doc); None for spans without any ``gen_ai.*``."""
+    if not _has_genai(span):
+        return None
+    op = a.get("gen_ai.operation.name")
+    op = op if isinstance(op, str) and op else None
+    entity_kind = a.get("traceloop.span.kind")
+    if op == "execute_tool" or entity_kind == "tool" or (op is None and "gen_ai.tool.name" in span.attributes):
+        return _read_tool(span, a)
+    in_msgs, system = _input(a)
+    out_msgs, calls = _output(a)
+    out_text = "\n".join(m.text for m in out_msgs if m.text)
+    common = dict(name=span.name or None, system=_system_text(system), tools=_tool_definitions(a))
+    is_llm = op in LLM_OPS or span.name.startswith("call_llm")
+    if is_llm or (op is None and entity_kind is None and (in_msgs or out_msgs)):
+        role = next((m.role for m in out_msgs if m.role != "unknown"), "assistant")
+        return SpanRead(kind="llm", role=role, content=out_text, tool_calls=calls, in_msgs=in_msgs, **common)
+    return SpanRead(
+        kind="span", role=op or (str(entity_kind) if entity_kind else "span"),
+        content=render([m for m in in_msgs if m.role != "system"]) if in_msgs else "",
+        observation=out_text or None, tool_calls=calls, final=out_text or None, **common,
+    )
+
+
+def agent_name(span: Span) -> str | None:
+    """The agent `span` names: ``gen_ai.agent.name``, or the agent an ``invoke_agent`` span runs."""
+    a = span.attributes
+    name = a.get("gen_ai.agent.name")
+    if isinstance(name, str) and name.strip():
+        return name
+    op = a.get("gen_ai.operation.name")
+    if op in AGENT_OPS or a.get("traceloop.span.kind") == "agent":
+        named = a.get("traceloop.entity.name") or _OP_PREFIX.sub("", span.name).strip("[] ")
+        return str(named) if named and named != op else None
+    return None
+
+
+def fallback_agent(span: Span) -> str:
+    """The service name where no agent span is above a step (the SDK default is no name)."""
+    service = span.resource.get("service.name")
+    if isinstance(service, str) and service.strip() and not service.startswith("unknown_service"):
+        return service
+    return "agent"
+
+
+DIALECT = Dialect(read=_read, agent_name=agent_name, fallback_agent=fallback_agent)
 
 
 def parse(data: Any, path: Path, source: str) -> Trace:
-    """An OTLP export of GenAI spans as a Trace (one step per ``gen_ai`` span)."""
+    """A GenAI span export as a Trace (one step per ``gen_ai`` span that says or does something)."""
     if not is_span_container(data):
         raise TraceError(source, f"not an OTel span export: expected an object with 'resourceSpans', got {type_name(data)}")
     spans, meta = collect_spans(data, source)
-    tracker = InputTracker()
-    steps: list[Step] = []
-    agent_order: dict[str, str] = {}
-    prompts: dict[str, str] = {}
-    tools: dict[str, list[str]] = {}
-    skipped = 0
-    task: str | None = None
-    final: str | None = None
-    for span in ordered(spans):
-        a = span.attributes
-        if not _has_genai(span):
-            skipped += 1
-            continue
-        op = a.get("gen_ai.operation.name")
-        op = op if isinstance(op, str) and op else None
-        agent = _agent_of(span, spans)
-        key = normalize_agent(agent)
-        agent_order.setdefault(key, agent)
-        tools.setdefault(key, [])
-        system = _system(a)
-        if system:
-            prompts.setdefault(key, system)
-        for t in _tool_definitions(a):
-            if t not in tools[key]:
-                tools[key].append(t)
-        in_msgs, _ = _messages(a.get("gen_ai.input.messages"))
-        out_msgs, calls = _messages(a.get("gen_ai.output.messages"))
-        in_msgs = in_msgs or _legacy(a, "prompt")
-        out_msgs = out_msgs or _legacy(a, "completion")
-        if task is None:
-            task = next((m.text for m in in_msgs if m.role == "user" and m.text.strip()), None)
-        observation: str | None = None
-        new_input: str | None = None
-        tool_calls: list[dict[str, Any]] = []
-        name = span.name or None
-        out_text = "\n".join(m.text for m in out_msgs if m.text)
-        if op == "execute_tool":
-            role = "tool"
-            tool = a.get("gen_ai.tool.name")
-            name = str(tool) if tool else name
-            content = _text(maybe_json(a.get("gen_ai.tool.call.arguments")))
-            result = a.get("gen_ai.tool.call.result")
-            observation = _text(maybe_json(result)) if result is not None else None
-            if name and name not in tools[key]:
-                tools[key].append(name)
-        elif op in LLM_OPS or (op is None and (in_msgs or out_msgs)):
-            role = out_msgs[0].role if out_msgs and out_msgs[0].role != "unknown" else "assistant"
-            tool_calls = calls
-            content = out_text
-            if in_msgs:
-                new_input = tracker.new_input(key, in_msgs)
-            tracker.note_output(key, content)
-            final = content or final
-        else:
-            role = op or "span"
-            content = render([m for m in in_msgs if m.role != "system"]) if in_msgs else ""
-            observation = out_text or None
-            tool_calls = calls
-            if op == "invoke_agent" and out_text:
-                final = out_text
-        notes = error_notes(span)
-        if notes:
-            observation = "\n".join(([observation] if observation else []) + notes)
-        steps.append(Step(
-            index=len(steps), agent=agent, role=role, content=content, tool_calls=tool_calls,
-            observation=observation, input=new_input, span_id=span.span_id,
-            parent_span_id=span.parent_id, name=name, start_time=span.start,
-        ))
-    if not steps:
-        raise TraceError(source, f"empty history: none of the {len(spans)} spans carries gen_ai.* attributes")
-    for k, p in tracker.system_prompts.items():
-        prompts.setdefault(k, p)
-    agents = [AgentInfo(name=agent_order[k], system_prompt=prompts.get(k), tools=tools.get(k, []))
-              for k in agent_order]
-    metadata: dict[str, Any] = dict(meta)
-    metadata["spans"] = len(spans)
-    if skipped:
-        metadata["skipped_spans"] = skipped
-    return Trace(
-        id=file_stem(path),
-        source=source,
-        format=NAME,
-        subset=None,
-        task=task or "",
-        agents=agents,
-        steps=steps,
-        final_output=final,
-        ground_truth=None,
-        labels=None,
-        metadata=metadata,
-    )
+    built = build(spans, DIALECT)
+    if not built.steps:
+        raise TraceError(source, f"empty history: none of the {len(spans)} spans carries gen_ai.* content")
+    return span_trace(NAME, built, spans, meta, path, source)

@@ -7,7 +7,13 @@ Three container shapes reach us, all read into one flat list of `Span`:
   parent_span_id, span_name, timestamp, span_attributes, child_spans: [...]}]}``: the OTel
   collector's ClickHouse columns in snake case, children nested);
 - flat span lists as Arize Phoenix and the OTel console exporter write them (``{name, context:
-  {trace_id, span_id}, parent_id, start_time, attributes, span_kind?}``), JSON array or JSON Lines.
+  {trace_id, span_id}, parent_id, start_time, attributes, span_kind?}``), JSON array, JSON Lines or
+  the console exporter's pretty-printed objects one after another; any-agent's ``AgentTrace``
+  (``{"spans": [...], "final_output"}``, ids as decimal numbers, ``parent: {span_id}``).
+
+Parents are found whatever their spelling (``parent_id``, ``parent_span_id``, ``parentSpanId``,
+``ParentSpanId``, ``parent: {span_id}``) and whatever the id's notation: ``0x``-prefixed or bare
+hex, decimal numbers, or base64 (protobuf JSON) name the same span.
 
 Attributes are flattened to dotted keys (``llm.input_messages.0.message.role``), so nested
 Phoenix attributes and flat TRAIL/OTLP ones read the same. Spans are then ordered by start time
@@ -17,8 +23,11 @@ Phoenix attributes and flat TRAIL/OTLP ones read the same. Spans are then ordere
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import re
+import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -149,14 +158,59 @@ def _time(value: Any) -> tuple[str | None, int | None]:
 
 
 def _id(value: Any, what: str, where: str, source: str) -> str | None:
-    """A span/parent id as text (numbers are accepted and written as text); None if absent."""
+    """A span/parent id as text (numbers are accepted and written as text); None if absent.
+
+    An all-zero id is OTel's "no parent" and reads as absent.
+    """
     if value is None or value == "":
         return None
     if isinstance(value, str):
-        return value
+        return None if value.strip().lower().removeprefix("0x").strip("0") == "" else value
     if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
+        return str(value) if value else None
     raise TraceError(source, f"{where}: {what} must be text, got {type_name(value)}")
+
+
+def id_keys(raw: str | None) -> list[str | int]:
+    """Every reading of a span id, so that a parent written in another notation still matches.
+
+    ``0xab`` and ``ab`` are the hex number 0xab; an all-digit id may also be decimal (any-agent
+    writes ids as numbers); a 12/24-character base64 id (protobuf JSON) is its 8/16 bytes.
+    """
+    if raw is None:
+        return []
+    text = raw.strip()
+    keys: list[str | int] = [text]
+    low = text.lower()
+    body = low[2:] if low.startswith("0x") else low
+    if body and all(c in string.hexdigits for c in body):
+        keys.append(int(body, 16))
+    if text.isdigit():
+        keys.append(int(text))
+    if len(text) in (12, 24) and text.endswith("="):
+        try:
+            keys.append(int.from_bytes(base64.b64decode(text, validate=True), "big"))
+        except (binascii.Error, ValueError):
+            pass
+    return keys
+
+
+_PARENT_KEYS = ("parent_span_id", "parent_id", "parentSpanId", "ParentSpanId", "parentId")
+_SPAN_ID_KEYS = ("span_id", "spanId", "SpanId", "spanID")
+
+
+def _first(obj: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    return next((obj[k] for k in keys if obj.get(k) not in (None, "")), None)
+
+
+def _parent_ref(sp: dict[str, Any]) -> Any:
+    """The parent id in any of the spellings exporters use (``parent: {span_id}`` included)."""
+    ref = _first(sp, _PARENT_KEYS)
+    if ref is None and isinstance(sp.get("parent"), dict):
+        ref = _first(sp["parent"], _SPAN_ID_KEYS)
+    elif ref is None and isinstance(sp.get("parent"), (str, int)) and not isinstance(sp.get("parent"), bool):
+        ref = sp["parent"]
+    return ref
 
 
 def _list(value: Any, what: str, where: str, source: str) -> list[Any]:
@@ -169,11 +223,10 @@ def _list(value: Any, what: str, where: str, source: str) -> list[Any]:
 
 
 def _is_span_like(obj: Any) -> bool:
-    return isinstance(obj, dict) and (
-        "span_id" in obj
-        or "spanId" in obj
-        or (isinstance(obj.get("context"), dict) and "span_id" in obj["context"])
-    )
+    if not isinstance(obj, dict):
+        return False
+    ctx = obj.get("context")
+    return any(k in obj for k in _SPAN_ID_KEYS) or (isinstance(ctx, dict) and any(k in ctx for k in _SPAN_ID_KEYS))
 
 
 def is_span_container(data: Any) -> bool:
@@ -256,8 +309,8 @@ class _Collector:
                 name = ev.get("name", ev.get("Name"))
                 ev_attrs = ev.get("attributes", ev.get("Attributes"))
                 events.append({"name": name, "attributes": flatten_attributes(ev_attrs) if isinstance(ev_attrs, dict) else {}})
-        parent_id = _id(sp.get("parent_span_id", sp.get("parent_id")), "the parent span id", where, self.source)
-        span_id = _id(sp.get("span_id") or ctx.get("span_id"), "'span_id'", where, self.source)
+        parent_id = _id(_parent_ref(sp), "the parent span id", where, self.source)
+        span_id = _id(_first(sp, _SPAN_ID_KEYS) or _first(ctx, _SPAN_ID_KEYS), "'span_id'", where, self.source)
         resource = sp.get("resource_attributes")
         if resource is None and isinstance(sp.get("resource"), dict):
             resource = sp["resource"].get("attributes")
@@ -281,6 +334,17 @@ class _Collector:
             self.tree(child, idx, f"{where}.child_spans[{k}]")
 
 
+def any_span(data: Any, test: Callable[[Span], bool]) -> bool:
+    """Detection: whether `data` is a readable span container with a span passing `test`."""
+    if not is_span_container(data):
+        return False
+    try:
+        spans, _ = collect_spans(data, "")
+    except TraceError:
+        return False
+    return any(test(s) for s in spans)
+
+
 def collect_spans(data: Any, source: str) -> tuple[list[Span], dict[str, Any]]:
     """All spans in `data` (flat, file order, parents linked) and container metadata."""
     col = _Collector(source)
@@ -293,6 +357,8 @@ def collect_spans(data: Any, source: str) -> tuple[list[Span], dict[str, Any]]:
         for key in ("trace_id", "traceId"):
             if key in data:
                 meta["trace_id"] = data[key]
+        if isinstance(data.get("final_output"), str):  # any-agent's AgentTrace
+            meta["final_output"] = data["final_output"]
         for k, sp in enumerate(data["spans"]):
             col.tree(sp, None, f"spans[{k}]")
     elif isinstance(data, list):
@@ -306,10 +372,15 @@ def collect_spans(data: Any, source: str) -> tuple[list[Span], dict[str, Any]]:
     spans = col.spans
     if not spans:
         raise TraceError(source, "empty history: the trace holds no spans")
-    by_id = {s.span_id: s.order for s in spans if s.span_id}
+    by_id: dict[str | int, int] = {}
     for s in spans:
-        if s.parent is None and s.parent_id and s.parent_id in by_id and by_id[s.parent_id] != s.order:
-            s.parent = by_id[s.parent_id]
+        for key in id_keys(s.span_id):
+            by_id.setdefault(key, s.order)
+    for s in spans:
+        if s.parent is None and s.parent_id:
+            found = next((by_id[k] for k in id_keys(s.parent_id) if k in by_id), None)
+            if found is not None and found != s.order:
+                s.parent = found
         if s.parent is not None and s.parent_id is None:
             s.parent_id = spans[s.parent].span_id
     return spans, meta
@@ -351,6 +422,39 @@ def maybe_json(value: Any) -> Any:
             except ValueError:
                 return value
     return value
+
+
+def unflatten(attrs: dict[str, Any], key: str) -> Any:
+    """The value under `key`, rebuilt from dotted sub-keys where the exporter flattened it.
+
+    ``gen_ai.prompt.0.role`` / ``gen_ai.prompt.0.content`` under ``gen_ai.prompt`` give
+    ``[{"role": ..., "content": ...}]``: objects whose keys are all indices become lists.
+    """
+    if key in attrs:
+        return attrs[key]
+    prefix = key + "."
+    tree: dict[str, Any] = {}
+    for k, v in attrs.items():
+        if not k.startswith(prefix):
+            continue
+        node = tree
+        parts = k[len(prefix):].split(".")
+        for part in parts[:-1]:
+            nxt = node.get(part)
+            if not isinstance(nxt, dict):
+                nxt = node[part] = {}
+            node = nxt
+        node[parts[-1]] = v
+    return _lists(tree) if tree else None
+
+
+def _lists(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    out = {k: _lists(v) for k, v in node.items()}
+    if out and all(k.isdigit() for k in out):
+        return [out[k] for k in sorted(out, key=int)]
+    return out
 
 
 def error_notes(span: Span) -> list[str]:

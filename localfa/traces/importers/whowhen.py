@@ -27,6 +27,7 @@ from localfa.traces.importers.common import (
     content_text,
     file_stem,
     parse_step_label,
+    required_content,
     type_name,
 )
 from localfa.traces.model import AgentInfo, Labels, Step, Trace, normalize_agent
@@ -46,9 +47,20 @@ def sniff(data: Any) -> bool:
     return isinstance(data, dict) and "history" in data
 
 
+def folder_subset(folder: str) -> str | None:
+    """The subset a folder name stands for, ignoring case and separators.
+
+    The public repository spells them `Algorithm-Generated` / `Hand-Crafted`; copies use
+    `algorithm_generated`, `handcrafted`, ...: all give the canonical lower-case name.
+    """
+    key = re.sub(r"[^a-z]", "", folder.lower())
+    return next((s for s in SUBSETS if s.replace("-", "") == key), None)
+
+
 def _subset(data: dict[str, Any], path: Path, steps_have_name: bool) -> str:
-    if path.parent.name in SUBSETS:
-        return path.parent.name
+    named = folder_subset(path.parent.name)
+    if named is not None:
+        return named
     if "is_corrected" in data or not steps_have_name:
         return "hand-crafted"
     return "algorithm-generated"
@@ -67,11 +79,7 @@ def _steps(history: list[Any], source: str) -> tuple[list[Step], bool]:
         where = f"history[{i}]"
         if not isinstance(raw, dict):
             raise TraceError(source, f"{where}: expected a step object, got {type_name(raw)}")
-        if "content" not in raw:
-            raise TraceError(source, f"{where}: step has no 'content'")
-        content = raw["content"]
-        if content is None:
-            raise TraceError(source, f"{where}: step 'content' is null")
+        content = required_content(raw, where, source, "step")
         if not isinstance(content, (str, list)):
             raise TraceError(source, f"{where}: step 'content' must be text, got {type_name(content)}")
         name, role = raw.get("name"), raw.get("role")
@@ -183,7 +191,8 @@ def parse(data: Any, path: Path, source: str) -> Trace:
     if warnings:
         metadata["label_warnings"] = warnings
     question = data.get("question")
-    trace_id = f"whowhen/{path.parent.name}/{file_stem(path)}" if path.parent.name in SUBSETS else file_stem(path)
+    named = folder_subset(path.parent.name)
+    trace_id = f"whowhen/{named}/{file_stem(path)}" if named else file_stem(path)
     return Trace(
         id=trace_id,
         source=source,
