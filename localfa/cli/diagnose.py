@@ -21,6 +21,7 @@ from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 
 METHOD_HELP = "Method spec: " + SPEC_HELP
 from localfa.traces.errors import TraceError
+from localfa.traces.model import Trace
 
 
 def shortcut_options(max_turns: int | None, threshold: float | None, no_stm: bool, transcript: bool,
@@ -44,6 +45,8 @@ def diagnose(
     with_ground_truth: Annotated[bool, typer.Option("--with-ground-truth", help="Baselines: show the task's answer (paper's 'with G')")] = False,
     transcript: Annotated[bool, typer.Option("--transcript", help="Include the per-turn transcript in each line")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", help="Write JSON lines here (default: stdout)")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the trace view page here (as `localfa view`)")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress or summary on stderr (errors still show)")] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Traces investigated at once")] = 8,
     engine: EngineOpt = None,
     model: ModelOpt = None,
@@ -56,27 +59,28 @@ def diagnose(
     """Find the decisive faulty step and the responsible agent of each trace."""
     from localfa.methods.budget import parse_budget
     from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, method_option_names
-    from localfa.traces.load import iter_trace_files, load_trace
+    from localfa.results import ResultRecord
+    from localfa.traces.load import distinct_ids, load_trace, trace_files_with_roots
 
     try:
-        parse_budget(budget)
+        budget_label = parse_budget(budget).label
     except ValueError as exc:
         fail("--budget", str(exc))
     try:
-        files = iter_trace_files(traces)
+        found = trace_files_with_roots(traces)
     except TraceError as exc:
         fail_trace(exc)
-    if not files:
+    if not found:
         fail(" ".join(traces), "no trace files found")
-    loaded = []
-    for f in files:
-        try:
-            loaded.append(load_trace(f, fmt))
-        except TraceError as exc:
-            fail_trace(exc)
+    files = [f for _, f in found]
+    try:  # ids distinct per file: two 1.json in different folders are two traces
+        loaded = distinct_ids([(root, f, load_trace(f, fmt)) for root, f in found])
+    except TraceError as exc:
+        fail_trace(exc)
+    warn_empty_steps(loaded)
     try:
         spec = MethodSpec.parse(method)
-        shortcuts = shortcut_options(max_turns, threshold, no_stm, transcript, with_ground_truth)
+        shortcuts = shortcut_options(max_turns, threshold, no_stm, transcript or html is not None, with_ground_truth)
         known = method_option_names(spec.name)
         if "transcript" not in known:  # --transcript is also an output switch: other methods skip it
             shortcuts.pop("transcript", None)
@@ -91,37 +95,57 @@ def diagnose(
             manifest = build_manifest(eng, seeds=[seed], methods={spec.label: chosen.describe()},
                                       extra={"budget": budget, "trace_files": [str(f) for f in files]})
             Path(f"{out}.manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-        results = run_diagnoses(eng, chosen, loaded, seed, budget, concurrency)
+        results = run_diagnoses(eng, chosen, loaded, seed, budget, concurrency, quiet=quiet)
     finally:
         eng.close()
+    records = [ResultRecord.from_diagnosis(d, t, method=spec.label, method_name=spec.name, budget=budget_label,
+                                           seed=seed) for d, t in zip(results, loaded)]
     sink = open(out, "w", encoding="utf-8") if out else sys.stdout
     try:
-        for d in results:
-            sink.write(json.dumps(d.record(with_transcript=transcript), ensure_ascii=False) + "\n")
+        for r in records:
+            sink.write(r.to_line(with_transcript=transcript))
     finally:
         if out:
             sink.close()
-    print_summary(results)
-    if any(d.error for d in results):
+    if html is not None:  # the page shows each turn: transcripts are kept for it whatever --transcript says
+        from localfa.view import write_view
+
+        write_view([r.record(with_transcript=True) for r in records], html, traces={t.id: t for t in loaded})
+    print_summary([r for r in records if r.error] if quiet else records)
+    if any(r.error for r in records):
         raise typer.Exit(1)
 
 
-def run_diagnoses(engine, method, traces, seed: int, budget: str | None, concurrency: int):
-    """Run `method` over `traces` concurrently with a progress display; results in input order."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+def warn_empty_steps(traces: list[Trace]) -> None:
+    """Say on stderr when an import left many steps empty (an export localfa reads only in part)."""
+    from localfa.traces.quality import empty_step_warning
 
-    from localfa.methods.base import MethodContext
-    from localfa.methods.runner import method_job, run_jobs
+    for trace in traces:
+        warning = empty_step_warning(trace)
+        if warning:
+            typer.echo(f"warning: {trace.source}: {warning}", err=True)
 
-    jobs = [method_job(engine, method, MethodContext(t, seed=seed, budget=budget)) for t in traces]
+
+def run_diagnoses(engine, method, traces, seed: int, budget: str | None, concurrency: int, quiet: bool = False):
+    """Run `method` over `traces` concurrently; results in input order.
+
+    Unless `quiet`, stderr shows live progress: per trace in flight, the turn or stage it is at and
+    the tokens it has spent (`localfa.cli.progress`). Nothing of it goes to stdout.
+    """
+    from localfa.api import diagnose_iter
+    from localfa.cli.progress import LiveProgress
+
+    run = lambda wrap=None: diagnose_iter(engine, method, traces, seed=seed, budget=budget,  # noqa: E731
+                                          concurrency=concurrency, wrap=wrap)
     done = {}
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), transient=True, console=_stderr_console()) as progress:
-        task = progress.add_task(f"{method.name}", total=len(jobs))
-        for key, diag in run_jobs(engine, jobs, concurrency=concurrency):
-            done[key] = diag
-            progress.advance(task)
-    return [done[t.id] for t in traces]
+    if quiet:
+        done = dict(run())
+    else:
+        with LiveProgress(method.name, len(traces), _stderr_console()) as live:
+            for i, diag in run(lambda job: live.wrap(job, traces[int(job.key)].id)):
+                done[i] = diag
+                live.finished(str(i))
+    return [done[i] for i in range(len(traces))]
 
 
 def _stderr_console():
@@ -130,21 +154,29 @@ def _stderr_console():
     return Console(stderr=True)
 
 
-def print_summary(results) -> None:
-    """One line per trace on stderr: prediction, label when known, cost."""
-    from localfa.traces.model import normalize_agent
+def summary_line(r) -> str:
+    """A record's stderr line: prediction, hit or miss against the label (the report's scorer), cost."""
+    from localfa.bench.metrics import score_record
+
+    if r.error:
+        return f"{r.trace}: error: {r.error.splitlines()[0]}"
+    s = score_record(r)
+    hit = {1.0: "hit", 0.0: "miss"}
+    verdict = ""
+    if r.label is not None and s["step"] is not None:
+        verdict = f"  label: step {r.label.mistake_step} ({hit[s['step']]})"
+        if s["agent"] is not None:
+            verdict += f", agent {r.label.mistake_agent} ({hit[s['agent']]})"
+    u = r.usage
+    return (f"{r.trace}: step {r.step} by {r.agent} [{r.stop_reason}]{verdict}  "
+            f"calls={u['calls']} tokens={u['prompt_tokens']}+{u['completion_tokens']} cached={u['cached_tokens']} {r.wall_s:.1f}s")
+
+
+def print_summary(records) -> None:
+    """One line per trace on stderr (`summary_line`)."""
+    from rich.markup import escape
 
     console = _stderr_console()
-    for d in results:
-        label = (d.details or {}).get("label") or {}
-        if d.error:
-            console.print(f"[red]{d.trace}[/red]: error: {d.error.splitlines()[0]}")
-            continue
-        verdict = ""
-        if label.get("mistake_step") is not None:
-            ok_step = d.step == label["mistake_step"]
-            ok_agent = normalize_agent(d.agent or "") == normalize_agent(label.get("mistake_agent") or "")
-            verdict = f"  label: step {label['mistake_step']} ({'hit' if ok_step else 'miss'}), agent {label.get('mistake_agent')} ({'hit' if ok_agent else 'miss'})"
-        u = d.usage
-        console.print(f"{d.trace}: step {d.step} by {d.agent} [{d.stop_reason}]{verdict}  "
-                      f"calls={u['calls']} tokens={u['prompt_tokens']}+{u['completion_tokens']} cached={u['cached_tokens']} {d.wall_s:.1f}s")
+    for r in records:
+        line = escape(summary_line(r))
+        console.print(f"[red]{line}[/red]" if r.error else line)

@@ -72,7 +72,9 @@ class ScriptedEngine(BaseEngine):
         """
         engine = scripted_default(float(os.environ.get("LOCALFA_SCRIPTED_DELAY_S", "0") or 0))
         engine.model_info = {"path": None, "sha256": None, "name": "scripted"}
-        return engine
+        from localfa.testing.faults import maybe_inject_faults  # LOCALFA_INJECT_FAULTS (soak tests only)
+
+        return maybe_inject_faults(engine)  # type: ignore[return-value]
 
 
 def scripted_default(delay_s: float = 0.0) -> ScriptedEngine:

@@ -31,13 +31,14 @@ class VLLMEngine(BaseEngine):
 
     @classmethod
     def create(cls, options: Any, say: Callable[[str], None], named: bool = True) -> "VLLMEngine":
-        local = resolve_local_model(options, cls.name, named, say)
-        if local.settings.data_parallel_size > 1:
+        settings = options.settings()
+        if settings.data_parallel_size > 1:
             where = options.profile or "these settings"
             raise EngineError(
-                f"{where}: data_parallel_size={local.settings.data_parallel_size} runs only as a server "
+                f"{where}: data_parallel_size={settings.data_parallel_size} runs only as a server "
                 f"(vLLM refuses data parallelism in one process): start `localfa serve --profile {where}` "
                 "and use --engine openai --base-url URL")
+        local = resolve_local_model(options, cls.name, named, say)
         engine = cls(local.path, local.settings)
         engine.model_info = local.info
         note = vllm_version_note(engine._vllm.__version__)

@@ -174,3 +174,59 @@ def test_caching_session_replays_hits_without_the_engine(tmp_path):
     got2 = dict(s2.wait())
     assert [got1[t].text for t in t1] == [got2[t].text for t in t2]
     assert all(got2[t].from_cache for t in t2) and second.hits == 3
+
+
+def test_a_data_parallel_profile_is_refused_in_process_with_the_way_to_run_it():
+    from localfa.engine.errors import EngineError
+    from localfa.engine.factory import make_engine
+
+    with pytest.raises(EngineError) as info:
+        make_engine("vllm", profile="gpu-node-8x", say=lambda _m: None)
+    msg = str(info.value)
+    assert "data_parallel_size=2" in msg
+    assert "localfa serve --profile gpu-node-8x" in msg and "--engine openai" in msg
+
+
+def test_the_transformers_backend_takes_the_profiles_window(monkeypatch):
+    import localfa.engine.transformers_backend as tb
+    from localfa.engine.base import LocalModel
+    from localfa.engine.factory import EngineOptions
+
+    seen = {}
+
+    class Probe(tb.TransformersEngine):
+        def __init__(self, model_dir, max_model_len=None, **kw):  # no model load: record the arguments
+            seen.update(max_model_len=max_model_len, **kw)
+
+    monkeypatch.setattr(tb, "resolve_local_model", lambda o, b, n, s: LocalModel("/nowhere", o.settings(), {}))
+    Probe.create(EngineOptions(profile="cpu-embedded", max_model_len=4096), say=lambda _m: None)
+    assert seen == {"max_model_len": 4096, "enable_thinking": False}
+    Probe.create(EngineOptions(profile="cpu-embedded"), say=lambda _m: None)
+    assert seen["max_model_len"] == 8192
+
+
+def test_self_checks_stop_the_run_unless_allowed(monkeypatch):
+    from localfa.engine.errors import EngineError
+    from localfa.engine.self_check import settle
+    from localfa.engine.settings import EngineSettings
+    from localfa.engine.vllm_backend import VLLMEngine
+
+    engine = object.__new__(VLLMEngine)  # the checks only, no model
+    engine.sync_grammars = True
+    engine.settings = EngineSettings(enable_prefix_caching=False)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # a user's setting that defeats the in-process engine
+    checks = engine.run_self_checks()
+    assert {k: ok for k, (ok, _) in checks.items()} == {"grammar_compilation_synchronous": True, "in_process_engine": False}
+    with pytest.raises(EngineError, match="in_process_engine: VLLM_ENABLE_V1_MULTIPROCESSING is not 0"):
+        settle(checks, say=lambda _m: None)
+    said: list[str] = []
+    monkeypatch.setenv("LOCALFA_ALLOW_UNCHECKED", "1")
+    assert settle(checks, said.append) == {"grammar_compilation_synchronous": True, "in_process_engine": False}
+    assert len(said) == 1 and "continuing because LOCALFA_ALLOW_UNCHECKED=1" in said[0]
+
+
+def test_an_untested_vllm_version_is_named_in_a_warning():
+    from localfa.engine.self_check import vllm_version_note
+
+    assert vllm_version_note("0.32.0") is None
+    assert "vLLM 0.40.1 has not been tested" in vllm_version_note("0.40.1")

@@ -39,6 +39,26 @@ def test_vllm_mixed_grammar_batch_validates_and_is_reproducible(vllm_engine):
     _check_mixed_batch(vllm_engine)
 
 
+def test_vllm_checked_itself_at_start_and_says_so_in_describe(vllm_engine):
+    expected = {"grammar_compilation_synchronous": True, "in_process_engine": True, "cached_tokens_reported": True}
+    assert vllm_engine.self_checks == expected
+    described = vllm_engine.describe()
+    assert described["self_checks"] == expected
+    assert described["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_seeds_are_really_used_different_seeds_sample_differently(vllm_engine):
+    """temperature 1.0 over a free-ish regex: 6 seeds give more than one distinct answer,
+    and each seed repeated gives its own answer back."""
+    g = Grammar.regex(r"[a-z]{4,12}", name="word")
+    msgs = [{"role": "user", "content": "Write one made-up word."}]
+    reqs = [Request(msgs, g, Sampling(temperature=1.0, top_p=1.0, max_tokens=8, seed=s)) for s in range(6)]
+    first = [r.text for r in vllm_engine.generate(reqs)]
+    again = [r.text for r in vllm_engine.generate(reqs)]
+    assert first == again
+    assert len(set(first)) > 1, first
+
+
 def test_vllm_shared_prefix_reports_cached_tokens(vllm_engine):
     out = vllm_engine.generate(mixed_batch(8, seed_base=100, prefix=LONG_PREFIX))
     assert sum(r.usage.cached_tokens for r in out) > 0
@@ -78,9 +98,7 @@ def test_openai_backend_against_real_vllm_serve(vllm_server):
         _check_mixed_batch(engine)
         out = engine.generate(mixed_batch(8, seed_base=200, prefix=LONG_PREFIX))
         assert sum(r.usage.cached_tokens for r in out) > 0
-        two = make_engine("openai", base_urls=[vllm_server, vllm_server + "/v1"])
-        assert len(two.generate(mixed_batch(4))) == 4
-        two.close()
+        assert engine.self_checks == {"prompt_tokens_details": True}
     finally:
         engine.close()
 
