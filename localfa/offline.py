@@ -16,6 +16,10 @@ OFFLINE_ENV: dict[str, str] = {
     "VLLM_NO_USAGE_STATS": "1",
     "VLLM_DO_NOT_TRACK": "1",
     "DO_NOT_TRACK": "1",
+    # Ray (sweeps across hosts, localfa.cluster) reports usage statistics unless told not to.
+    "RAY_USAGE_STATS_ENABLED": "0",
+    # ...and joins clusters without authentication unless told; read when Ray is imported.
+    "RAY_AUTH_MODE": "token",
     "TOKENIZERS_PARALLELISM": "false",
     # vLLM looks up a routable host address for its workers unless told; air-gapped hosts often
     # have no default route, so pin it to loopback.

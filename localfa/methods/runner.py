@@ -78,8 +78,8 @@ def run_jobs(engine: Engine, jobs: Iterable[Job], concurrency: int = 8) -> Itera
     in its Diagnosis; a bug inside a method likewise ends only that program.
     """
     session = engine.session()
-    queue = list(jobs)
-    queue.reverse()
+    queue = iter(jobs)  # read lazily: a caller may feed jobs while others run (cluster workers)
+    exhausted = False
     live: dict[int, tuple[_Active, int]] = {}  # ticket -> (program, position in its batch)
     running = 0
 
@@ -107,9 +107,13 @@ def run_jobs(engine: Engine, jobs: Iterable[Job], concurrency: int = 8) -> Itera
             live[ticket] = (a, pos)
         return None
 
-    while queue or running:
-        while queue and running < concurrency:
-            done = step(_Active(queue.pop()), None)
+    while not exhausted or running:
+        while not exhausted and running < concurrency:
+            job = next(queue, None)
+            if job is None:
+                exhausted = True
+                break
+            done = step(_Active(job), None)
             if done is not None:
                 yield done
             else:
