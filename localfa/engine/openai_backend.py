@@ -25,6 +25,7 @@ from localfa.engine.base import BaseEngine, RawOutput
 from localfa.engine.errors import ContextLengthError, EngineError, EngineUnavailableError, GrammarError
 from localfa.tokens import approx_tokens
 from localfa.engine.self_check import settle
+from localfa.engine.session import as_engine_error
 from localfa.engine.types import Message, Request
 from localfa.engine.vllm_types import structured_outputs
 
@@ -290,6 +291,6 @@ class HTTPSession:
             ticket = self._futures.pop(fut)
             try:
                 out.append((ticket, fut.result()[0]))
-            except EngineError as exc:
-                out.append((ticket, exc))
+            except Exception as exc:  # noqa: BLE001 - one request's failure, never the sweep's
+                out.append((ticket, as_engine_error(exc)))
         return sorted(out, key=lambda c: c[0])

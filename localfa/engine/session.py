@@ -22,41 +22,26 @@ class Session(Protocol):
         """Queue requests; return one ticket per request."""
 
     def wait(self) -> list[Completion]:
-        """Block until at least one submitted request is done; return (ticket, response or error)."""
-
-    def pending(self) -> int:
-        """How many submitted requests have not been returned by `wait` yet."""
-
-
-class BatchSession:
-    """Everything pending goes to `engine.generate` as one batch; an engine error in that batch
-    is isolated by re-sending its requests one by one, so only the failing request errors."""
-
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self._ids = itertools.count()
-        self._queue: list[tuple[int, Request]] = []
-
-    def submit(self, requests: Sequence[Request]) -> list[int]:
-        tickets = [next(self._ids) for _ in requests]
-        self._queue.extend(zip(tickets, requests))
-        return tickets
-
-    def pending(self) -> int:
-        return len(self._queue)
-
-    def wait(self) -> list[Completion]:
         batch, self._queue = self._queue, []
         if not batch:
             return []
         try:
             responses = self.engine.generate([r for _, r in batch])
             return [(t, resp) for (t, _), resp in zip(batch, responses)]
-        except EngineError:
+        except Exception:  # noqa: BLE001 - isolate the failing request, whatever the backend raised
             out: list[Completion] = []
             for t, req in batch:
                 try:
                     out.append((t, self.engine.generate([req])[0]))
-                except EngineError as exc:
-                    out.append((t, exc))
+                except Exception as exc:  # noqa: BLE001
+                    out.append((t, as_engine_error(exc)))
             return out
+
+
+def as_engine_error(exc: BaseException) -> EngineError:
+    """Any failure of one request as an EngineError, so it ends that request's program only."""
+    if isinstance(exc, EngineError):
+        return exc
+    err = EngineError(f"{type(exc).__name__} in the backend: {exc}")
+    err.__cause__ = exc
+    return err

@@ -43,7 +43,9 @@ from pydantic import BaseModel, Field, create_model
 
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Sampling, derive_seed
+from localfa.limits import Limits, LimitsHit
 from localfa.methods.base import BaseMethod, MethodContext, Program
+from localfa.methods.fencing import fence_overhead
 from localfa.templates import render
 from localfa.traces.model import Trace, normalize_agent
 
@@ -87,14 +89,19 @@ def _clean(text: str) -> str:
 
 @dataclass
 class TraceView:
-    """The trace as the baselines show it: one ``[i] agent: content`` block per step."""
+    """The trace as the baselines show it: a ``[i] agent:`` line then the step's text, fenced
+    (`localfa.methods.fencing`), each step first cut to the per-step limit (`localfa.limits`)."""
 
     trace: Trace
     char_budget: int
+    limits: LimitsHit | None = None
     contents: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.contents = [_clean(s.content or s.observation or "") for s in self.trace.steps]
+        hit = self.limits
+        n = len(self.trace.steps) if hit is None else hit.steps(len(self.trace.steps))
+        texts = [_clean(s.content or s.observation or "") for s in self.trace.steps[:n]]
+        self.contents = texts if hit is None else [hit.step_text(i, t) for i, t in enumerate(texts)]
 
     def header(self, i: int) -> str:
         return f"[{i}] {self.trace.steps[i].agent}:"
@@ -102,7 +109,7 @@ class TraceView:
     def cap_for(self, lo: int, hi: int) -> int | None:
         """The content cap that fits steps lo..hi (inclusive) into the char budget."""
         idx = range(lo, hi + 1)
-        overhead = sum(len(self.header(i)) + 2 for i in idx)
+        overhead = sum(len(self.header(i)) + 2 + fence_overhead(f"STEP {i}") for i in idx)
         return water_fill_cap([len(self.contents[i]) for i in idx], max(0, self.char_budget - overhead))
 
     def steps(self, lo: int, hi: int, cap: int | None) -> list[dict[str, Any]]:
@@ -136,37 +143,19 @@ def _budget_chars(ctx: MethodContext, max_chars: int | None) -> tuple[int, str |
     max_chars = _start_chars(ctx, max_chars)
     if not ctx.budget or ctx.budget == "none":
         return max_chars, None
-    from localfa.methods.budget import parse_budget, resolve_scale
+    from localfa.methods.budget import limit_in_chars, resolve_budget
 
-    budget = parse_budget(ctx.budget)
-    if budget.scale is not None:
-        from localfa.traces.lineview import LineView
-
-        labels = ctx.trace.labels
-        if labels is None or labels.mistake_step is None:
-            raise ValueError(f"budget {ctx.budget}: the trace has no labelled fault step to scale from")
-        view = LineView(ctx.trace, count_tokens=ctx.count_tokens)
-        budget = resolve_scale(budget, view.token_position_of_step(labels.mistake_step))
-    if budget.limit is None:
+    budget = resolve_budget(ctx.budget, ctx.trace, ctx.count_tokens)
+    limit_chars = limit_in_chars(budget, _chars_per_token(ctx))
+    if limit_chars is None:
         return max_chars, None
-    if budget.unit == "chars":
-        limit_chars = budget.limit
-    else:
-        limit_chars = budget.limit * _chars_per_token(ctx)
-    return max(256, min(max_chars, int(limit_chars))), f"budget {budget.label} -> {int(limit_chars)} chars"
+    return max(256, min(max_chars, limit_chars)), f"budget {budget.label} -> {limit_chars} chars"
 
 
 def _chars_per_token(ctx: MethodContext) -> float:
-    if ctx.count_tokens is None:
-        return 4.0
-    sample = "\n".join(s.content for s in ctx.trace.steps)[:20000]
-    if not sample.strip():
-        return 4.0
-    try:
-        n = int(ctx.count_tokens(sample))
-    except Exception:  # a tokenizer hiccup must not end the run: use the usual ratio
-        return 4.0
-    return max(1.0, len(sample) / max(1, n))
+    from localfa.methods.budget import measured_chars_per_token
+
+    return measured_chars_per_token("\n".join(s.content for s in ctx.trace.steps), ctx.count_tokens)
 
 
 def fit_char_budget(ctx: MethodContext, char_budget: int, prompt_for: Callable[[int], list[dict[str, str]]],
@@ -247,22 +236,24 @@ class _ModelBaseline(BaseMethod):
     Options: ClassVar[type] = BaselineOptions
     options: BaselineOptions
 
-    def __getattr__(self, item: str) -> Any:  # options read as attributes: self.reason_chars
-        if item == "options":
-            raise AttributeError(item)
-        return getattr(self.options, item)
-
     def _sampling(self, max_tokens: int) -> Sampling:
-        return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=max_tokens)
+        return Sampling(temperature=self.options.temperature, top_p=self.options.top_p, max_tokens=max_tokens)
 
-    def _vars(self, ctx: MethodContext) -> dict[str, Any]:
+    def _vars(self, ctx: MethodContext, n_steps: int) -> dict[str, Any]:
         t = ctx.trace
-        gt = (t.ground_truth or "").strip() if self.with_ground_truth else ""
+        gt = (t.ground_truth or "").strip() if self.options.with_ground_truth else ""
         return {
             "task": shorten(_clean(t.task or "(not recorded)"), TASK_MAX_CHARS),
             "ground_truth": shorten(gt, 500) if gt else None,
-            "n_steps": len(t.steps),
+            "n_steps": n_steps,
+            "reason_chars": self.options.reason_chars,
         }
+
+    @staticmethod
+    def _limits(ctx: MethodContext) -> tuple[LimitsHit, int]:
+        """The host limits for this run, and how many of the trace's steps it expands."""
+        hit = LimitsHit(Limits.from_env())
+        return hit, hit.steps(len(ctx.trace.steps))
 
     def _system(self) -> dict[str, str]:
         return {"role": "system", "content": render("baselines/system.j2")}
@@ -273,28 +264,28 @@ class AllAtOnce(_ModelBaseline):
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
-        n = len(trace.steps)
+        hit, n = self._limits(ctx)
         agents = agent_choices(trace)
-        base = self._vars(ctx)
-        max_tokens = _json_max_tokens(self.reason_chars, agents)
+        base = self._vars(ctx, n)
+        max_tokens = _json_max_tokens(self.options.reason_chars, agents)
 
         def messages(budget: int) -> list[dict[str, str]]:
-            view = TraceView(trace, budget)
+            view = TraceView(trace, budget, hit)
             prompt = render("baselines/all_at_once.j2", **base, steps=view.steps(0, n - 1, view.cap_for(0, n - 1)),
                             agents=agents)
             return [self._system(), {"role": "user", "content": prompt}]
 
-        char_budget, note = _budget_chars(ctx, self.max_chars)
+        char_budget, note = _budget_chars(ctx, self.options.max_chars)
         char_budget = fit_char_budget(ctx, char_budget, messages, max_tokens)
-        cap = TraceView(trace, char_budget).cap_for(0, n - 1)
-        grammar = Grammar.json(_agent_step_model(agents, n, self.reason_chars), name="all_at_once")
+        cap = TraceView(trace, char_budget, hit).cap_for(0, n - 1)
+        grammar = Grammar.json(_agent_step_model(agents, n, self.options.reason_chars), name="all_at_once")
         req = ctx.request("aao", messages(char_budget), grammar, self._sampling(max_tokens))
         (resp,) = yield [req]
         ans = resp.value
         return ctx.diagnosis(
             self.name, step=ans.step, agent=ans.agent, reasoning=ans.reason,
             details={"content_cap": cap, "char_budget": char_budget, "budget_note": note,
-                     "ground_truth_shown": base["ground_truth"] is not None},
+                     "ground_truth_shown": base["ground_truth"] is not None, "limits_hit": hit.as_details()},
         )
 
 
@@ -303,8 +294,8 @@ class StepByStep(_ModelBaseline):
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
-        n = len(trace.steps)
-        base = self._vars(ctx)
+        hit, n = self._limits(ctx)
+        base = self._vars(ctx, n)
 
         def messages(view: TraceView, cap: int | None, i: int) -> list[dict[str, str]]:
             prompt = render("baselines/step_by_step.j2", **base, steps=view.steps(0, i, cap),
@@ -312,12 +303,12 @@ class StepByStep(_ModelBaseline):
             return [self._system(), {"role": "user", "content": prompt}]
 
         def largest(budget: int) -> list[dict[str, str]]:
-            v = TraceView(trace, budget)
+            v = TraceView(trace, budget, hit)
             return messages(v, v.cap_for(0, n - 1), n - 1)
 
-        char_budget, note = _budget_chars(ctx, self.max_chars)
+        char_budget, note = _budget_chars(ctx, self.options.max_chars)
         char_budget = fit_char_budget(ctx, char_budget, largest, 4)
-        view = TraceView(trace, char_budget)
+        view = TraceView(trace, char_budget, hit)
         cap = view.cap_for(0, n - 1)  # one cap for the trace: each prompt extends the previous
         grammar = Grammar.choice(["yes", "no"], name="decisive_yes_no")
         flagged: int | None = None
@@ -329,7 +320,7 @@ class StepByStep(_ModelBaseline):
                 break
         details = {"content_cap": cap, "char_budget": char_budget, "budget_note": note,
                    "ground_truth_shown": base["ground_truth"] is not None,
-                   "checked_steps": (flagged + 1) if flagged is not None else n}
+                   "checked_steps": (flagged + 1) if flagged is not None else n, "limits_hit": hit.as_details()}
         if flagged is None:
             return ctx.diagnosis(self.name, step=n - 1, stop_reason="no_step_flagged",
                                  reasoning="no step was judged decisive; the last step is predicted",
@@ -345,22 +336,23 @@ class BinarySearch(_ModelBaseline):
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
-        lo, hi = 0, len(trace.steps) - 1
-        base = self._vars(ctx)
+        hit, n = self._limits(ctx)
+        lo, hi = 0, n - 1
+        base = self._vars(ctx, n)
 
         def first_round(budget: int) -> list[dict[str, str]]:
-            v = TraceView(trace, budget)
+            v = TraceView(trace, budget, hit)
             prompt = render("baselines/binary_search.j2", **base, steps=v.steps(lo, hi, v.cap_for(lo, hi)),
                             lo=lo, hi=hi, mid=lo + (hi - lo) // 2)
             return [self._system(), {"role": "user", "content": prompt}]
 
-        char_budget, note = _budget_chars(ctx, self.max_chars)
-        char_budget = fit_char_budget(ctx, char_budget, first_round, _json_max_tokens(self.reason_chars))
-        view = TraceView(trace, char_budget)
+        char_budget, note = _budget_chars(ctx, self.options.max_chars)
+        char_budget = fit_char_budget(ctx, char_budget, first_round, _json_max_tokens(self.options.reason_chars))
+        view = TraceView(trace, char_budget, hit)
         halves = Grammar.choice(["upper", "lower"], name="upper_or_lower")
         path: list[dict[str, Any]] = []
         rnd = 0
-        while hi - lo + 1 > self.final_window:
+        while hi - lo + 1 > self.options.final_window:
             mid = lo + (hi - lo) // 2
             prompt = render("baselines/binary_search.j2", **base, steps=view.steps(lo, hi, view.cap_for(lo, hi)),
                             lo=lo, hi=hi, mid=mid)
@@ -374,15 +366,15 @@ class BinarySearch(_ModelBaseline):
                 lo = mid + 1
             rnd += 1
         details = {"path": path, "char_budget": char_budget, "budget_note": note,
-                   "ground_truth_shown": base["ground_truth"] is not None}
+                   "ground_truth_shown": base["ground_truth"] is not None, "limits_hit": hit.as_details()}
         if lo == hi:  # the halving already ended on one step: nothing left to ask
             return ctx.diagnosis(self.name, step=lo, details=details,
                                  reasoning=f"binary search narrowed the trace to step {lo}")
-        grammar = Grammar.json(_step_model(lo, hi, self.reason_chars), name="binary_search_final")
+        grammar = Grammar.json(_step_model(lo, hi, self.options.reason_chars), name="binary_search_final")
         prompt = render("baselines/binary_search_final.j2", **base, steps=view.steps(lo, hi, view.cap_for(lo, hi)),
                         lo=lo, hi=hi)
         req = ctx.request("bs/final", [self._system(), {"role": "user", "content": prompt}], grammar,
-                          self._sampling(_json_max_tokens(self.reason_chars)))
+                          self._sampling(_json_max_tokens(self.options.reason_chars)))
         (resp,) = yield [req]
         ans = resp.value
         return ctx.diagnosis(self.name, step=ans.step, reasoning=ans.reason, details=details)

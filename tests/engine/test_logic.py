@@ -7,7 +7,7 @@ import json
 import pytest
 
 from localfa.engine.cache import CachingEngine, ResponseCache
-from localfa.engine.errors import (ContextLengthError, GrammarError, InvalidOutputError, ModelPathError,
+from localfa.engine.errors import (ContextLengthError, EngineError, GrammarError, InvalidOutputError, ModelPathError,
                                    TruncatedOutputError)
 from localfa.engine.examples import example_text
 from localfa.engine.grammar import Grammar
@@ -230,3 +230,21 @@ def test_an_untested_vllm_version_is_named_in_a_warning():
 
     assert vllm_version_note("0.32.0") is None
     assert "vLLM 0.40.1 has not been tested" in vllm_version_note("0.40.1")
+
+
+def test_a_backend_bug_mid_batch_fails_only_its_own_request():
+    from localfa.engine.session import BatchSession
+
+    g = Grammar.choice(["ok"], name="ok")
+
+    def answer(req):
+        if req.key == "bad":
+            raise ZeroDivisionError("backend bug")
+        return "ok"
+
+    session = BatchSession(ScriptedEngine(answer))
+    reqs = [Request([{"role": "user", "content": k}], g, Sampling(max_tokens=2, seed=0), key=k) for k in ("a", "bad", "b")]
+    tickets = session.submit(reqs)
+    done = dict(session.wait())
+    assert done[tickets[0]].value == "ok" and done[tickets[2]].value == "ok"
+    assert isinstance(done[tickets[1]], EngineError) and "ZeroDivisionError in the backend" in str(done[tickets[1]])

@@ -1,0 +1,95 @@
+"""`localfa serve` with a real `vllm serve` of the embedded model, started once for the module:
+with an API key, a request without it gets 401 and with it succeeds (the openai backend reading
+LOCALFA_API_KEY); the key is in no process's command line; SIGTERM leaves none of its tree alive."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from localfa.engine.grammar import Grammar
+from localfa.engine.types import Request, Sampling
+from localfa.serving.launch import API_KEY_ENV, free_port
+from tests.serving.proctree import alive, children, cmdline, descendants
+
+pytestmark = [pytest.mark.real, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
+
+REPO = Path(__file__).resolve().parents[2]
+KEY = "k-7d2e90b4-test-only"
+
+
+def _read_line(proc: subprocess.Popen, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+        if ready:
+            return proc.stdout.readline().strip()
+    return ""
+
+
+@pytest.fixture(scope="module")
+def served(embedded_model_dir, tmp_path_factory):
+    """(localfa serve process, URL, its process tree once healthy); killed at the end if still up."""
+    log = tmp_path_factory.mktemp("serve") / "vllm.log"
+    port = free_port()
+    env = {**os.environ, "LOCALFA_API_KEY": KEY}
+    proc = subprocess.Popen([sys.executable, "-m", "localfa", "serve", "--port", str(port), "--log", str(log)],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    url = _read_line(proc, 420)
+    if url != f"http://127.0.0.1:{port}":
+        proc.kill()
+        pytest.fail(f"localfa serve did not come up ({url!r}); log: {log.read_text()[-2000:] if log.exists() else ''}")
+    tree = descendants(proc.pid)
+    yield proc, url, tree
+    for pid in alive(tree | {proc.pid}):
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_request_without_the_key_gets_401_and_with_it_succeeds(served, monkeypatch):
+    from localfa.engine.factory import make_engine
+
+    _, url, _ = served
+    with httpx.Client(trust_env=False, timeout=30) as client:
+        assert client.get(f"{url}/v1/models").status_code == 401
+        body = {"model": "localfa", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        assert client.post(f"{url}/v1/chat/completions", json=body).status_code == 401
+        wrong = client.get(f"{url}/v1/models", headers={"Authorization": "Bearer wrong"})
+        assert wrong.status_code == 401
+    monkeypatch.setenv("LOCALFA_API_KEY", KEY)  # the openai backend reads it when --api-key is absent
+    engine = make_engine("openai", base_urls=[url])
+    try:
+        grammar = Grammar.choice(["yes", "no"], name="yes_no")
+        (resp,) = engine.generate([Request([{"role": "user", "content": "Is water wet? Answer yes or no."}],
+                                           grammar, Sampling(max_tokens=4, seed=0))])
+        assert resp.value in ("yes", "no") and resp.usage.prompt_tokens > 0
+    finally:
+        engine.close()
+
+
+def test_the_key_is_in_no_command_line_only_in_the_server_environment(served):
+    proc, _, tree = served
+    (server,) = children(proc.pid)  # vllm's API server
+    assert tree and all(KEY not in cmdline(pid) for pid in tree | {proc.pid})
+    assert "vllm.entrypoints.openai.api_server" in cmdline(server)
+    environ = Path(f"/proc/{server}/environ").read_bytes().split(b"\0")
+    assert f"{API_KEY_ENV}={KEY}".encode() in environ
+
+
+def test_sigterm_to_localfa_serve_leaves_no_process_of_its_tree(served):
+    proc, _, tree = served
+    tree = tree | descendants(proc.pid)
+    assert len(tree) >= 2  # the API server and its engine core, at least
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    deadline = time.monotonic() + 10
+    while alive(tree) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert alive(tree) == set(), {p: cmdline(p) for p in alive(tree)}
