@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -26,6 +26,9 @@ class Diagnosis(BaseModel):
     wall_s: float = 0.0
     details: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
+    # "transient" (the engine was unavailable: a re-run may succeed) or "final"; set from the
+    # exception itself by the runner, so sweeps know what to retry on resume.
+    error_kind: Literal["transient", "final"] | None = None
     transcript: list[dict[str, Any]] | None = None
 
     def record(self, with_transcript: bool = False) -> dict[str, Any]:

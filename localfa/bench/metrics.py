@@ -1,21 +1,26 @@
-"""Scores over sweep records: pure functions of a record's prediction and its `label`.
+"""The one scorer: pure functions of a `ResultRecord`'s prediction and its `label`.
 
-A record is one JSON line of `results.jsonl` (see `localfa.bench.sweep`): a Diagnosis record plus
-``label = {mistake_step, mistake_agent, fault_steps, high_impact_steps}`` (None when the trace
-has no labels). Per record, each metric is 1.0, 0.0, or None when it does not apply:
+`diagnose`'s summary, the sweep's running accuracy and `report` all score through
+`score_record`. A record (`localfa.results.ResultRecord`) carries the trace's labels
+(``label``: mistake_step, mistake_agent, fault_steps, high_impact_steps; None when the trace has
+none). Per record, each metric is 1.0, 0.0, or None when it does not apply:
 
 - agent: normalised exact match (``normalize_agent``: case, spacing, ``(thought)`` suffixes).
 - step: exact match of the 0-based step; ``tol_k``: ``|predicted - labelled| <= k``, k = 1..5.
 - precision: the predicted step is one of the labelled faults (multi-fault labels).
 - strict_precision: the predicted step is one of the high-impact faults.
-- span_f1 / first_error (predictions with `spans` only): F1 of predicted steps against the
-  labelled fault steps as sets; whether the earliest predicted step is the earliest fault.
+- span_precision / span_recall / span_f1 / first_error (span methods only: records with `spans`,
+  and every record of a group where any record has them): precision, recall and F1 of the
+  predicted steps against the labelled fault steps as sets (`gold_steps`: the labelled
+  `fault_spans` and `fault_steps` together); whether the earliest predicted step is the earliest
+  fault. A failed span prediction is a miss (0 on all four).
 - step_substring: Who&When's reference scorer, which tests ``str(label) in str(prediction)``, so
   a label "7" matches a prediction "17". Only to compare with published tables, never as ours.
 
 A record that failed (error, no step) scores 0 where a prediction was needed: failures are never
-dropped from the denominator. Aggregation first averages a trace's records over seeds, then
-averages traces; the 95% interval is a percentile bootstrap over traces with a fixed seed.
+dropped from the denominator. Aggregation (`AGGREGATION`) first averages a trace's records over
+seeds, then averages traces; the 95% interval (`INTERVAL`) is a percentile bootstrap over traces
+with a fixed seed.
 """
 
 from __future__ import annotations
@@ -25,21 +30,25 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from localfa.traces.model import normalize_agent
+from localfa.results import ResultRecord
+from localfa.traces.model import Labels, normalize_agent
 
 TOLERANCES: tuple[int, ...] = (1, 2, 3, 4, 5)
 METRICS: tuple[str, ...] = (
     "agent", "step", *(f"tol_{k}" for k in TOLERANCES),
-    "precision", "strict_precision", "span_f1", "first_error", "step_substring",
+    "precision", "strict_precision", "span_precision", "span_recall", "span_f1", "first_error", "step_substring",
 )
 METRIC_TITLES: dict[str, str] = {
     "agent": "agent acc", "step": "step acc", **{f"tol_{k}": f"±{k}" for k in TOLERANCES},
-    "precision": "precision", "strict_precision": "strict prec.", "span_f1": "span F1",
+    "precision": "precision", "strict_precision": "strict prec.",
+    "span_precision": "span prec.", "span_recall": "span recall", "span_f1": "span F1",
     "first_error": "first-error acc",
     "step_substring": "step acc, W&W substring scorer (compare with published tables only)",
 }
 COST_FIELDS: tuple[str, ...] = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens")
 OVERALL = "overall"
+AGGREGATION = "per-trace mean over seeds, then mean over traces"
+INTERVAL = "95% percentile bootstrap over traces"
 
 
 # ---- per record --------------------------------------------------------------------------------
@@ -53,10 +62,10 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def predicted_steps(record: dict[str, Any]) -> set[int]:
+def predicted_steps(record: ResultRecord) -> set[int]:
     """Steps a span prediction covers (inclusive ranges); empty when there are no spans."""
     out: set[int] = set()
-    for span in record.get("spans") or []:
+    for span in record.spans or []:
         a, b = _as_int(span[0]), _as_int(span[1])
         if a is None or b is None:
             continue
@@ -65,11 +74,11 @@ def predicted_steps(record: dict[str, Any]) -> set[int]:
     return out
 
 
-def gold_steps(label: dict[str, Any]) -> set[int]:
-    """The labelled fault steps; the decisive step alone when no fault list is given."""
-    faults = {s for s in (_as_int(x) for x in label.get("fault_steps") or []) if s is not None}
-    if not faults and _as_int(label.get("mistake_step")) is not None:
-        faults = {_as_int(label["mistake_step"])}  # type: ignore[arg-type]
+def gold_steps(label: Labels) -> set[int]:
+    """The labelled fault steps and the steps of the labelled fault spans; else the decisive step."""
+    faults = set(label.fault_steps).union(*(range(a, b + 1) for a, b in label.fault_spans))
+    if not faults and label.mistake_step is not None:
+        faults = {label.mistake_step}
     return faults
 
 
@@ -89,43 +98,47 @@ def substring_match(label_step: Any, predicted_step: Any) -> bool:
     return str(label_step) in str(predicted_step)
 
 
-def score_record(record: dict[str, Any]) -> dict[str, float | None]:
-    """Every metric for one record (None where it does not apply, e.g. no label)."""
+def score_record(record: ResultRecord, span_method: bool = False) -> dict[str, float | None]:
+    """Every metric for one record (None where it does not apply, e.g. no label).
+
+    `span_method`: the record comes from a method that predicts spans, so a record without
+    spans (a failure) scores 0 on the span metrics instead of leaving them out.
+    """
     scores: dict[str, float | None] = {m: None for m in METRICS}
-    label = record.get("label")
-    if not label:
+    label = record.label
+    if label is None:
         return scores
-    pred = _as_int(record.get("step"))
-    gold = _as_int(label.get("mistake_step"))
-    if label.get("mistake_agent"):
-        agent = record.get("agent")
-        scores["agent"] = float(bool(agent) and normalize_agent(str(agent)) == normalize_agent(str(label["mistake_agent"])))
+    pred = record.step
+    gold = label.mistake_step
+    if label.mistake_agent:
+        agent = record.agent
+        scores["agent"] = float(bool(agent) and normalize_agent(str(agent)) == normalize_agent(label.mistake_agent))
     if gold is not None:
         scores["step"] = float(pred is not None and pred == gold)
         for k in TOLERANCES:
             scores[f"tol_{k}"] = float(pred is not None and abs(pred - gold) <= k)
         scores["step_substring"] = float(substring_match(gold, pred))
-    faults = [s for s in (_as_int(x) for x in label.get("fault_steps") or []) if s is not None]
-    if faults:
-        scores["precision"] = float(pred is not None and pred in faults)
-    high = [s for s in (_as_int(x) for x in label.get("high_impact_steps") or []) if s is not None]
-    if high:
-        scores["strict_precision"] = float(pred is not None and pred in high)
-    if record.get("spans") is not None:
+    if label.fault_steps:
+        scores["precision"] = float(pred is not None and pred in label.fault_steps)
+    if label.high_impact_steps:
+        scores["strict_precision"] = float(pred is not None and pred in label.high_impact_steps)
+    if record.spans is not None or span_method:
         g = gold_steps(label)
         if g:
             p = predicted_steps(record)
+            scores["span_precision"] = len(p & g) / len(p) if p else 0.0
+            scores["span_recall"] = len(p & g) / len(g)
             scores["span_f1"] = span_f1(p, g)
             first = min(p) if p else pred
             scores["first_error"] = float(first is not None and first == min(g))
     return scores
 
 
-def is_multi_fault(label: dict[str, Any] | None) -> bool:
+def is_multi_fault(label: Labels | None) -> bool:
     """A label with several faults or a high-impact subset (precision metrics apply)."""
-    if not label:
+    if label is None:
         return False
-    return len(label.get("fault_steps") or []) > 1 or bool(label.get("high_impact_steps"))
+    return len(label.fault_steps) > 1 or bool(label.high_impact_steps)
 
 
 # ---- aggregation -------------------------------------------------------------------------------
@@ -170,35 +183,44 @@ class GroupSummary:
     traces: int = 0
     seeds: list[int] = field(default_factory=list)
     errors: int = 0
+    transient_errors: int = 0  # engine errors a resumed sweep retries
     metrics: dict[str, Estimate] = field(default_factory=dict)
     cost: dict[str, float] = field(default_factory=dict)  # per trace-run (record) means
     multi_fault: bool = False
     spans: bool = False
 
+    @property
+    def balanced(self) -> bool:
+        """Every trace has a record for every seed (else some runs are missing)."""
+        return self.records == len(self.seeds) * self.traces
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "method": self.method, "budget": self.budget, "subset": self.subset,
             "records": self.records, "traces": self.traces, "seeds": self.seeds, "errors": self.errors,
+            "transient_errors": self.transient_errors, "balanced": self.balanced,
+            "aggregation": AGGREGATION, "interval": INTERVAL,
             "metrics": {k: v.as_dict() for k, v in self.metrics.items()}, "cost": self.cost,
             "multi_fault": self.multi_fault, "spans": self.spans,
         }
 
 
-def _budget_of(record: dict[str, Any]) -> str:
-    return str(record.get("budget") or "none")
+def summarize_group(method: str, budget: str, subset: str, records: list[ResultRecord],
+                    n_boot: int = 1000, seed: int = 0, span_method: bool | None = None) -> GroupSummary:
+    """Aggregate one group: per trace, mean over its seeds; then mean and CI over traces.
 
-
-def summarize_group(method: str, budget: str, subset: str, records: list[dict[str, Any]],
-                    n_boot: int = 1000, seed: int = 0) -> GroupSummary:
-    """Aggregate one group: per trace, mean over its seeds; then mean and CI over traces."""
+    `span_method` (default: any record of the group has spans) scores records without spans
+    as span misses.
+    """
     g = GroupSummary(method, budget, subset, records=len(records))
-    g.seeds = sorted({int(r.get("seed", 0)) for r in records})
-    g.errors = sum(1 for r in records if r.get("error"))
-    g.multi_fault = any(is_multi_fault(r.get("label")) for r in records)
-    g.spans = any(r.get("spans") is not None for r in records)
+    g.seeds = sorted({r.seed for r in records})
+    g.errors = sum(1 for r in records if r.error)
+    g.transient_errors = sum(1 for r in records if r.error and r.error_kind == "transient")
+    g.multi_fault = any(is_multi_fault(r.label) for r in records)
+    g.spans = any(r.spans is not None for r in records) if span_method is None else span_method
     by_trace: dict[str, list[dict[str, float | None]]] = {}
     for r in records:
-        by_trace.setdefault(str(r.get("trace")), []).append(score_record(r))
+        by_trace.setdefault(r.trace, []).append(score_record(r, span_method=g.spans))
     g.traces = len(by_trace)
     for m in METRICS:
         per_trace: list[float] = []
@@ -209,13 +231,13 @@ def summarize_group(method: str, budget: str, subset: str, records: list[dict[st
         g.metrics[m] = bootstrap_ci(per_trace, n_boot=n_boot, seed=seed)
     n = max(1, len(records))
     for f in COST_FIELDS:
-        g.cost[f] = sum(float((r.get("usage") or {}).get(f, 0) or 0) for r in records) / n
+        g.cost[f] = sum(float(r.usage.get(f, 0) or 0) for r in records) / n
     g.cost["tokens"] = g.cost["prompt_tokens"] + g.cost["completion_tokens"]
-    g.cost["wall_s"] = sum(float(r.get("wall_s") or 0.0) for r in records) / n
+    g.cost["wall_s"] = sum(float(r.wall_s or 0.0) for r in records) / n
     return g
 
 
-def summarize(records: list[dict[str, Any]], n_boot: int = 1000, seed: int = 0,
+def summarize(records: list[ResultRecord], n_boot: int = 1000, seed: int = 0,
               method_order: list[str] | None = None) -> list[GroupSummary]:
     """One GroupSummary per (method, budget) and subset, plus an "overall" row for each.
 
@@ -223,9 +245,9 @@ def summarize(records: list[dict[str, Any]], n_boot: int = 1000, seed: int = 0,
     budgets as first seen; subsets sorted, overall last. An empty run gives an empty list.
     """
     order: list[tuple[str, str]] = []
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[ResultRecord]] = {}
     for r in records:
-        key = (str(r.get("method")), _budget_of(r))
+        key = (r.method, r.budget)
         if key not in groups:
             order.append(key)
             groups[key] = []
@@ -235,10 +257,11 @@ def summarize(records: list[dict[str, Any]], n_boot: int = 1000, seed: int = 0,
     out: list[GroupSummary] = []
     for method, budget in order:
         recs = groups[(method, budget)]
-        subsets = sorted({str(r.get("subset")) for r in recs if r.get("subset")})
+        spans = any(r.spans is not None for r in recs)  # a span method: its failures are span misses
+        subsets = sorted({r.subset for r in recs if r.subset})
         for sub in subsets:
-            out.append(summarize_group(method, budget, sub, [r for r in recs if str(r.get("subset")) == sub], n_boot, seed))
-        out.append(summarize_group(method, budget, OVERALL, recs, n_boot, seed))
+            out.append(summarize_group(method, budget, sub, [r for r in recs if r.subset == sub], n_boot, seed, spans))
+        out.append(summarize_group(method, budget, OVERALL, recs, n_boot, seed, spans))
     return out
 
 

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from localfa.errors import LocatedError
-from localfa.bench.metrics import (METRIC_TITLES, OVERALL, TOLERANCES, GroupSummary, Estimate, score_record,
-                                   summarize, tolerance_curve)
-from localfa.bench.store import RESULTS, read_records
+from localfa.bench.metrics import (AGGREGATION, INTERVAL, METRIC_TITLES, OVERALL, TOLERANCES, GroupSummary, Estimate,
+                                   score_record, summarize, tolerance_curve)
+from localfa.bench.store import RESULTS
 from localfa.bench.sweep import MANIFEST
+from localfa.results import ResultRecord
+from localfa.view.charts import report_charts
 
 REPORT_HTML = "report.html"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
@@ -32,18 +34,18 @@ class ReportError(LocatedError):
 
 # ---- loading -----------------------------------------------------------------------------------
 
-def load_run(run_dir: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def load_run(run_dir: str | Path) -> tuple[list[ResultRecord], dict[str, Any] | None]:
     """(records, manifest) of a run directory; a missing results file is an error."""
     run = Path(run_dir)
     if not run.is_dir():
         raise ReportError(run, "no such run directory")
     results = run / RESULTS
-    if not results.exists():
-        raise ReportError(results, "no results file: run `localfa bench ... --out RUN_DIR` first")
-    from localfa.bench.store import StoreError
+    from localfa.bench.store import StoreError, read_run_records, results_files
 
+    if not results_files(run):  # results.jsonl and/or the shard files of `bench --shard I/N`
+        raise ReportError(results, "no results file: run `localfa bench ... --out RUN_DIR` first")
     try:
-        records = read_records(results)
+        records = read_run_records(run)
     except StoreError as exc:
         raise ReportError(exc.path, exc.message) from None
     manifest = None
@@ -78,7 +80,7 @@ def metric_columns(groups: list[GroupSummary]) -> list[str]:
     if any(g.multi_fault for g in groups):
         cols += ["precision", "strict_precision"]
     if any(g.spans for g in groups):
-        cols += ["span_f1", "first_error"]
+        cols += ["span_precision", "span_recall", "span_f1", "first_error"]
     return cols
 
 
@@ -89,16 +91,48 @@ def _show_budget(groups: list[GroupSummary]) -> bool:
 def table_rows(groups: list[GroupSummary], ci: bool = True) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the main table (method x subset x metric, with cost per trace run)."""
     cols = metric_columns(groups)
-    head = ["method"] + (["budget"] if _show_budget(groups) else []) + ["subset", "traces", "runs"]
+    head = ["method"] + (["budget"] if _show_budget(groups) else []) + ["subset", "traces", "seeds × traces", "runs"]
     head += [METRIC_TITLES[c] for c in cols]
     head += ["calls/trace", "tokens/trace", "cached/trace", "errors"]
     rows = []
     for g in groups:
-        row = [g.method] + ([g.budget] if _show_budget(groups) else []) + [g.subset, str(g.traces), str(g.records)]
+        row = [g.method] + ([g.budget] if _show_budget(groups) else []) + [g.subset, str(g.traces), seeds_by_traces(g),
+                                                                           str(g.records)]
         row += [fmt_estimate(g.metrics[c], ci) for c in cols]
-        row += [_fmt_num(g.cost["calls"]), _fmt_num(g.cost["tokens"]), _fmt_num(g.cost["cached_tokens"]), str(g.errors)]
+        row += [_fmt_num(g.cost["calls"]), _fmt_num(g.cost["tokens"]), _fmt_num(g.cost["cached_tokens"]), fmt_errors(g)]
         rows.append(row)
     return head, rows
+
+
+def seeds_by_traces(g: GroupSummary) -> str:
+    """``3 × 10``, or ``3 × 10 (28 of 30 runs)`` when some trace lacks some seed (a partial run)."""
+    text = f"{len(g.seeds)} × {g.traces}"
+    return text if g.balanced else f"{text} ({g.records} of {len(g.seeds) * g.traces} runs)"
+
+
+def fmt_errors(g: GroupSummary) -> str:
+    """Error records, with how many of them are engine errors a resumed sweep retries."""
+    return f"{g.errors} ({g.transient_errors} engine)" if g.transient_errors else str(g.errors)
+
+
+def method_notes(groups: list[GroupSummary]) -> list[str]:
+    """Lines that say what the table's numbers include: failures scored as misses, partial runs."""
+    notes = []
+    for g in (g for g in groups if g.subset == OVERALL):
+        name = g.method + (f" ({g.budget})" if g.budget != "none" else "")
+        if g.errors:
+            retry = (f"; {g.transient_errors} failed on engine errors (timeouts, refused connections, server errors): "
+                     "run the same `localfa bench` command again to retry them" if g.transient_errors else "")
+            notes.append(f"{name}: {g.errors} of {g.records} runs are errors, scored as misses{retry}.")
+        if not g.balanced:
+            notes.append(f"{name}: unbalanced run, {g.records} runs for {len(g.seeds)} seeds × {g.traces} traces.")
+    return notes
+
+
+def method_line() -> str:
+    """How the table aggregates and what its intervals are."""
+    return (f"Aggregation: {AGGREGATION}. Intervals: {INTERVAL} (seeded, reproducible). "
+            "Failed runs count as misses, never dropped.")
 
 
 def substring_rows(groups: list[GroupSummary]) -> tuple[list[str], list[list[str]]]:
@@ -122,7 +156,7 @@ def markdown_table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def markdown_report(records: list[dict[str, Any]], manifest: dict[str, Any] | None = None, *,
+def markdown_report(records: list[ResultRecord], manifest: dict[str, Any] | None = None, *,
                     substring: bool = False, n_boot: int = 1000) -> str:
     """The report as markdown: a header line, the main table, optionally the substring table."""
     groups = summarize(records, n_boot=n_boot, method_order=_method_order(manifest))
@@ -130,10 +164,12 @@ def markdown_report(records: list[dict[str, Any]], manifest: dict[str, Any] | No
     if not groups:
         out.append("No records in this run yet.")
         return "\n".join(out) + "\n"
-    out.append(f"{len(records)} records; metrics are means over traces (seeds averaged within a trace) "
-               "with bootstrap 95% intervals; cost columns are per trace run.")
+    out.append(f"{len(records)} records. {method_line()} Cost columns are per trace run.")
     out.append("")
     out.append(markdown_table(*table_rows(groups)))
+    notes = method_notes(groups)
+    if notes:
+        out += [""] + [f"- {n}" for n in notes]
     if substring:
         out += ["", "### Who&When reference scorer (substring match; for comparison with published tables only)",
                 "", SUBSTRING_NOTE, "", markdown_table(*substring_rows(groups))]
@@ -156,11 +192,12 @@ def _title_suffix(manifest: dict[str, Any] | None) -> str:
 # ---- HTML --------------------------------------------------------------------------------------
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em;color:#222;max-width:1400px}
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em;color:#222;max-width:1400px;box-sizing:border-box}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}
-table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
-th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
-th{background:#f2f2f2}td.num{text-align:right;white-space:nowrap}
+table{border-collapse:collapse;font-size:.82em;margin:.5em 0}
+th,td{border:1px solid #ccc;padding:.25em .35em;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th{overflow-wrap:normal;font-size:.92em}.ci{display:block;font-size:.8em;color:#666;white-space:nowrap}table{max-width:100%}svg.chart{max-width:100%;height:auto}
+th{background:#f2f2f2}td.num{text-align:right}
 .hit{color:#1a7f37;font-weight:bold}.miss{color:#b42318}.err{color:#b42318;white-space:pre-wrap}
 .note{color:#555;font-size:.9em}details{margin:.3em 0}summary{cursor:pointer}
 blockquote{margin:.2em 0 .2em 1em;padding-left:.5em;border-left:3px solid #ccc;white-space:pre-wrap}
@@ -172,13 +209,22 @@ def _e(x: Any) -> str:
     return html.escape("" if x is None else str(x), quote=True)
 
 
+def _cell(text: str) -> str:
+    """A cell's HTML; an estimate's interval goes on its own line so the wide table fits 1280 px."""
+    mean, sep, ci = text.partition(" [")
+    if not sep or not ci.endswith("]"):
+        return _e(text)
+    lo, _, hi = ci[:-1].partition(", ")
+    return f'{_e(mean)}<span class="ci" title="95% interval">{_e(lo)}–{_e(hi)}</span>'
+
+
 def html_table(head: list[str], rows: list[list[str]], numeric_from: int = 0) -> str:
-    out = ["<table><thead><tr>", "".join(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
+    out = ["<table><thead><tr>", "".join(f"<th>{_e(h).replace('/', '/<wbr>')}</th>" for h in head), "</tr></thead><tbody>"]
     for r in rows:
         cells = []
         for i, c in enumerate(r):
             cls = ' class="num"' if numeric_from and i >= numeric_from else ""
-            cells.append(f"<td{cls}>{_e(c)}</td>")
+            cells.append(f"<td{cls}>{_cell(c)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     return "".join(out)
@@ -235,40 +281,40 @@ def _mark(score: float | None) -> str:
     return '<span class="hit">✓</span>' if score >= 1 else '<span class="miss">✗</span>'
 
 
-def per_trace_html(records: list[dict[str, Any]], reasoning_chars: int = 1200) -> str:
-    by_trace: dict[str, list[dict[str, Any]]] = {}
+def per_trace_html(records: list[ResultRecord], reasoning_chars: int = 1200) -> str:
+    by_trace: dict[str, list[ResultRecord]] = {}
     for r in records:
-        by_trace.setdefault(str(r.get("trace")), []).append(r)
+        by_trace.setdefault(r.trace, []).append(r)
     out = []
     for tid, recs in by_trace.items():
-        label = recs[0].get("label") or {}
-        lab = (f"label: step {label.get('mistake_step')} by {label.get('mistake_agent')}" if label
-               else "no label")
+        label = recs[0].label
+        lab = f"label: step {label.mistake_step} by {label.mistake_agent}" if label else "no label"
         hits = sum(1 for r in recs if score_record(r)["step"] == 1.0)
-        out.append(f"<details><summary><code>{_e(tid)}</code> ({_e(recs[0].get('subset') or '')}) — {_e(lab)} — "
+        out.append(f"<details><summary><code>{_e(tid)}</code> ({_e(recs[0].subset or '')}) — {_e(lab)} — "
                    f"{hits}/{len(recs)} runs exact</summary>")
-        if label.get("reason"):
-            out.append(f"<p class=note>labelled reason: {_e(label['reason'])}</p>")
-        if label.get("fault_steps") and len(label["fault_steps"]) > 1:
-            out.append(f"<p class=note>fault steps {_e(label['fault_steps'])}; high impact {_e(label.get('high_impact_steps'))}</p>")
+        if label and label.reason:
+            out.append(f"<p class=note>labelled reason: {_e(label.reason)}</p>")
+        if label and len(label.fault_steps) > 1:
+            out.append(f"<p class=note>fault steps {_e(label.fault_steps)}; high impact {_e(label.high_impact_steps)}</p>")
         out.append("<table><thead><tr><th>method</th><th>budget</th><th>seed</th><th>step</th><th></th><th>agent</th><th></th>"
                    "<th>stop</th><th>calls</th><th>tokens</th><th>evidence and reasoning</th></tr></thead><tbody>")
-        for r in sorted(recs, key=lambda r: (str(r.get("method")), str(r.get("budget")), int(r.get("seed", 0)))):
+        for r in sorted(recs, key=lambda r: (r.method, r.budget, r.seed)):
             s = score_record(r)
-            u = r.get("usage") or {}
-            ev = "".join(f"<blockquote>{_e(q)}</blockquote>" for q in (r.get("evidence") or []))
-            if r.get("spans"):
-                ev = f"<div>spans: {_e(r['spans'])}</div>" + ev
-            reasoning = str(r.get("reasoning") or "")
+            u = r.usage
+            ev = "".join(f"<blockquote>{_e(q)}</blockquote>" for q in r.evidence)
+            if r.spans:
+                ev = f"<div>spans: {_e(r.spans)}</div>" + ev
+            reasoning = r.reasoning
             if len(reasoning) > reasoning_chars:
                 reasoning = reasoning[:reasoning_chars] + " …"
             body = ev + (f"<div>{_e(reasoning)}</div>" if reasoning else "")
-            if r.get("error"):
-                body += f'<div class="err">{_e(str(r["error"])[:2000])}</div>'
+            if r.error:
+                kind = f"({r.error_kind}) " if r.error_kind else ""
+                body += f'<div class="err">{_e(kind + r.error[:2000])}</div>'
             out.append(
-                f"<tr><td>{_e(r.get('method'))}</td><td>{_e(r.get('budget'))}</td><td class=num>{_e(r.get('seed'))}</td>"
-                f"<td class=num>{_e(r.get('step'))}</td><td>{_mark(s['step'])}</td>"
-                f"<td>{_e(r.get('agent'))}</td><td>{_mark(s['agent'])}</td><td>{_e(r.get('stop_reason'))}</td>"
+                f"<tr><td>{_e(r.method)}</td><td>{_e(r.budget)}</td><td class=num>{_e(r.seed)}</td>"
+                f"<td class=num>{_e(r.step)}</td><td>{_mark(s['step'])}</td>"
+                f"<td>{_e(r.agent)}</td><td>{_mark(s['agent'])}</td><td>{_e(r.stop_reason)}</td>"
                 f"<td class=num>{_e(u.get('calls', 0))}</td>"
                 f"<td class=num>{_e(int(u.get('prompt_tokens', 0) or 0) + int(u.get('completion_tokens', 0) or 0))}</td>"
                 f"<td>{body}</td></tr>")
@@ -295,7 +341,7 @@ def _manifest_html(manifest: dict[str, Any] | None, run_dir: str) -> str:
     return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
 
 
-def html_report(records: list[dict[str, Any]], manifest: dict[str, Any] | None = None, *,
+def html_report(records: list[ResultRecord], manifest: dict[str, Any] | None = None, *,
                 run_dir: str = "", substring: bool = True, n_boot: int = 1000) -> str:
     """The whole report as one self-contained HTML document."""
     groups = summarize(records, n_boot=n_boot, method_order=_method_order(manifest))
@@ -305,13 +351,12 @@ def html_report(records: list[dict[str, Any]], manifest: dict[str, Any] | None =
     else:
         head, rows = table_rows(groups)
         body.append("<h2>Results</h2>")
-        body.append(f"<p class=note>{len(records)} records. Metrics: means over traces (a trace's seeds are averaged "
-                    "first) with percentile-bootstrap 95% intervals over traces. Agent accuracy is a normalised exact "
-                    "match; step accuracy and ±k are exact on 0-based steps. Cost columns are per trace run. "
-                    "Failed runs count as wrong.</p>")
+        body.append(f"<p class=note>{len(records)} records. {_e(method_line())} Agent accuracy is a normalised exact "
+                    "match; step accuracy and ±k are exact on 0-based steps. Cost columns are per trace run.</p>")
         body.append(html_table(head, rows, numeric_from=head.index("traces")))
-        body.append("<h2>Tolerance accuracy</h2>")
-        body.append(tolerance_svg(groups))
+        body += [f"<p class=note>{_e(n)}</p>" for n in method_notes(groups)]
+        body.append("<h2>Charts</h2>")
+        body.append(report_charts(groups))
         if substring:
             sh, sr = substring_rows(groups)
             body.append("<h2>Who&amp;When reference scorer (substring match)</h2>")

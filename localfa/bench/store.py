@@ -1,90 +1,104 @@
-"""`results.jsonl`: append-only, one record per line, on disk before the next one starts.
+"""`results.jsonl`: append-only, one `ResultRecord` per line, on disk before the next one starts.
 
 Every record is written with a single `write` of ``json + "\\n"``, flushed and fsynced. A process
 killed mid-write (SIGKILL) can only leave a partial *last* line without its newline; opening the
 store for writing cuts that fragment off, so the next record starts on a clean line. Records are
-keyed by (trace, method, budget, seed): a key already in the file is never written again. A lock
-file keeps two sweeps from appending to the same run at once.
+keyed by (trace, method, budget, seed). A key is written once, except that a sweep may write a
+new record for a key whose record failed (a retried error, see `ResultRecord.is_final`); when a
+key appears on several lines the last one is the record. A lock file keeps two sweeps from
+appending to the same run at once.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Iterator
 
 from localfa.errors import LocatedError
+from localfa.results import Key, ResultRecord
 
 RESULTS = "results.jsonl"
 LOCK = ".sweep.lock"
-
-Key = tuple[str, str, str, int]
+SHARD_RESULTS = "results.shard-*-of-*.jsonl"  # `localfa bench --shard I/N` (localfa.cluster.shard)
 
 
 class StoreError(LocatedError):
     """A results file that cannot be used; str = "path: message"."""
 
 
-def record_key(record: dict[str, Any]) -> Key:
+def record_key(record: ResultRecord) -> Key:
     """The identity of a record: (trace id, method label, budget label, seed)."""
-    return (str(record["trace"]), str(record["method"]), str(record.get("budget") or "none"), int(record["seed"]))
+    return record.key
 
 
-def read_records(path: str | Path) -> list[dict[str, Any]]:
+def read_records(path: str | Path) -> list[ResultRecord]:
     """Every complete record of a results file (a partial last line is ignored).
 
-    A damaged line anywhere else is an error naming the line. A key seen twice keeps its first
-    record (the file is append-only, so the first one is the one that was finished first).
+    A damaged line anywhere else is an error naming the line. A key seen twice keeps its last
+    record (a retried error supersedes the failure), at the position of its first.
     """
     p = Path(path)
     if not p.exists():
         return []
-    data = p.read_bytes()
-    records, _ = _parse(data, p)
-    return records
+    records, _ = _parse(p.read_bytes(), p)
+    return list(records.values())
 
 
-def _parse(data: bytes, path: Path) -> tuple[list[dict[str, Any]], int]:
-    """Records and the byte length of the complete part (up to the last good newline)."""
+def results_files(run_dir: str | Path) -> list[Path]:
+    """Every results file of a run: results.jsonl first, then the shard files (`--shard I/N`) in name order."""
+    run = Path(run_dir)
+    main = [run / RESULTS] if (run / RESULTS).exists() else []
+    return main + sorted(run.glob(SHARD_RESULTS))
+
+
+def read_run_records(run_dir: str | Path) -> list[ResultRecord]:
+    """The records of all results files of a run; a key in several files keeps its last record."""
+    merged: dict[Key, ResultRecord] = {}
+    for f in results_files(run_dir):
+        merged.update(_parse(f.read_bytes(), f)[0])
+    return list(merged.values())
+
+
+def _parse(data: bytes, path: Path) -> tuple[dict[Key, ResultRecord], int]:
+    """Records by key and the byte length of the complete part (up to the last good newline)."""
     end = data.rfind(b"\n") + 1  # 0 when there is no complete line
     complete = data[:end]  # a partial last line (after the last newline) is not a record
-    records: list[dict[str, Any]] = []
-    seen: set[Key] = set()
+    records: dict[Key, ResultRecord] = {}
     good_end = 0
     offset = 0
     lines = complete.split(b"\n")[:-1] if complete else []
     for lineno, raw in enumerate(lines, start=1):
-        line_end = offset + len(raw) + 1
-        offset = line_end
+        offset += len(raw) + 1
         if not raw.strip():
-            good_end = line_end
+            good_end = offset
             continue
         try:
-            rec = json.loads(raw)
-            key = record_key(rec)
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise StoreError(path, f"line {lineno} is not a result record ({type(exc).__name__}: {exc}); "
+            rec = ResultRecord.from_line(raw)
+        except (UnicodeDecodeError, TypeError, ValueError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise StoreError(path, f"line {lineno} is not a result record ({type(exc).__name__}: {first}); "
                                    "fix or remove that line to resume") from None
-        good_end = line_end
-        if key in seen:
-            continue
-        seen.add(key)
-        records.append(rec)
+        good_end = offset
+        records[rec.key] = rec
     return records, good_end
 
 
 class ResultStore:
     """The results file of one run directory, open for appending."""
 
-    def __init__(self, run_dir: str | Path) -> None:
+    def __init__(self, run_dir: str | Path, name: str = RESULTS) -> None:
         self.run_dir = Path(run_dir)
-        self.path = self.run_dir / RESULTS
+        self.path = self.run_dir / name  # a shard writes its own file (localfa.cluster.shard)
         self._fh: Any = None
         self._lock_fh: Any = None
-        self.records: list[dict[str, Any]] = []
-        self.keys: set[Key] = set()
+        self._by_key: dict[Key, ResultRecord] = {}
         self.repaired_bytes = 0
+
+    @property
+    def records(self) -> list[ResultRecord]:
+        """The current record of every key, in the order keys first appeared."""
+        return list(self._by_key.values())
 
     def open(self) -> "ResultStore":
         """Lock the run, read what is finished, cut a partial last line, open for append."""
@@ -92,8 +106,10 @@ class ResultStore:
         self._lock()
         created = not self.path.exists()
         data = b"" if created else self.path.read_bytes()
-        self.records, good_end = _parse(data, self.path)
-        self.keys = {record_key(r) for r in self.records}
+        own, good_end = _parse(data, self.path)
+        others = [f for f in results_files(self.run_dir) if f != self.path]  # shards of the same run
+        self._by_key = {k: r for f in others for k, r in _parse(f.read_bytes(), f)[0].items()}
+        self._by_key.update(own)
         if good_end < len(data):
             self.repaired_bytes = len(data) - good_end
             with open(self.path, "r+b") as fh:
@@ -108,7 +124,7 @@ class ResultStore:
     def _lock(self) -> None:
         import fcntl
 
-        self._lock_fh = open(self.run_dir / LOCK, "a+")
+        self._lock_fh = open(self.run_dir / (LOCK if self.path.name == RESULTS else f".{self.path.name}.lock"), "a+")
         try:
             fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -117,19 +133,20 @@ class ResultStore:
             raise StoreError(self.run_dir, "another sweep is writing to this run directory; wait for it or use another --out") from None
 
     def __contains__(self, key: Key) -> bool:
-        return key in self.keys
+        return key in self._by_key
 
-    def append(self, record: dict[str, Any]) -> bool:
-        """Write one record durably; False (and nothing written) when its key is already there."""
-        key = record_key(record)
-        if key in self.keys:
+    def get(self, key: Key) -> ResultRecord | None:
+        return self._by_key.get(key)
+
+    def append(self, record: ResultRecord, replace: bool = False) -> bool:
+        """Write one record durably; False (nothing written) when its key is there and not `replace`."""
+        key = record.key
+        if key in self._by_key and not replace:
             return False
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
-        self._fh.write(line.encode("utf-8"))
+        self._fh.write(record.to_line().encode("utf-8"))
         self._fh.flush()
         os.fsync(self._fh.fileno())
-        self.keys.add(key)
-        self.records.append(record)
+        self._by_key[key] = record
         return True
 
     def close(self) -> None:
@@ -146,7 +163,7 @@ class ResultStore:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[ResultRecord]:
         return iter(self.records)
 
 

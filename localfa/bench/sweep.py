@@ -1,16 +1,23 @@
 """Sweeps: traces x methods x budgets x seeds, one durable record each, resumable after a kill.
 
-- Records are keyed by (trace id, method label, budget label, seed) and appended to
-  ``RUN_DIR/results.jsonl`` as soon as each is done (see `localfa.bench.store`). Re-running the
-  same command skips finished keys; a sweep killed with SIGKILL loses at most the records that
-  were in flight (and with the response cache, which `localfa bench` keeps in RUN_DIR/cache by
-  default, even their finished model calls are replayed, not recomputed).
-- ``RUN_DIR/manifest.json`` is written at the start. On resume the model, backend, prompt and
-  grammar hashes, and the options of every method already in the run, must match, else the sweep
+- Records (`localfa.results.ResultRecord`) are keyed by (trace id, method label, budget label,
+  seed) and appended to ``RUN_DIR/results.jsonl`` as soon as each is done (see
+  `localfa.bench.store`). Re-running the same command skips finished keys, except records that
+  failed on an engine error (timeout, connection refused, HTTP 5xx): those run again, and with
+  ``retry_errors`` every error record does. A sweep killed with SIGKILL loses at most the records
+  that were in flight (and with the response cache, which `localfa bench` keeps in RUN_DIR/cache
+  by default, even their finished model calls are replayed, not recomputed).
+- Trace ids are distinct per file (`localfa.traces.load.distinct_ids`); a key already in the run
+  for a different trace (another file with the same id) is an error naming both files.
+- ``RUN_DIR/manifest.json`` is written at the start. On resume everything that changes answers
+  (`localfa.manifest.comparable`: model, backend, prompts, grammars, engine settings such as max
+  model length, dtype, structured-outputs backend and vLLM version, chat template, sampling
+  defaults) and the options of every method already in the run must match, else the sweep
   refuses (``force=True`` continues anyway and notes it in the manifest). Adding seeds, budgets,
   methods or traces to an existing run is allowed: that only adds records.
 - Every trace runs concurrently through `run_jobs`, so the engine sees full batches.
 - Each record carries the trace's labels (``label``), so metrics never need the trace files.
+- The running accuracy shown while it runs comes from the report's scorer (`score_record`).
 
 Methods are given as ``NAME`` or ``NAME:key=value:key=value`` (e.g.
 ``all-at-once:with_ground_truth=true``); the canonical spec is the record's `method` label.
@@ -27,15 +34,17 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from localfa.errors import LocatedError
-from localfa.bench.store import ResultStore, record_key
+from localfa.bench.metrics import score_record
+from localfa.bench.store import ResultStore
 from localfa.diagnosis import Diagnosis
 from localfa.methods.base import MethodContext
 from localfa.methods.budget import parse_budget
 from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, parse_methods  # noqa: F401
 from localfa.methods.runner import Job, method_job, run_jobs
+from localfa.results import ResultRecord, trace_digest
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
 
@@ -81,55 +90,36 @@ def parse_budgets(text: str | None) -> list[str]:
 
 # ---- traces ------------------------------------------------------------------------------------
 
-def label_of(trace: Trace) -> dict[str, Any] | None:
-    """What the metrics need from the trace's labels, stored in every record."""
-    lab = trace.labels
-    if lab is None:
-        return None
-    return {
-        "mistake_step": lab.mistake_step,
-        "mistake_agent": lab.mistake_agent,
-        "fault_steps": list(lab.fault_steps),
-        "high_impact_steps": list(lab.high_impact_steps),
-        "reason": lab.reason,
-    }
-
-
 def load_traces(paths: list[str | Path], limit: int | None = None, skip_bad: bool = False,
                 warn: Callable[[str], None] | None = None) -> list[Trace]:
-    """Traces under `paths` in a stable (natural) order; `limit` = first N per subset.
+    """Traces under `paths` in a stable (natural) order, ids distinct per file; `limit` = first N per subset.
 
-    A "subset" is the trace's own subset (Who&When: algorithm-generated, hand-crafted) or else
-    the folder the file sits in, counted separately for each path given. Bad files raise
-    `TraceError`, or are reported through `warn` and skipped with `skip_bad`.
+    A "subset" is the trace's own subset (Who&When: algorithm-generated, hand-crafted, whatever
+    the folders' case) or else the folder the file sits in, counted separately for each path
+    given. Ids are made distinct over every file found before `limit` applies, so a trace keeps
+    its id whatever the limit. Bad files raise `TraceError`, or are reported through `warn` and
+    skipped with `skip_bad`.
     """
-    from localfa.traces.load import iter_trace_files, load_trace
+    from localfa.traces.load import distinct_ids, load_trace, trace_files_with_roots
 
     if limit is not None and limit < 1:
         raise SweepError(None, f"--limit must be at least 1, got {limit}")
+    loaded: list[tuple[Path, Path, Trace]] = []
+    for root, f in trace_files_with_roots(list(paths)):
+        try:
+            loaded.append((root, f, load_trace(f)))
+        except TraceError as exc:
+            if not skip_bad:
+                raise
+            (warn or _stderr)(f"warning: skipping {exc}")
+    counts: dict[tuple[str, str], int] = {}
     out: list[Trace] = []
-    ids: dict[str, str] = {}
-    for root in paths:
-        counts: dict[str, int] = {}
-        for f in iter_trace_files([root]):
-            try:
-                trace = load_trace(f)
-            except TraceError as exc:
-                if not skip_bad:
-                    raise
-                (warn or _stderr)(f"warning: skipping {exc}")
-                continue
-            group = trace.subset or str(f.parent)
-            if limit is not None and counts.get(group, 0) >= limit:
-                continue
-            if trace.id in ids:
-                if ids[trace.id] == trace.source:
-                    continue
-                raise TraceError(trace.source, f"trace id {trace.id!r} is also the id of {ids[trace.id]}; "
-                                               "records are keyed by trace id, so ids must be distinct")
-            ids[trace.id] = trace.source
-            counts[group] = counts.get(group, 0) + 1
-            out.append(trace)
+    for (root, f, _), trace in zip(loaded, distinct_ids(loaded)):
+        group = (str(root), trace.subset or str(f.parent))
+        if limit is not None and counts.get(group, 0) >= limit:
+            continue
+        counts[group] = counts.get(group, 0) + 1
+        out.append(trace)
     return out
 
 
@@ -152,14 +142,18 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 def manifest_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What differs between two manifests in the parts that fix the results.
 
-    Model, backend, prompt and grammar hashes must be equal; methods are compared only where both
-    runs have them (a new method, seed, budget or trace extends a run).
+    Model, backend, prompt and grammar hashes and the answer settings (max model length, dtype,
+    structured-outputs backend, vLLM version, chat template, sampling defaults) must be equal;
+    methods are compared only where both runs have them (a new method, seed, budget or trace
+    extends a run).
     """
-    from localfa.manifest import comparable
+    from localfa.manifest import ANSWER_SETTINGS, comparable
 
     a, b = comparable(old), comparable(new)
     diffs: list[str] = []
-    for key in sorted(set(a) | set(b)):
+    keys = set(a) | set(b)
+    keys -= {k for k in ANSWER_SETTINGS if k not in a or k not in b}  # a manifest from before they were recorded
+    for key in sorted(keys):
         if key == "methods":
             ma, mb = a.get(key) or {}, b.get(key) or {}
             for name in sorted(set(ma) & set(mb)):
@@ -221,9 +215,10 @@ class SweepResult:
     skipped: int = 0
     written: int = 0
     errors: int = 0
+    retried: int = 0
     repaired_bytes: int = 0
     wall_s: float = 0.0
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[ResultRecord] = field(default_factory=list)
 
 
 @dataclass
@@ -238,31 +233,20 @@ class _Unit:
         return (self.trace.id, self.spec.label, self.budget, self.seed)
 
 
-def make_record(diag: Diagnosis, unit: _Unit) -> dict[str, Any]:
-    """The results.jsonl line: the Diagnosis record, its sweep identity, and the trace's label."""
-    rec = diag.record()
-    rec["trace"] = unit.trace.id
-    rec["source"] = rec.get("source") or unit.trace.source
-    rec["subset"] = rec.get("subset") or unit.trace.subset
-    rec["method"] = unit.spec.label
-    rec["method_name"] = unit.spec.name
-    rec["budget"] = unit.budget
-    rec["seed"] = unit.seed
-    rec["n_steps"] = len(unit.trace.steps)
-    rec["label"] = label_of(unit.trace)
-    rec["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    return rec
+def make_record(diag: Diagnosis, unit: _Unit, digest: str | None = None) -> ResultRecord:
+    """The results.jsonl line: the Diagnosis, its sweep identity, and the trace's label."""
+    return ResultRecord.from_diagnosis(diag, unit.trace, method=unit.spec.label, method_name=unit.spec.name,
+                                       budget=unit.budget, seed=unit.seed, digest=digest)
 
 
-def _running_accuracy(records: Iterable[dict[str, Any]]) -> tuple[float | None, int]:
-    n = hit = 0
-    for r in records:
-        lab = r.get("label") or {}
-        if lab.get("mistake_step") is None:
-            continue
-        n += 1
-        hit += int(r.get("step") is not None and int(r["step"]) == int(lab["mistake_step"]))
-    return (hit / n if n else None), n
+def _collision(unit: _Unit, old: ResultRecord, digest: str) -> str | None:
+    """Why `old` (already in the run under `unit`'s key) is not a record of `unit`'s trace, or None."""
+    if old.trace_sha256 is None or old.trace_sha256 == digest:
+        return None
+    same = old.source == unit.trace.source
+    what = "was changed since" if same else f"{unit.trace.source} has the same id as {old.source}, whose"
+    return (f"trace id {unit.trace.id!r}: {what} records were written into this run (different content); "
+            "use a new --out" + ("" if same else ", or give the two files distinct names"))
 
 
 def run_sweep(
@@ -275,11 +259,16 @@ def run_sweep(
     *,
     concurrency: int = 8,
     force: bool = False,
+    retry_errors: bool = False,
     progress: bool = True,
     manifest_extra: dict[str, Any] | None = None,
     say: Callable[[str], None] = _stderr,
 ) -> SweepResult:
-    """Run every (trace, method, budget, seed) not yet in RUN_DIR/results.jsonl."""
+    """Run every (trace, method, budget, seed) without a final record in RUN_DIR/results.jsonl.
+
+    A record that failed on an engine error is not final (it runs again); with `retry_errors`
+    no error record is.
+    """
     from localfa.manifest import build_manifest
 
     run_dir = Path(run_dir)
@@ -317,26 +306,42 @@ def run_sweep(
                     for seed in seeds:
                         units.append(_Unit(trace, spec, budget, seed))
         result.planned = len(units)
-        todo = [u for u in units if u.key not in store]
+        digests = {t.id: trace_digest(t) for t in traces}
+        todo: list[_Unit] = []
+        retried = 0
+        for u in units:
+            old = store.get(u.key)
+            if old is None:
+                todo.append(u)
+                continue
+            clash = _collision(u, old, digests[u.trace.id])
+            if clash and not force:
+                raise SweepError(run_dir, clash)
+            if not old.is_final(retry_errors):
+                todo.append(u)
+                retried += 1
         result.skipped = len(units) - len(todo)
+        result.retried = retried
         planned_keys = {u.key for u in units}
-        finished_here = [r for r in store.records if record_key(r) in planned_keys]
+        finished_here = [r for r in store.records if r.key in planned_keys and r.is_final(retry_errors)]
+
         def job(u: _Unit, idx: int) -> Job:
             ctx = MethodContext(trace=u.trace, seed=u.seed, budget=None if u.budget == "none" else u.budget,
                                 options=u.spec.options_dict)
             return method_job(engine, built[u.spec.label], ctx, key=str(idx), label=u.spec.label)
 
         jobs = [job(u, i) for i, u in enumerate(todo)]
-        if result.skipped:
-            say(f"localfa: resuming {run_dir}: {result.skipped} of {result.planned} records already done")
+        if result.skipped or retried:
+            say(f"localfa: resuming {run_dir}: {result.skipped} of {result.planned} records already done"
+                + (f", {retried} failed records to run again" if retried else ""))
         with _Progress(progress, total=len(units), done=result.skipped, records=finished_here) as bar:
             for key, diag in run_jobs(engine, jobs, concurrency=concurrency):
                 unit = todo[int(key)]
-                rec = make_record(diag, unit)
-                if store.append(rec):
+                rec = make_record(diag, unit, digests[unit.trace.id])
+                if store.append(rec, replace=unit.key in store):
                     result.written += 1
                     result.records.append(rec)
-                    if rec.get("error"):
+                    if rec.error:
                         result.errors += 1
                 bar.advance(rec)
     finally:
@@ -348,21 +353,23 @@ def run_sweep(
 class _Progress:
     """A rich progress bar with ETA and running step accuracy (silent when disabled)."""
 
-    def __init__(self, enabled: bool, total: int, done: int, records: list[dict[str, Any]]) -> None:
+    def __init__(self, enabled: bool, total: int, done: int, records: list[ResultRecord]) -> None:
         self.enabled = enabled
         self.total = total
         self.done = done
-        self.n = self.hits = self.errors = 0
+        self.n = self.errors = 0
+        self.hits = 0.0
         for r in records:
             self._count(r)
         self._progress: Any = None
         self._task: Any = None
 
-    def _count(self, r: dict[str, Any]) -> None:
-        acc, n = _running_accuracy([r])
-        self.n += n
-        self.hits += int(acc or 0)
-        self.errors += int(bool(r.get("error")))
+    def _count(self, r: ResultRecord) -> None:
+        step = score_record(r)["step"]
+        if step is not None:
+            self.n += 1
+            self.hits += step
+        self.errors += int(bool(r.error))
 
     def _acc_text(self) -> str:
         text = "step acc —" if not self.n else f"step acc {self.hits / self.n:.3f} (n={self.n})"
@@ -384,7 +391,7 @@ class _Progress:
         self._task = self._progress.add_task("bench", total=self.total, completed=self.done, acc=self._acc_text())
         return self
 
-    def advance(self, record: dict[str, Any]) -> None:
+    def advance(self, record: ResultRecord) -> None:
         self._count(record)
         if self._progress is not None:
             self._progress.update(self._task, advance=1, acc=self._acc_text())

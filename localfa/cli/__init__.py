@@ -14,7 +14,7 @@ offline.enforce()
 
 def build_app() -> typer.Typer:
     """The app with every command; command modules import their heavy parts lazily."""
-    from localfa.cli import bench, diagnose, inspect, report, serve
+    from localfa.cli import bench, diagnose, inspect, report, serve, view
 
     app = typer.Typer(
         add_completion=False,
@@ -26,6 +26,7 @@ def build_app() -> typer.Typer:
     app.command("bench")(bench.bench)
     app.command("report")(report.report)
     app.command("serve")(serve.serve)
+    app.command("view")(view.view)
     return app
 
 

@@ -18,6 +18,8 @@ from localfa.cli.errors import fail, fail_trace
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 from localfa.traces.errors import TraceError
 
+from localfa.cluster.cli import RAY_HELP, SHARD_HELP, WORKERS_HELP  # noqa: E402 (sweeps across hosts)
+
 METHODS_HELP = "Comma-separated method specs, each " + SPEC_HELP + ". The full text is the method's label."
 
 
@@ -34,10 +36,16 @@ def bench(
         "--limit", min=1, help="Only the first N traces of each subset (Who&When: N algorithm-generated "
                                "AND N hand-crafted; other data: per folder), in natural file order")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Trace runs in flight at once (the engine batches their calls)")] = 16,
-    force: Annotated[bool, typer.Option("--force", help="Resume even if the model, backend, prompts or method options changed")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Resume even if what changes answers changed (model, backend, prompts, "
+                                                         "grammars, method options, max model length, dtype, ...)")] = False,
+    retry_errors: Annotated[bool, typer.Option(
+        "--retry-errors", help="On resume, run every error record again (engine errors such as timeouts are always retried)")] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Warn about unreadable trace files and go on without them")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not keep a response cache (default: RUN_DIR/cache)")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar")] = False,
+    ray: Annotated[Optional[str], typer.Option("--ray", help=RAY_HELP)] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help=WORKERS_HELP)] = 1,
+    shard: Annotated[Optional[str], typer.Option("--shard", help=SHARD_HELP)] = None,
     engine: EngineOpt = None,
     model: ModelOpt = None,
     profile: ProfileOpt = None,
@@ -49,6 +57,7 @@ def bench(
     """Run methods over datasets (traces x methods x budgets x seeds), resumably, into RUN_DIR."""
     from localfa.bench.store import StoreError
     from localfa.bench.sweep import SweepError, load_traces, parse_budgets, parse_methods, parse_seeds, run_sweep
+    from localfa.cluster.cli import bench_distributed, parse_shard
     from localfa.methods.registry import MethodOptionError, get_method
 
     try:
@@ -65,6 +74,7 @@ def bench(
         budget_list = parse_budgets(budgets)
     except ValueError as exc:
         fail("--budgets", str(exc))
+    shard_of = parse_shard(shard, ray, workers)
     if out.exists() and not out.is_dir():
         fail(str(out), "--out must be a directory (the run directory), not a file")
     try:
@@ -76,13 +86,21 @@ def bench(
     if not traces:
         fail(" ".join(datasets), "no trace files found")
     cache = None if no_cache else (cache_dir or str(out / "cache"))
-    eng = EngineChoice(engine, model, profile, base_url, api_key, cache, max_model_len).build()
+    choice = EngineChoice(engine, model, profile, base_url, api_key, cache, max_model_len)
+    eng = None if ray else choice.build()  # with --ray the engines live on the workers
     try:
-        result = run_sweep(
-            out, traces, specs, seed_list, eng, budget_list,
-            concurrency=concurrency, force=force, progress=not no_progress,
-            manifest_extra={"limit": limit, "dataset_args": list(datasets), "response_cache": cache},
-        )
+        if ray or shard_of:
+            result = bench_distributed(
+                out, traces, specs, seed_list, budget_list, choice, eng, ray=ray, workers=workers, shard=shard_of,
+                concurrency=concurrency, force=force, retry_errors=retry_errors, progress=not no_progress,
+                manifest_extra={"limit": limit, "dataset_args": list(datasets), "response_cache": cache},
+            )
+        else:
+            result = run_sweep(
+                out, traces, specs, seed_list, eng, budget_list,
+                concurrency=concurrency, force=force, retry_errors=retry_errors, progress=not no_progress,
+                manifest_extra={"limit": limit, "dataset_args": list(datasets), "response_cache": cache},
+            )
     except StoreError as exc:
         fail(exc.path, exc.message)
     except SweepError as exc:
@@ -92,9 +110,12 @@ def bench(
                    "run the same command again to resume", err=True)
         raise typer.Exit(130) from None
     finally:
-        eng.close()
+        if eng is not None:
+            eng.close()
     typer.echo(
-        f"{result.written} new records ({result.errors} with errors), {result.skipped} already done, "
+        f"{result.written} new records ({result.errors} with errors"
+        + (f", {result.retried} were retries of failed records" if result.retried else "")
+        + f"), {result.skipped} already done, "
         f"{result.planned} planned; {out / 'results.jsonl'}  ({result.wall_s:.1f}s)",
         err=True,
     )

@@ -64,3 +64,17 @@ class InvalidOutputError(EngineError):
 
 class ModelPathError(EngineError):
     """A model reference that is not a local folder (we never download)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failure may well pass on a later try: an engine that was unavailable, a timeout,
+    a connection error (httpx's transport errors included), never a bad trace or a method bug."""
+    if isinstance(exc, EngineError):
+        return exc.transient
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, httpx.TransportError)

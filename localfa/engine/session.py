@@ -22,6 +22,30 @@ class Session(Protocol):
         """Queue requests; return one ticket per request."""
 
     def wait(self) -> list[Completion]:
+        """Block until at least one submitted request is done; return (ticket, response or error)."""
+
+    def pending(self) -> int:
+        """How many submitted requests have not been returned by `wait` yet."""
+
+
+class BatchSession:
+    """Everything pending goes to `engine.generate` as one batch; an engine error in that batch
+    is isolated by re-sending its requests one by one, so only the failing request errors."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self._ids = itertools.count()
+        self._queue: list[tuple[int, Request]] = []
+
+    def submit(self, requests: Sequence[Request]) -> list[int]:
+        tickets = [next(self._ids) for _ in requests]
+        self._queue.extend(zip(tickets, requests))
+        return tickets
+
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def wait(self) -> list[Completion]:
         batch, self._queue = self._queue, []
         if not batch:
             return []

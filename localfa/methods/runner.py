@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from localfa.diagnosis import Diagnosis
-from localfa.engine.errors import EngineError
+from localfa.engine.errors import EngineError, is_transient
 from localfa.engine.types import Engine, Response, Usage
 from localfa.methods.base import Method, MethodContext, Program
 
@@ -68,7 +68,9 @@ class _Active:
         detail = f"{type(exc).__name__}: {exc}"
         if not isinstance(exc, EngineError):
             detail += "\n" + "".join(traceback.format_exception(exc)[-3:])
-        return self.finish(self.job.on_error(detail))
+        diag = self.job.on_error(detail)
+        diag.error_kind = "transient" if is_transient(exc) else "final"
+        return self.finish(diag)
 
 
 def run_jobs(engine: Engine, jobs: Iterable[Job], concurrency: int = 8) -> Iterator[tuple[str, Diagnosis]]:

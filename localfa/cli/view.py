@@ -1,0 +1,48 @@
+"""`localfa view RESULTS.jsonl|RUN_DIR`: one self-contained HTML page to look at diagnoses.
+
+Each trace is shown as a timeline with the decisive step highlighted and every evidence quote
+marked where it occurs, beside each method's verdict and the path it took to get there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from localfa.cli.errors import fail, fail_located
+
+
+def view(
+    results: Annotated[Path, typer.Argument(help="A results file (diagnose --out, results.jsonl) or a run directory")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="Where to write the page (default: beside the input, .html)")] = None,
+    trace: Annotated[Optional[list[str]], typer.Option("--trace", help="Only traces whose id contains this (repeatable)")] = None,
+    method: Annotated[Optional[list[str]], typer.Option("--method", help="Only this method label (repeatable)")] = None,
+) -> None:
+    """Write one HTML page (no network, everything inline) showing each diagnosis and its trace."""
+    from localfa.view import write_view
+    from localfa.view.records import ViewError, read_results, results_path
+
+    try:
+        path = results_path(results)
+        records = read_results(path)
+    except ViewError as exc:
+        fail_located(exc)
+    if trace:
+        records = [r for r in records if any(t in str(r.get("trace")) for t in trace)]
+    if method:
+        records = [r for r in records if str(r.get("method")) in method]
+    if not records:
+        fail(str(results), "no record matches --trace/--method")
+    target = out or default_output(results)
+    try:
+        written = write_view(records, target, base=path.parent, title=f"localfa — {results.name}")
+    except OSError as exc:
+        fail(str(target), f"cannot write the page: {exc.strerror or exc}")
+    typer.echo(f"wrote {written} ({len(records)} diagnoses)", err=True)
+
+
+def default_output(results: Path) -> Path:
+    """RUN_DIR/view.html for a run directory, else the results file with .html."""
+    return results / "view.html" if results.is_dir() else results.with_suffix(".html")

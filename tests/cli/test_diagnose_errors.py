@@ -1,0 +1,64 @@
+"""`localfa diagnose`'s own errors: bad input stops it with one line; a failing trace does not."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from localfa.bench.metrics import score_record
+from localfa.cli.diagnose import summary_line
+from localfa.results import ResultRecord
+
+LOCALFA = [sys.executable, "-m", "localfa"]
+ENV = {**os.environ, "COLUMNS": "400"}  # one summary line per trace, unwrapped
+
+
+def diagnose(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*LOCALFA, "diagnose", *args, "--engine", "scripted"], capture_output=True, text=True,
+                          timeout=300, env=ENV)
+
+
+def unlabelled(path: Path) -> Path:
+    path.write_text(json.dumps([{"role": "user", "content": "Find the file."},
+                                {"role": "assistant", "name": "Coder", "content": "I looked in /tmp."},
+                                {"role": "assistant", "name": "Checker", "content": "FINAL ANSWER: none"}]))
+    return path
+
+
+def test_a_bad_trace_is_exit_2_and_one_line(whowhen, tmp_path):
+    good = shutil.copy(whowhen / "algorithm-generated" / "1.json", tmp_path / "good.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"history": [{"content": "hi", "name": "A"}, ')
+    p = diagnose(str(good), str(bad), "--method", "random")
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.splitlines() == [p.stderr.strip()]
+    assert p.stderr.startswith(f"error: {bad}: truncated JSON: the file ends before the value is complete")
+
+
+def test_one_failing_trace_gets_an_error_record_and_the_others_are_diagnosed(whowhen, tmp_path):
+    data = tmp_path / "traces"
+    data.mkdir()
+    shutil.copy(whowhen / "algorithm-generated" / "1.json", data / "1.json")
+    unlabelled(data / "nolabel.json")
+    out = tmp_path / "d.jsonl"
+    # scale:2 needs a labelled fault: the unlabelled trace fails in the method, the labelled one runs
+    p = diagnose(str(data), "--method", "all-at-once", "--budget", "scale:2", "--out", str(out))
+    assert p.returncode == 1, p.stderr
+    recs = [ResultRecord.from_line(x) for x in out.read_text().splitlines()]
+    assert [r.trace for r in recs] == ["1", "nolabel"]
+    ok, failed = recs
+    assert ok.error is None and ok.step is not None and ok.usage["calls"] == 1
+    assert (ok.method, ok.method_name, ok.budget, ok.n_steps) == ("all-at-once", "all-at-once", "scale:2", 6)  # 1.json has 6 steps
+    assert ok.label is not None and ok.label.mistake_step == 0
+    assert failed.error.startswith("BudgetError: budget scale:2: the trace has no labelled fault step")
+    assert (failed.error_kind, failed.stop_reason, failed.step, failed.label) == ("final", "error", None, None)
+    # the stderr summary scores with the report's scorer
+    lines = p.stderr.strip().splitlines()
+    assert lines[-2:] == [summary_line(ok), summary_line(failed)]
+    hit = "hit" if score_record(ok)["step"] == 1.0 else "miss"
+    assert f"label: step 0 ({hit})" in lines[-2]
+    assert lines[-1] == "nolabel: error: BudgetError: budget scale:2: the trace has no labelled fault step to scale from"
