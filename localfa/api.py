@@ -89,8 +89,9 @@ def diagnose(traces: TraceLike | Sequence[TraceLike], method: str | MethodSpec =
     set; the others are still diagnosed. `engine_options` are `EngineOptions` fields (model,
     profile, base_urls, api_key, cache_dir, max_model_len) used when `engine` is not an engine.
     """
-    single = isinstance(traces, (Trace, str, Path))
-    loaded = [_as_trace(t) for t in ([traces] if single else traces)]  # type: ignore[list-item]
+    items: Sequence[TraceLike] = [traces] if isinstance(traces, (Trace, str, Path)) else traces  # type: ignore[list-item]
+    single = len(items) == 1 and items[0] is traces
+    loaded = [_as_trace(t) for t in items]
     get_method(method)  # a bad spec fails before an engine starts (minutes)
     results: list[Diagnosis | None] = [None] * len(loaded)
     with _EngineScope(engine, engine_options) as eng:

@@ -34,7 +34,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from localfa.errors import LocatedError
 from localfa.bench.metrics import score_record
@@ -90,7 +90,7 @@ def parse_budgets(text: str | None) -> list[str]:
 
 # ---- traces ------------------------------------------------------------------------------------
 
-def load_traces(paths: list[str | Path], limit: int | None = None, skip_bad: bool = False,
+def load_traces(paths: Sequence[str | Path], limit: int | None = None, skip_bad: bool = False,
                 warn: Callable[[str], None] | None = None) -> list[Trace]:
     """Traces under `paths` in a stable (natural) order, ids distinct per file; `limit` = first N per subset.
 

@@ -47,7 +47,7 @@ class TransformersEngine(BaseEngine):
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self.hf_model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
         self.hf_model.eval()
-        self.model = outlines.from_transformers(self.hf_model, self.tokenizer)
+        self.model = outlines.from_transformers(self.hf_model, self.tokenizer)  # type: ignore[arg-type]
         limit = getattr(self.hf_model.config, "max_position_embeddings", None)
         self.max_model_len = min(x for x in (max_model_len, limit) if x) if (max_model_len or limit) else None
         self.enable_thinking = enable_thinking
@@ -75,8 +75,8 @@ class TransformersEngine(BaseEngine):
         }
 
     def _prompt(self, messages: Sequence[Message]) -> str:
-        return self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True,
-                                                  enable_thinking=self.enable_thinking)
+        return str(self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True,
+                                                      enable_thinking=self.enable_thinking))
 
     def _generator(self, req: Request) -> Any:
         import outlines

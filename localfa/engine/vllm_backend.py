@@ -166,7 +166,7 @@ class VLLMEngine(BaseEngine):
                 llm.llm_engine.engine_core.shutdown()
             except Exception:
                 pass
-            self.llm = None
+            self.llm = None  # type: ignore[assignment]
 
     # -----------------------------------------------------------------------------------
     def _sampling_params(self, req: Request) -> Any:
@@ -190,20 +190,21 @@ class VLLMEngine(BaseEngine):
         ids = self.tokenizer.apply_chat_template(list(messages), tokenize=True, add_generation_prompt=True,
                                                  enable_thinking=self.settings.enable_thinking)
         if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return list(ids)
+            ids = ids["input_ids"]  # type: ignore[call-overload,index]
+        return list(ids)  # type: ignore[arg-type]
 
     def _add(self, request_id: str, req: Request, prompt_ids: list[int]) -> None:
         """Queue one request in the running engine (vLLM schedules it at the next step)."""
-        if len(prompt_ids) >= self.max_model_len:
-            raise ContextLengthError(len(prompt_ids), self.max_model_len)
+        window = self.max_model_len or 0
+        if len(prompt_ids) >= window:
+            raise ContextLengthError(len(prompt_ids), window)
         params = self._sampling_params(req)
         try:
             self.llm.llm_engine.add_request(request_id, {"prompt_token_ids": prompt_ids}, params)
         except (ValueError, TypeError) as exc:
             text = str(exc)
             if "maximum model length" in text or "maximum context length" in text:
-                raise ContextLengthError(len(prompt_ids), self.max_model_len) from exc
+                raise ContextLengthError(len(prompt_ids), window) from exc
             raise GrammarError(req.grammar.name, text) from exc
 
     @staticmethod
@@ -211,7 +212,7 @@ class VLLMEngine(BaseEngine):
         comp = out.outputs[0]
         latency = 0.0
         m = getattr(out, "metrics", None)
-        if m is not None and getattr(m, "last_token_ts", 0) and getattr(m, "queued_ts", 0):
+        if m is not None and getattr(m, "last_token_ts", None) and getattr(m, "queued_ts", None):
             latency = max(0.0, float(m.last_token_ts - m.queued_ts))
         return RawOutput(
             text=comp.text,

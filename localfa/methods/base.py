@@ -60,7 +60,8 @@ class MethodContext:
 class Method(Protocol):
     """Every method: a name, its options, and a program per trace."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def run(self, ctx: MethodContext) -> Program: ...
 
@@ -86,4 +87,5 @@ class BaseMethod:
 
     def describe(self) -> dict[str, Any]:
         """Every setting, defaults included (recorded in the run manifest)."""
-        return dataclasses.asdict(self.options) if dataclasses.is_dataclass(self.options) else {}
+        opts = self.options
+        return dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) and not isinstance(opts, type) else {}

@@ -183,7 +183,7 @@ def fit_char_budget(ctx: MethodContext, char_budget: int, prompt_for: Callable[[
 def _agent_step_model(agents: list[str], n_steps: int, reason_chars: int) -> type[BaseModel]:
     return create_model(
         "AgentStepAnswer",
-        agent=(Literal[tuple(agents)], ...),  # type: ignore[valid-type]
+        agent=(Literal[tuple(agents)], ...),  # type: ignore[valid-type,arg-type]
         step=(int, Field(ge=0, le=n_steps - 1)),
         reason=(str, Field(max_length=reason_chars)),
     )
@@ -333,6 +333,7 @@ class StepByStep(_ModelBaseline):
 class BinarySearch(_ModelBaseline):
     name = "binary-search"
     Options = BinarySearchOptions
+    options: BinarySearchOptions
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace

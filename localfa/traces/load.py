@@ -11,7 +11,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from localfa.traces import importers
 from localfa.traces.errors import TraceError
@@ -86,7 +86,8 @@ def _concatenated(text: str) -> list[Any] | None:
     """JSON values written one after another (the OTel console exporter's pretty-printed spans),
     or None if the text is not such a sequence."""
     decoder = json.JSONDecoder()
-    values, pos, end = [], 0, len(text)
+    values: list[Any] = []
+    pos, end = 0, len(text)
     while True:
         while pos < end and text[pos].isspace():
             pos += 1
@@ -141,12 +142,14 @@ def _empty_container(data: Any) -> str | None:
         if data.get(key) == []:
             return f"empty history: '{key}' holds no {what}"
     if isinstance(data.get("resourceSpans"), list):
-        n = sum(
-            len(ss["spans"]) if isinstance(ss.get("spans"), list) else 1
-            for rs in data["resourceSpans"] if isinstance(rs, dict)
-            for ss in (rs.get("scopeSpans") if isinstance(rs.get("scopeSpans"), list) else [{}])
-            if isinstance(ss, dict)
-        )
+        n = 0
+        for rs in data["resourceSpans"]:
+            if not isinstance(rs, dict):
+                continue
+            scopes = rs.get("scopeSpans")
+            for ss in scopes if isinstance(scopes, list) else [{}]:
+                if isinstance(ss, dict):
+                    n += len(ss["spans"]) if isinstance(ss.get("spans"), list) else 1
         if n == 0:
             return "empty history: the OTLP export holds no spans"
     return None
@@ -252,7 +255,7 @@ def is_trace_file(path: Path) -> bool:
     )
 
 
-def iter_trace_files(paths: list[str | Path]) -> list[Path]:
+def iter_trace_files(paths: Sequence[str | Path]) -> list[Path]:
     """Trace files under `paths`: folders expanded recursively in natural order (2.json < 10.json).
 
     Files named explicitly are kept whatever their name; inside folders only .json/.jsonl/.ndjson
@@ -261,7 +264,7 @@ def iter_trace_files(paths: list[str | Path]) -> list[Path]:
     return [f for _, f in trace_files_with_roots(paths)]
 
 
-def trace_files_with_roots(paths: list[str | Path]) -> list[tuple[Path, Path]]:
+def trace_files_with_roots(paths: Sequence[str | Path]) -> list[tuple[Path, Path]]:
     """(dataset root, file) for every trace file under `paths` (see `iter_trace_files`).
 
     The root is the folder given on the command line, or the file's own folder for a file given
