@@ -2,9 +2,13 @@
 
 The turn grammar makes one object per model call: a sparse STM update, one sentence of next
 action, and exactly one tool call with its real parameter names. Offsets can only fall inside
-the trace, `limit` is bounded, `step_id` can only be a real step and at most 3 questions can be
+the trace, `limit` is bounded, `step_id` can only be a real step and at most E questions can be
 asked, so the paper's prohibitions on wrong parameter names, several calls per turn, invented
 step ids and empty submissions hold by construction.
+
+Every bound here is also stated in the prompt the model sees (`SafariLimits` is passed to the
+templates), and each is large enough for the paper's own examples: its example claim question
+is ~250 characters, its evaluate reasoning ~600, its `final_output` ~300.
 """
 
 from __future__ import annotations
@@ -14,28 +18,56 @@ from typing import Any
 
 from localfa.engine.grammar import Grammar
 
+#: Characters per output token assumed when sizing max_tokens: JSON text from a chat model runs
+#: 3-4 characters a token; 3 leaves room.
+OUTPUT_CHARS_PER_TOKEN = 3
+
 
 @dataclass(frozen=True)
 class SafariLimits:
-    """Bounds on free text; they also size max_tokens (small models ramble up to any bound)."""
+    """Bounds on free text; they size max_tokens and are all stated in the prompts."""
 
-    note_chars: int = 200
-    reason_chars: int = 300
-    evidence_chars: int = 300
+    note_chars: int = 400  # task_goal, final_output
+    reason_chars: int = 600  # a fault entry's reason (the three conditions + counterfactual)
+    evidence_chars: int = 300  # the paper's "verbatim quote <= 300 chars"
+    faults_per_turn: int = 1
     still_need_items: int = 3
-    next_action_chars: int = 160
-    pattern_chars: int = 80
-    question_chars: int = 200
-    reasoning_chars: int = 900
-    submit_reasoning_chars: int = 400
-    feedback_chars: int = 300
+    still_need_chars: int = 200
+    next_action_chars: int = 300
+    pattern_chars: int = 200
+    max_questions: int = 3  # E
+    question_chars: int = 400
+    reasoning_chars: int = 1500  # evaluate reasoning: it must quote the evidence
+    submit_reasoning_chars: int = 800
+    feedback_chars: int = 800
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if int(value) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.question_chars < 5 or self.reasoning_chars < 10:
+            raise ValueError("question_chars must be at least 5 and reasoning_chars at least 10")
+
+    def stm_chars(self) -> int:
+        """The longest STM update the grammar admits, keys and punctuation included."""
+        fault = self.reason_chars + self.evidence_chars + 60
+        return (2 * self.note_chars + self.faults_per_turn * fault
+                + self.still_need_items * (self.still_need_chars + 4) + 120)
+
+    def tool_chars(self) -> int:
+        evaluate = self.max_questions * (self.question_chars + 4) + self.reasoning_chars + 60
+        return max(evaluate, self.submit_reasoning_chars + 60, self.pattern_chars + 40) + 20
 
     def turn_max_tokens(self, with_stm: bool = True) -> int:
-        """A token allowance that fits the longest turn the grammar admits (about 1 token/3 chars)."""
-        stm = (2 * self.note_chars + self.reason_chars + self.evidence_chars
-               + self.still_need_items * self.note_chars + 200) if with_stm else 0
-        tool = max(3 * self.question_chars + self.reasoning_chars, self.submit_reasoning_chars) + 120
-        return int((stm + self.next_action_chars + tool) / 3) + 64
+        """A token allowance that fits the longest turn the grammar admits."""
+        chars = (self.stm_chars() if with_stm else 0) + self.next_action_chars + self.tool_chars() + 60
+        return chars // OUTPUT_CHARS_PER_TOKEN + 64
+
+    def verdict_max_tokens(self) -> int:
+        return (self.feedback_chars + 40) // OUTPUT_CHARS_PER_TOKEN + 32
+
+    def final_max_tokens(self) -> int:
+        return (self.submit_reasoning_chars + 60) // OUTPUT_CHARS_PER_TOKEN + 32
 
 
 def _text(max_chars: int, min_chars: int = 1) -> dict[str, Any]:
@@ -47,7 +79,7 @@ def _step(n_steps: int) -> dict[str, Any]:
 
 
 def stm_update_schema(n_steps: int, limits: SafariLimits) -> dict[str, Any]:
-    """The sparse STM update: every key optional; at most one fault entry per turn."""
+    """The sparse STM update: every key optional; at most `faults_per_turn` fault entries."""
     fault = {
         "type": "object",
         "properties": {
@@ -62,8 +94,9 @@ def stm_update_schema(n_steps: int, limits: SafariLimits) -> dict[str, Any]:
         "properties": {
             "task_goal": _text(limits.note_chars),
             "final_output": _text(limits.note_chars),
-            "faults_identified_so_far": {"type": "array", "items": fault, "maxItems": 1},
-            "still_need": {"type": "array", "items": _text(limits.note_chars), "maxItems": limits.still_need_items},
+            "faults_identified_so_far": {"type": "array", "items": fault, "maxItems": limits.faults_per_turn},
+            "still_need": {"type": "array", "items": _text(limits.still_need_chars),
+                           "maxItems": limits.still_need_items},
         },
         "required": [],
     }
@@ -90,7 +123,8 @@ def tool_schemas(n_steps: int, total_lines: int, max_read: int, limits: SafariLi
             "type": "object",
             "properties": {
                 "name": {"const": "evaluate"},
-                "questions": {"type": "array", "items": _text(limits.question_chars, 5), "minItems": 1, "maxItems": 3},
+                "questions": {"type": "array", "items": _text(limits.question_chars, 5), "minItems": 1,
+                              "maxItems": limits.max_questions},
                 "reasoning": _text(limits.reasoning_chars, 10),
             },
             "required": ["name", "questions", "reasoning"],

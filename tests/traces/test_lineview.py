@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -67,13 +67,14 @@ def test_lines_are_deterministic_and_map_to_steps() -> None:
 def test_tokens_and_positions() -> None:
     t = _trace(["a" * 400, "b" * 40, "c" * 4000])
     v = LineView(t)
-    recs = [step_record(s) + "\n" for s in t.steps]
-    assert v.tokens() == sum((len(r) + 3) // 4 for r in recs)
-    assert v.token_position_of_step(0) == 0
-    assert v.token_position_of_step(2) == sum((len(r) + 3) // 4 for r in recs[:2])
+    # Each record is 67 characters of '{"step_id": i, "agent": "Agenti", "role": "assistant", "content": "'
+    # plus the content, '"}' and a newline: 470, 110 and 4070 characters, about 4 per token rounded up.
+    assert [v.token_position_of_step(i) for i in range(3)] == [0, 118, 118 + 28]
+    assert v.tokens() == 118 + 28 + 1018
     calls = []
     counted = LineView(t, count_tokens=lambda s: calls.append(s) or len(s.split("c")))
-    assert counted.tokens() == sum(len(r.split("c")) for r in recs) and len(calls) == 3
+    # pieces around each "c": 1 in '"content"' per record, plus 4000 in the third record's content
+    assert counted.tokens() == 2 + 2 + 4002 and len(calls) == 3
 
 
 def test_read_numbered_windows() -> None:
@@ -90,15 +91,14 @@ def test_read_numbered_windows() -> None:
 
 
 @pytest.mark.parametrize(("offset", "limit", "expect"), [
-    (30, 5, "offset 30 is past the end; the trace has lines 0..29"),
-    (-2, 5, "offset -2 is negative"),
-    (1, 0, "limit must be at least 1"),
-    ("x", 3, "offset and limit must be whole numbers"),
+    (30, 5, "[read error: offset 30 is past the end; the trace has lines 0..29]"),
+    (-2, 5, "[read error: offset -2 is negative; the trace has lines 0..29]"),
+    (1, 0, "[read error: limit must be at least 1; the trace has lines 0..29]"),
+    ("x", 3, "[read error: offset and limit must be whole numbers; the trace has lines 0..29]"),
 ])
 def test_read_out_of_range_is_an_observation(offset, limit, expect) -> None:
     v = LineView(_trace([f"content {i}" for i in range(30)]))
-    out = v.read(offset, limit)
-    assert out.startswith("[read error: ") and expect in out
+    assert v.read(offset, limit) == expect
 
 
 def test_search_finds_step_first_line_case_insensitively() -> None:
@@ -116,56 +116,66 @@ def test_search_finds_step_first_line_case_insensitively() -> None:
 
 
 def test_search_across_a_wrap_reports_the_starting_line() -> None:
-    content = "x" * 150 + " needle-in-the-wrap " + "y" * 150
+    content = "x" * 150 + "needle-in-the-wrap" + "y" * 150  # no space: the wrap must cut the needle
     v = LineView(_trace([content]), width=40)
-    res = v.search_hits("needle-in-the-wrap")
-    assert len(res.hits) == 1
-    line = res.hits[0][0]
-    assert "needle" in "".join(v.lines[line:line + 2])
+    # lines 0-1 hold the 66-character record head (cut after spaces), lines 2-4 take 119 x's,
+    # line 5 the last 31 x's and "needle-in", line 6 the rest of the needle
+    assert v.lines[5] == "x" * 31 + "needle-in" and v.lines[6].startswith("-the-wrap")
+    assert [h[0] for h in v.search_hits("needle-in-the-wrap").hits] == [5]
 
 
 def test_search_result_cap_and_snippet_size() -> None:
     v = LineView(_trace(["match here " + "z" * 1000] * 80), width=100)
     res = v.search_hits("match", max_results=10)
-    assert len(res.hits) == 10 and res.truncated
-    assert all(len(snip) <= 160 + 6 for _, snip in res.hits)
-    assert "more exist" in v.search("match", max_results=10).splitlines()[-1]
+    assert [h[0] for h in res.hits] == [v.line_of_step(i) for i in range(10)] and res.truncated
+    # a snippet is 160 characters then "...": the 67-character record head, "match here ", 82 z's
+    head = '{"step_id": 0, "agent": "Agent0", "role": "assistant", "content": "match here '
+    assert res.hits[0][1] == head + "z" * 82 + "..."
+    assert {len(snip) for _, snip in res.hits} == {163}
+    assert v.search("match", max_results=10).splitlines()[-1] == (
+        "[search 'match': first 10 matching lines shown; more exist, narrow the pattern]")
 
 
 @pytest.mark.parametrize(("pattern", "expect"), [
-    ("(unclosed", "invalid pattern"),
-    ("[", "invalid pattern"),
-    ("a**", "invalid pattern"),
+    ("(unclosed", "invalid pattern: missing ) at position 9"),
+    ("[", "invalid pattern: unterminated character set at position 1"),
+    ("a**", "invalid pattern: multiple repeat at position 2"),
     ("", "empty pattern"),
-    ("(a{1000}){1000}", "too large"),
-    ("a{%d}" % (MAX_REPEAT + 1), "too large"),
-    ("a" * 5000, "pattern too long"),
+    ("(a{1000}){1000}", "counted repeats multiply to 1000000, too large (at most 10000); use + or *"),
+    ("a{10001}", "repeat count 10001 too large (at most 10000)"),
+    ("a" * 5000, "pattern too long (5000 characters, at most 2000)"),
 ])
 def test_bad_patterns_give_observations(pattern: str, expect: str) -> None:
+    assert MAX_REPEAT == 10000
     v = LineView(_trace(["abc"]))
     res = v.search_hits(pattern)
-    assert res.error and expect in res.error and not res.hits
-    out = v.search(pattern)
-    assert out.startswith("[search ") and expect in out
+    assert (res.error, res.hits) == (expect, [])
+    assert v.search(pattern) == f"[search {pattern!r}: {expect}; nothing searched]"
 
 
 def test_catastrophic_pattern_times_out_with_an_observation() -> None:
+    """(a+)+$ on 30,000 a's never finishes by itself; the search must give up with an observation.
+    How fast it gives up is measured by scripts/bench_search.py (evil_regex_ms), not asserted here;
+    the join below only turns a hang into a failure."""
     v = LineView(_trace(["a" * 30_000 + "!", "ordinary text"]))
-    t0 = time.perf_counter()
-    res = v.search_hits("(a+)+$", timeout_s=0.3)
-    elapsed = time.perf_counter() - t0
-    assert res.timed_out and "timed out" in res.error
-    assert elapsed < 2.0
-    out = v.search("(a+)+$", timeout_s=0.3)
-    assert out.startswith("[search '(a+)+$': timed out after 0.3s")
+    got: list = []
+    worker = threading.Thread(target=lambda: got.append(v.search_hits("(a+)+$", timeout_s=0.3)), daemon=True)
+    worker.start()
+    worker.join(120)
+    assert got, "the search did not return: its timeout is not enforced"
+    assert (got[0].timed_out, got[0].hits) == (True, [])
+    assert v.search("(a+)+$", timeout_s=0.3) == (
+        "[search '(a+)+$': timed out after 0.3s with no match found; "
+        "use a simpler pattern (a literal word, no nested repetition)]")
 
 
 def test_view_of_real_fixture() -> None:
     t = load_trace(FIX / "openinference_trail.json")
     v = LineView(t)
-    first = v.lines[v.line_of_step(3)]
-    assert '"span_id": "a1b2c3d4e5f60001"' in first and '"parent_span_id": "a1b2c3d4e5f6000s"' in first
-    assert [h[0] for h in v.search_hits('"span_id": "a1b2c3d4e5f60002"').hits] == [v.line_of_step(4)]
+    assert (v.line_of_step(3), v.line_of_step(4)) == (6, 8)
+    assert v.lines[6].startswith('{"step_id": 3, "agent": "CodeAgent", "role": "assistant", "name": "LiteLLMModel.__call__", '
+                                 '"span_id": "a1b2c3d4e5f60001", "parent_span_id": "a1b2c3d4e5f6000s", "content": ')
+    assert [h[0] for h in v.search_hits('"span_id": "a1b2c3d4e5f60002"').hits] == [8]
 
 
 def test_width_too_small() -> None:

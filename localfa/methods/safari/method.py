@@ -1,14 +1,20 @@
-"""SAFARI as a registered method: options in, one investigation program per trace out."""
+"""SAFARI as a registered method: options in, one lazily built investigation per trace out."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from localfa.methods.base import BaseMethod, MethodContext, Program
-from localfa.methods.safari.investigator import METHOD, Investigation, SafariOptions
+from localfa.methods.safari.investigator import METHOD, SafariOptions, investigate
 
 
 class Safari(BaseMethod):
-    name = METHOD
-    Options = SafariOptions
+    """The active investigator (paper: SAFARI). See `investigator` for the loop."""
+
+    name: ClassVar[str] = METHOD
+    Options: ClassVar[type] = SafariOptions
+    options: SafariOptions
 
     def run(self, ctx: MethodContext) -> Program:
-        return Investigation(ctx, self.options).run()
+        # A generator: the trace is viewed, tokenised and checked only when first advanced.
+        return investigate(ctx, self.options)

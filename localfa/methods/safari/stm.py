@@ -29,8 +29,7 @@ class ShortTermMemory:
     final_output: str = ""
     faults: list[FaultNote] = field(default_factory=list)
     still_need: list[str] = field(default_factory=list)
-    past_tool_calls: list[str] = field(default_factory=list)
-    evidence_max_chars: int = 300
+    past_tool_calls: list[str] = field(default_factory=list)  # part of the STM, shown read-only
 
     def merge(self, update: dict[str, Any] | None) -> list[str]:
         """Apply a sparse update; return the keys it changed."""
@@ -45,8 +44,7 @@ class ShortTermMemory:
             self.still_need = [str(x) for x in update["still_need"]]
             changed.append("still_need")
         for entry in update.get("faults_identified_so_far") or []:
-            note = FaultNote(int(entry["step_id"]), str(entry.get("reason", "")),
-                             str(entry.get("evidence", ""))[: self.evidence_max_chars])
+            note = FaultNote(int(entry["step_id"]), str(entry.get("reason", "")), str(entry.get("evidence", "")))
             for i, old in enumerate(self.faults):
                 if old.step_id == note.step_id:
                     self.faults[i] = note

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from localfa.engine.errors import InvalidOutputError
 from localfa.engine.scripted import ScriptedEngine
 from localfa.methods.base import MethodContext
 from localfa.methods.registry import get_method
@@ -59,6 +60,7 @@ def run_one(script, trace=None, **options):
     trace = trace or make_trace()
     engine = ScriptedEngine(script)
     budget = options.pop("budget", None)
+    options.setdefault("min_investigate_turns", 0)  # the paper's 10-turn rule has its own tests
     method = get_method("safari", transcript=True, **options)
     ctx = MethodContext(trace, seed=0, budget=budget, count_tokens=engine.count_tokens)
     ((_, diag),) = list(run_jobs(engine, [Job(trace.id, method.run(ctx), lambda e: pytest.fail(e))]))
@@ -104,10 +106,12 @@ def test_evaluate_questions_go_as_one_batch_without_the_trace():
     assert "average confidence 80.0 >= 70" in obs and "submit_step now" in obs
 
 
-def test_low_evaluate_score_returns_only_the_weak_feedback():
+def test_low_evaluate_score_returns_every_claims_verdict_with_its_number():
     _, engine = run_one(Script([turn(EVAL, {}), turn(SUBMIT, {})], scores=[90, 30, 50]))
     obs = observations(engine)[1]
-    assert "< 70" in obs and "fb1" in obs and "fb2" in obs and "fb0" not in obs
+    assert "average confidence 56.7 < 70" in obs
+    for i, (question, score) in enumerate(zip(EVAL["questions"], [90, 30, 50])):
+        assert f"Question {i + 1} [{score}/100]: {question}\nFeedback: fb{i}" in obs
 
 
 def test_after_three_evaluations_it_must_submit():
@@ -147,7 +151,7 @@ def test_grammar_is_built_for_the_trace():
     assert tools["evaluate"]["properties"]["questions"]["maxItems"] == 3
     lines = tools["read"]["properties"]["offset"]["maximum"]
     assert lines >= 8  # offsets stay inside the line view
-    with pytest.raises(Exception):
+    with pytest.raises(InvalidOutputError):
         engine.requests[0].grammar.parse(json.dumps(turn(dict(SUBMIT, step_id=9), {})))
 
 
@@ -156,21 +160,21 @@ def test_history_is_append_only_and_stm_rides_at_the_end():
                                 turn(SUBMIT, {})]))
     turns = [r for r in engine.requests if r.grammar.name == "safari_turn"]
     for a, b in zip(turns, turns[1:]):
-        assert "<stm>" in a.messages[-1]["content"]
+        assert "<<<STM>>>" in a.messages[-1]["content"]
         # Everything before the last message of a call is a prefix of the next call.
         assert list(b.messages[: len(a.messages) - 1]) == list(a.messages[:-1])
-        assert "<stm>" not in json.dumps(b.messages[:-1])
+        assert "<<<STM>>>" not in json.dumps(b.messages[:-1])
     assert '"task_goal": "count evens"' in turns[1].messages[-1]["content"]
 
 
 def test_eviction_keeps_head_and_stm():
     trace = make_trace(40, long=30)
     reads = [turn({"name": "read", "offset": 10 * i, "limit": 5}, {"still_need": [f"item {i}"]}) for i in range(8)]
-    diag, engine = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="9000c")
+    diag, engine = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="14000c")
     assert diag.details["evicted_turns"] > 0
     last = [r for r in engine.requests if r.grammar.name == "safari_turn"][-1]
     total = sum(len(m["content"]) for m in last.messages)
-    assert total <= 9000 + 2000  # the budget (plus the newest turn, which always stays)
+    assert total <= 14000 + 2000  # the budget (plus the newest turn, which always stays)
     assert last.messages[0]["role"] == "system" and "Find the FIRST step" in last.messages[1]["content"]
     assert "read(offset=" in last.messages[3]["content"]  # the bootstrap read stays
     assert "item 7" in last.messages[-1]["content"]  # the STM survives eviction
@@ -196,12 +200,12 @@ def test_no_stm_ablation_drops_the_memory():
     _, engine = run_one(Script([turn(EVAL), turn(SUBMIT)]), use_stm=False)
     first = engine.requests[0]
     assert "stm" not in first.grammar.spec["properties"]
-    assert "<stm>" not in first.messages[-1]["content"]
+    assert "<<<STM>>>" not in first.messages[-1]["content"]
 
 
 def test_several_traces_share_engine_batches():
     engine = ScriptedEngine(Script([turn(READ, {}), turn(EVAL, {}), turn(SUBMIT, {})]))
-    method = get_method("safari")
+    method = get_method("safari", min_investigate_turns=0)
     jobs = []
     for i in range(3):
         t = make_trace(tid=f"t{i}")
@@ -233,5 +237,30 @@ def test_scale_budget_is_fault_position_over_factor():
     diag, _ = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="scale:2")
     pos = LineView(trace, count_tokens=engine_counter).token_position_of_step(50)
     assert diag.details["budget"] == "scale:2"
-    assert diag.details["budget_limit"] == max(512, pos // 2)
+    assert diag.details["budget_limit"] == pos // 2  # no hidden floor
     assert diag.details["evicted_turns"] > 0
+
+
+@pytest.mark.real
+def test_the_real_engine_cannot_emit_a_step_outside_the_trace(vllm_engine):
+    """The model is told to copy a submit with step_id 9; under the turn grammar of a 9-step trace
+    it cannot: the same copy under a grammar without the bound shows the model would."""
+    from localfa.engine.types import Request, Sampling
+    from localfa.grammars.safari import SafariLimits, turn_grammar
+
+    wanted = json.dumps(turn(dict(SUBMIT, step_id=9), {}), separators=(",", ":"))
+    prompt = f"Repeat this JSON object exactly, character for character:\n{wanted}"
+    bounded = turn_grammar(9, 30, 20, SafariLimits())
+    unbounded_spec = json.loads(json.dumps(bounded.spec))
+    for tool in unbounded_spec["properties"]["tool"]["anyOf"]:
+        tool["properties"].get("step_id", {}).pop("maximum", None)
+    from localfa.engine.grammar import Grammar
+
+    unbounded = Grammar.json(unbounded_spec, name="safari_turn_unbounded")
+    msgs = ({"role": "user", "content": prompt},)
+    reqs = [Request(msgs, g, Sampling(temperature=0.0, max_tokens=200, seed=1), key=g.name) for g in (unbounded, bounded)]
+    free, held = vllm_engine.generate(reqs)
+    assert free.value["tool"] == {"name": "submit_step", "step_id": 9, "reasoning": SUBMIT["reasoning"]}
+    assert held.value["tool"]["name"] == "submit_step" and 0 <= held.value["tool"]["step_id"] <= 8
+    with pytest.raises(InvalidOutputError):
+        bounded.parse(free.text)

@@ -51,3 +51,27 @@ def test_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):
             assert t["output"]["tool"]["name"] in ("read", "search", "evaluate", "submit_step")
     second, _ = _diagnose(traces, tmp_path / "b.jsonl")
     assert [_strip_timing(r) for r in first] == [_strip_timing(r) for r in second]
+
+
+def test_window_budget_and_head_refusal_in_process(vllm_engine, whowhen):
+    """No budget on a trace far past the 8192-token window: the window is the budget, and the record
+    says so; a budget below the fixed head is that trace's error record, with no model call."""
+    from localfa.grammars.safari import SafariLimits
+    from localfa.methods.base import MethodContext
+    from localfa.methods.registry import get_method
+    from localfa.methods.runner import method_job, run_jobs
+    from localfa.traces.load import load_trace
+
+    trace = load_trace(whowhen / "hand-crafted" / "19.json")
+    method = get_method("safari", max_turns=2, transcript=True)
+    jobs = [method_job(vllm_engine, method, MethodContext(trace, seed=3, budget=b), key=str(b)) for b in (None, "500")]
+    results = dict(run_jobs(vllm_engine, jobs))
+    rec, refused = results["None"], results["500"]
+    limit = vllm_engine.max_model_len - 2 * SafariLimits().turn_max_tokens() - 64
+    assert rec.error is None and rec.stop_reason in ("submitted", "forced")
+    assert (rec.details["budget"], rec.details["budget_limit"], rec.details["trace_fits"]) == ("window", limit, False)
+    first = rec.transcript[0]
+    assert 0 < first["prompt_tokens"] <= limit  # chat-template tokens, as the model counted them
+    assert all(t["prompt_tokens"] < vllm_engine.max_model_len for t in rec.transcript if t["turn"] != "final")
+    assert refused.stop_reason == "error" and refused.usage["calls"] == 0
+    assert "BudgetError: budget 500 (500 tokens) is smaller than SAFARI's fixed head" in refused.error
