@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generator, Protocol, Sequence
+from typing import Any, ClassVar, Generator, Protocol, Sequence, TypeVar
 
 from localfa.diagnosis import Diagnosis
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Message, Request, Response, Sampling, derive_seed
 from localfa.traces.model import Trace
 
-Program = Generator[list[Request], list[Response], Diagnosis]
+T = TypeVar("T")
+# A stage of a method that talks to the engine and returns a T (use with `yield from`).
+Calls = Generator[list[Request], list[Response], T]
+Program = Calls[Diagnosis]
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any
 from localfa.engine.errors import InvalidOutputError, TruncatedOutputError
 from localfa.engine.types import Response, Sampling
 from localfa.grammars.safari import SafariLimits, evaluator_grammar, final_grammar, turn_grammar
-from localfa.methods.base import MethodContext, Program
+from localfa.methods.base import Calls, MethodContext, Program
 from localfa.methods.baselines import agent_choices, shorten
 from localfa.methods.budget import (
     CHARS_PER_TOKEN,
@@ -272,7 +272,7 @@ class Investigation:
                       past_calls="; ".join(self.stm.past_tool_calls) or "none", turn=turn,
                       max_turns=self.opts.max_turns)
 
-    def _evaluate(self, turn: int, tool: dict[str, Any]) -> Program:
+    def _evaluate(self, turn: int, tool: dict[str, Any]) -> Calls[str]:
         questions = list(tool["questions"])
         n = len(self.evaluations)
         system = {"role": "system", "content": render("safari/evaluator_system.j2", limits=self.opts.limits)}
@@ -293,7 +293,7 @@ class Investigation:
                                  body=body, evaluations_left=self.opts.max_evaluations - len(self.evaluations))
 
     # ------------------------------------------------------------------ loop
-    def _turn(self, turn: int) -> Program:
+    def _turn(self, turn: int) -> Calls[dict[str, Any]]:
         """One investigator turn: ask, run the tool. Returns (observation or None on submit, entry)."""
         opts = self.opts
         tail = self._tail(turn)

@@ -35,7 +35,7 @@ class ShortTermMemory:
         """Apply a sparse update; return the keys it changed."""
         if not update:
             return []
-        changed = []
+        changed: list[str] = []
         for key in ("task_goal", "final_output"):
             if key in update and update[key] is not None:
                 setattr(self, key, str(update[key]))
