@@ -1,0 +1,92 @@
+"""Stage 1a (paper §2.1): the task-conditioned prior, and the expected output later stages judge by.
+
+The prior call sees the task, the agents (role / system prompt / tools where the trace has them)
+and the wrong final output, never the intermediate steps. Its answer is rendered once into a
+fixed block that opens every later prompt, so all of a trace's calls share that prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from localfa.engine.types import Request
+from localfa.grammars.falat import FalatLimits, prior_grammar, prior_max_tokens
+from localfa.methods.base import MethodContext
+from localfa.methods.baselines import TASK_MAX_CHARS, agent_choices, shorten
+from localfa.methods.falat.options import FalatOptions
+from localfa.methods.falat.text import wrong_output
+from localfa.templates import render
+from localfa.traces.model import Trace, normalize_agent
+
+SYSTEM_PROMPT_CHARS = 600
+GROUND_TRUTH_CHARS = 500
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What a correct run should look like, and the expected output with its source."""
+
+    task: str
+    expected_plan: str
+    must_do: tuple[str, ...]
+    expected_output: str
+    expected_source: str  # "ground_truth" | "prior"
+    wrong_output: str
+
+    def block(self) -> str:
+        """The shared opening of every later FALAT prompt."""
+        return render("falat/_prior_block.j2", prior=self)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"expected_plan": self.expected_plan, "must_do": list(self.must_do),
+                "expected_output": self.expected_output, "expected_output_source": self.expected_source}
+
+
+def ground_truth(trace: Trace, opts: FalatOptions) -> str | None:
+    """The trace's correct answer, only when the run was asked to use it (stage 8)."""
+    if not opts.with_ground_truth:
+        return None
+    gt = (trace.ground_truth or "").strip()
+    return shorten(gt, GROUND_TRUTH_CHARS) if gt else None
+
+
+def agent_cards(trace: Trace) -> list[dict[str, Any]]:
+    """Each agent once, with its system prompt and tools where the trace records them."""
+    infos = {normalize_agent(a.name): a for a in trace.agents}
+    cards = []
+    for name in agent_choices(trace):
+        info = infos.get(normalize_agent(name))
+        prompt = (info.system_prompt or "").strip() if info else ""
+        cards.append({"name": name, "system_prompt": shorten(prompt, SYSTEM_PROMPT_CHARS) if prompt else None,
+                      "tools": list(info.tools) if info else []})
+    return cards
+
+
+def prior_request(ctx: MethodContext, opts: FalatOptions, limits: FalatLimits, system: dict[str, str]) -> Request:
+    trace = ctx.trace
+    wrong, wrong_from = wrong_output(trace)
+    gt = ground_truth(trace, opts)
+    prompt = render("falat/prior.j2", task=task_text(trace), agents=agent_cards(trace), wrong_output=wrong,
+                    wrong_from=wrong_from, ground_truth=gt, limits=limits)
+    grammar = prior_grammar(limits, with_answer=gt is None)
+    return ctx.request("falat/prior", [system, {"role": "user", "content": prompt}], grammar,
+                       opts.sampling(prior_max_tokens(limits)))
+
+
+def task_text(trace: Trace) -> str:
+    return shorten((trace.task or "").strip() or "(not recorded)", TASK_MAX_CHARS)
+
+
+def build_prior(ctx: MethodContext, opts: FalatOptions, value: dict[str, Any]) -> Prior:
+    """The prior from the model's answer; the expected output is the ground truth when allowed."""
+    gt = ground_truth(ctx.trace, opts)
+    wrong, _ = wrong_output(ctx.trace)
+    return Prior(
+        task=task_text(ctx.trace),
+        expected_plan=value["expected_plan"],
+        must_do=tuple(value["must_do"]),
+        expected_output=gt if gt is not None else value["expected_answer"],
+        expected_source="ground_truth" if gt is not None else "prior",
+        wrong_output=wrong,
+    )

@@ -1,0 +1,67 @@
+"""Stage 4 (paper §2.4): local re-search around t̂, one call.
+
+The window is steps max(0, t̂-2) .. min(T-1, t̂+2). For each of its steps the model weighs
+arguments for and against, gives one of four roles, and ranks exactly those steps (a permutation
+the grammar enforces). The top-ranked step confirms t̂ or replaces it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from localfa.engine.types import Request
+from localfa.grammars.falat import FalatLimits, research_grammar, research_max_tokens
+from localfa.methods.base import MethodContext
+from localfa.methods.falat.options import FalatOptions
+from localfa.methods.falat.text import TraceText
+from localfa.methods.falat.verify import full_steps, neighbourhood
+from localfa.methods.falat.windows import StepSummary
+from localfa.templates import render
+
+RADIUS = 2
+Pair = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Research:
+    window: tuple[int, int]
+    roles: dict[int, dict[str, str]]  # step -> {"for", "against", "role"}
+    ranking: tuple[int, ...]
+
+    @property
+    def top(self) -> int:
+        return self.ranking[0]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"window": list(self.window), "ranking": list(self.ranking),
+                "roles": {str(k): v for k, v in self.roles.items()}}
+
+
+def research_window(t_hat: int, n_steps: int) -> range:
+    return neighbourhood(t_hat, n_steps, RADIUS)
+
+
+def research_request(ctx: MethodContext, view: TraceText, opts: FalatOptions, limits: FalatLimits, system: dict[str, str],
+                     prior_block: str, t_hat: int, labels: Mapping[Pair, str],
+                     mids: Mapping[int, StepSummary]) -> Request:
+    steps = research_window(t_hat, view.n)
+    transitions = [{"i": i, "j": j, "label": lab} for (i, j), lab in sorted(labels.items())
+                   if i in steps or j in steps]
+    summaries = [mids[i] for i in steps if i in mids]
+    max_tokens = research_max_tokens(len(steps), limits)
+
+    def messages(shown: list[dict[str, Any]]) -> list[dict[str, str]]:
+        prompt = render("falat/research.j2", prior_block=prior_block, limits=limits, t_hat=t_hat, steps=shown,
+                        ids=list(steps), transitions=transitions, summaries=summaries)
+        return [system, {"role": "user", "content": prompt}]
+
+    shown = full_steps(ctx, view, steps, messages([]), max_tokens)
+    return ctx.request("falat/research", messages(shown), research_grammar(list(steps), limits),
+                       opts.sampling(max_tokens))
+
+
+def parse_research(t_hat: int, n_steps: int, value: dict[str, Any]) -> Research:
+    steps = research_window(t_hat, n_steps)
+    roles = {i: dict(value["steps"][str(i)]) for i in steps}
+    return Research((steps.start, steps[-1]), roles, tuple(int(x) for x in value["ranking"]))

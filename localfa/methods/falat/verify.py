@@ -1,0 +1,86 @@
+"""Stage 3b (paper §2.3): counterfactual verification of the top candidates, one batch.
+
+Each call sees the prior, the expected output, the raw steps i-1..i+1 in full (shrunk together
+only as far as the model's window requires), and the transitions that involve i. The answer is
+reasons first, a verbatim quote, then error independence and counterfactual sufficiency. The
+earliest candidate passing both is t̂; if none passes, the best-ranked one, and the result says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from localfa.engine.types import Request
+from localfa.grammars.falat import FalatLimits, verify_grammar, verify_max_tokens
+from localfa.methods.base import MethodContext
+from localfa.methods.falat.options import FalatOptions
+from localfa.methods.falat.text import TraceText, fit_texts, prompt_room
+from localfa.templates import render
+
+Pair = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    step: int
+    reasons: str
+    quote: str
+    error_independence: bool
+    counterfactual_sufficiency: bool
+
+    @property
+    def passed(self) -> bool:
+        return self.error_independence and self.counterfactual_sufficiency
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "reasons": self.reasons, "quote": self.quote,
+                "error_independence": self.error_independence,
+                "counterfactual_sufficiency": self.counterfactual_sufficiency, "passed": self.passed}
+
+
+def transitions_of(step: int, labels: Mapping[Pair, str]) -> list[dict[str, Any]]:
+    """The labelled pairs that involve `step`, in order."""
+    return [{"i": i, "j": j, "label": lab} for (i, j), lab in sorted(labels.items()) if step in (i, j)]
+
+
+def neighbourhood(step: int, n_steps: int, radius: int) -> range:
+    """Steps max(0, step-radius) .. min(n-1, step+radius)."""
+    return range(max(0, step - radius), min(n_steps - 1, step + radius) + 1)
+
+
+def full_steps(ctx: MethodContext, view: TraceText, steps: range, messages_without: list[dict[str, str]],
+               max_tokens: int) -> list[dict[str, Any]]:
+    """The raw steps in full, fitted together into what the window leaves free."""
+    room = prompt_room(ctx, messages_without, max_tokens) - 24 * len(steps)
+    return view.shown(steps, fit_texts([view.text(i) for i in steps], room, view.count))
+
+
+def verify_requests(ctx: MethodContext, view: TraceText, opts: FalatOptions, limits: FalatLimits,
+                    system: dict[str, str], prior_block: str, candidates: Sequence[int],
+                    labels: Mapping[Pair, str]) -> list[Request]:
+    grammar = verify_grammar(limits)
+    max_tokens = verify_max_tokens(limits)
+    reqs = []
+    for c in candidates:
+        def messages(shown: list[dict[str, Any]], c: int = c) -> list[dict[str, str]]:
+            prompt = render("falat/verify.j2", prior_block=prior_block, limits=limits, candidate=c,
+                            agent=view.agent(c), steps=shown, transitions=transitions_of(c, labels))
+            return [system, {"role": "user", "content": prompt}]
+
+        shown = full_steps(ctx, view, neighbourhood(c, view.n, 1), messages([]), max_tokens)
+        reqs.append(ctx.request(f"falat/verify/{c}", messages(shown), grammar, opts.sampling(max_tokens)))
+    return reqs
+
+
+def parse_verdict(step: int, value: dict[str, Any]) -> Verdict:
+    return Verdict(step, value["reasons"], value["quote"], bool(value["error_independence"]),
+                   bool(value["counterfactual_sufficiency"]))
+
+
+def choose(verdicts: Sequence[Verdict]) -> tuple[int, bool]:
+    """(t̂, whether it passed): the earliest passing candidate, else the best-ranked (first) one."""
+    passing = [v.step for v in verdicts if v.passed]
+    if passing:
+        return min(passing), True
+    return verdicts[0].step, False

@@ -1,0 +1,79 @@
+"""FALAT end to end on the REAL embedded model (vLLM CPU build) through `localfa diagnose`.
+
+The 135M model cannot find real faults; what must hold is that the machinery is real: every
+stage's output parsed under its grammar (a violation would be an error record) and obeys the
+orderings the grammars build in, cost per stage adds up, and a fixed seed reproduces the run
+exactly apart from timings. One short trace from each Who&When subset keeps the test lean.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.real
+
+TIMING_KEYS = {"wall_s", "finished_at"}
+STAGES = ("prior", "windows", "transitions", "verify", "research")
+LABELS = {"follow_up", "redundancy", "no_influence", "error_shift", "correction", "dead_end"}
+ROLES = {"ROOT_CAUSE", "PROPAGATION", "SYMPTOM", "CONTRIBUTING"}
+TRACES = (("algorithm-generated", "1"), ("hand-crafted", "6"))
+
+
+def _diagnose(traces, out):
+    cmd = [sys.executable, "-m", "localfa", "diagnose", *map(str, traces), "--method", "falat",
+           "--engine", "vllm", "--seed", "7", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def _strip_timing(record):
+    return json.dumps({k: v for k, v in record.items() if k not in TIMING_KEYS}, sort_keys=True)
+
+
+def _check(rec, trace):
+    n = len(trace.steps)
+    assert rec["error"] is None, rec["error"]
+    assert rec["method"] == "falat" and rec["seed"] == 7
+    d = rec["details"]
+    assert d["window"] == 5 and d["windows"][0][0] == 0 and d["windows"][-1][1] == n - 1
+    assert [m["index"] for m in d["mid_level"]] == list(range(n))  # every step once, in order
+    assert all(m["agent"] == trace.steps[m["index"]].agent for m in d["mid_level"])
+    for s in d["stages"]:
+        assert s["window"][0] <= s["focus_step"] <= s["window"][1]
+    flagged = [m["index"] for m in d["mid_level"] if m["signals"]]
+    assert d["candidates"] == (flagged or sorted({s["focus_step"] for s in d["stages"]}))
+    assert all(p["label"] in LABELS and p["i"] < p["j"] for p in d["pairs"])
+    assert set(d["refined"]) <= set(d["candidates"])
+    assert 1 <= len(d["top"]) <= 3 and [t["step"] for t in d["top"]] == [r["step"] for r in d["ranking"][:3]]
+    passing = [t["step"] for t in d["top"] if t["passed"]]
+    assert d["t_hat"] == (min(passing) if passing else d["top"][0]["step"])
+    lo, hi = d["research"]["window"]
+    assert (lo, hi) == (max(0, d["t_hat"] - 2), min(n - 1, d["t_hat"] + 2))
+    assert sorted(d["research"]["ranking"]) == list(range(lo, hi + 1))
+    assert all(r["role"] in ROLES for r in d["research"]["roles"].values())
+    assert rec["step"] == d["final_step"] == d["research"]["ranking"][0]
+    assert rec["agent"] == trace.agent_at(rec["step"])
+    assert all(e["verbatim"] for e in d["evidence_checked"] if e["quote"] in rec["evidence"])
+    cost = d["cost"]
+    assert sum(c["calls"] for c in cost.values()) == rec["usage"]["calls"]
+    assert sum(c["prompt_tokens"] for c in cost.values()) == rec["usage"]["prompt_tokens"]
+    assert cost["windows"]["batches"] == [len(d["windows"])] and cost["verify"]["batches"] == [len(d["top"])]
+    assert cost["prior"]["calls"] == cost["research"]["calls"] == 1
+    assert rec["usage"]["cached_tokens"] > 0  # siblings share the system prompt and prior block
+
+
+def test_falat_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):
+    from localfa.traces.load import load_trace
+
+    paths = [whowhen / sub / f"{name}.json" for sub, name in TRACES]
+    first = _diagnose(paths, tmp_path / "a.jsonl")
+    assert len(first) == 2
+    for path, rec in zip(paths, first):
+        _check(rec, load_trace(path))
+    second = _diagnose(paths, tmp_path / "b.jsonl")
+    assert [_strip_timing(r) for r in first] == [_strip_timing(r) for r in second]
