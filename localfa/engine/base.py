@@ -38,6 +38,11 @@ class BaseEngine(ABC):
     model_info: dict[str, Any] = {}  # set per instance by the factory
     self_checks: dict[str, bool] = {}  # set at start by backends that check themselves
     retry_factor: int = 2
+    # What a worker running this backend needs from a cluster: cores of its own (a model computed
+    # in this process) and, where the cluster has them, GPUs (one per tensor-parallel rank).
+    computes_locally: bool = True
+    uses_gpus: bool = False
+    packages: tuple[str, ...] = ()  # distributions whose versions the manifest records
 
     @abstractmethod
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:

@@ -77,9 +77,14 @@ def best_local_backend() -> str:
     )
 
 
+def chosen_backend(options: EngineOptions) -> str:
+    """The backend these options name, or the default: servers if any are named, else local."""
+    return options.engine or (SERVER_BACKEND if options.base_urls else best_local_backend())
+
+
 def build_engine(options: EngineOptions, say: Callable[[str], None] = _say) -> Engine:
     """Build the chosen engine; wrap it in the response cache when `options.cache_dir` is set."""
-    chosen = options.engine or (SERVER_BACKEND if options.base_urls else best_local_backend())
+    chosen = chosen_backend(options)
     cls = engine_class(chosen)
     built: Engine = cls.create(options, say=say, named=options.engine is not None)
     if options.cache_dir:

@@ -34,6 +34,8 @@ _LEN_RE = re.compile(r"maximum context length is (\d+).*?(\d+) (?:input )?tokens
 
 class OpenAIEngine(BaseEngine):
     name = "openai"
+    packages = ("httpx",)
+    computes_locally = False  # the servers compute
 
     @classmethod
     def create(cls, options: Any, say: Callable[[str], None], named: bool = True) -> "OpenAIEngine":

@@ -26,6 +26,7 @@ class ScriptedEngine(BaseEngine):
     """
 
     name = "scripted"
+    computes_locally = False
 
     def __init__(self, script: Iterable[Any] | Script, max_model_len: int | None = None) -> None:
         self._fn: Script | None = script if callable(script) else None

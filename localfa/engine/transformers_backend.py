@@ -20,6 +20,7 @@ from localfa.engine.types import Message, Request
 
 class TransformersEngine(BaseEngine):
     name = "transformers"
+    packages = ("transformers", "torch", "outlines", "llguidance")
 
     @classmethod
     def available(cls) -> bool:

