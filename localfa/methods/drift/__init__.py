@@ -1,0 +1,1 @@
+"""DRIFT: claim-centric auditing of a failed run (claim ledger, support checks, dependency tracer)."""

@@ -1,0 +1,139 @@
+"""Spans: DRIFT's unit of audit, and the text the auditor reads for a range of them.
+
+A span is an inclusive range of steps. By default every step is its own span; with segmentation
+consecutive steps serving one local goal share one. Every prompt shows spans the same way, each
+step's text fenced as data (`localfa.methods.fencing`)::
+
+    Span 3 (steps 4-5):
+    [4] WebSurfer:
+    <<<STEP 4>>>
+    ...
+    <<<END STEP 4>>>
+    [5] Orchestrator:
+    ...
+
+Each step is first cut to the host limit (`localfa.limits`); when the text still does not fit its
+character budget, the longest step contents are cut to a common cap (shorter steps stay whole), as
+the baselines do, so a view of the same spans under the same budget is always the same text (the
+support checks share it as their cached prefix).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from localfa.limits import LimitsHit
+from localfa.methods.baselines import shorten, water_fill_cap
+from localfa.methods.fencing import fence, fence_overhead, neutralise
+from localfa.traces.model import Step, Trace
+
+HEADER_SLACK = 40  # span header and step header per step, in characters (a safe upper estimate)
+
+
+@dataclass(frozen=True)
+class Span:
+    """Span `id` (0-based, in trace order) covering steps `first`..`last` inclusive."""
+
+    id: int
+    first: int
+    last: int
+
+    @property
+    def steps(self) -> range:
+        return range(self.first, self.last + 1)
+
+    def as_range(self) -> tuple[int, int]:
+        return (self.first, self.last)
+
+
+def one_span_per_step(n_steps: int) -> list[Span]:
+    return [Span(i, i, i) for i in range(n_steps)]
+
+
+def spans_from_ranges(ranges: Iterable[tuple[int, int]], n_steps: int) -> list[Span]:
+    """Spans from inclusive ranges that must be contiguous, ordered and cover 0..n_steps-1."""
+    out: list[Span] = []
+    expect = 0
+    for k, (a, b) in enumerate(ranges):
+        if a != expect or b < a or b >= n_steps:
+            raise ValueError(f"span ranges must be contiguous and cover steps 0..{n_steps - 1}: got {a}-{b} at {k}")
+        out.append(Span(k, a, b))
+        expect = b + 1
+    if expect != n_steps:
+        raise ValueError(f"span ranges stop at step {expect - 1}, the trace has {n_steps} steps")
+    return out
+
+
+def step_text(step: Step) -> str:
+    """What a step says, with the tool result it got back (support evidence often lives there)."""
+    body = (step.content or "").strip()
+    obs = (step.observation or "").strip()
+    if obs and obs != body:
+        body = f"{body}\n(result) {obs}" if body else obs
+    return body
+
+
+class SpanView:
+    """The trace's steps (the first `max_steps`, each within `max_step_chars`) rendered for prompts."""
+
+    def __init__(self, trace: Trace, limits: LimitsHit | None = None) -> None:
+        self.trace = trace
+        n = len(trace.steps) if limits is None else limits.steps(len(trace.steps))
+        texts = [step_text(s) for s in trace.steps[:n]]
+        self.texts = texts if limits is None else [limits.step_text(i, t) for i, t in enumerate(texts)]
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.texts)
+
+    def _overhead(self, i: int) -> int:
+        return len(self.trace.steps[i].agent) + HEADER_SLACK + fence_overhead(f"STEP {i}")
+
+    def size(self, spans: Iterable[Span]) -> int:
+        """Characters the spans take uncut (headers and fences included)."""
+        return sum(len(self.texts[i]) + self._overhead(i) for sp in spans for i in sp.steps)
+
+    def render(self, spans: list[Span], char_budget: int | None, tags: bool = True) -> str:
+        """The spans as delimited blocks; step contents cut to one common cap to fit the budget.
+
+        `tags=False` leaves out the span headers (segmentation shows bare steps: spans are its answer).
+        """
+        idx = [i for sp in spans for i in sp.steps]
+        cap = None
+        if char_budget is not None:
+            overhead = sum(self._overhead(i) for i in idx)
+            cap = water_fill_cap([len(self.texts[i]) for i in idx], max(0, char_budget - overhead))
+        parts = []
+        for sp in spans:
+            if tags:
+                rng = f"step {sp.first}" if sp.first == sp.last else f"steps {sp.first}-{sp.last}"
+                parts.append(f"Span {sp.id} ({rng}):")
+            for i in sp.steps:
+                text = self.texts[i] if cap is None else shorten(self.texts[i], cap)
+                parts.append(f"[{i}] {neutralise(self.trace.steps[i].agent)}:\n{fence(text, f'STEP {i}')}")
+        return "\n".join(parts)
+
+    def span_text(self, span: Span) -> str:
+        """The uncut text of one span (for locating a verbatim quote)."""
+        return "\n".join(self.texts[i] for i in span.steps)
+
+
+def pack_chunks(view: SpanView, spans: list[Span], chunk_chars: int, max_spans: int) -> list[list[Span]]:
+    """Consecutive spans packed greedily into chunks of at most `chunk_chars` and `max_spans`.
+
+    A span larger than a whole chunk gets a chunk of its own (its text is cut when rendered).
+    """
+    chunks: list[list[Span]] = []
+    current: list[Span] = []
+    used = 0
+    for sp in spans:
+        size = view.size([sp])
+        if current and (used + size > chunk_chars or len(current) >= max_spans):
+            chunks.append(current)
+            current, used = [], 0
+        current.append(sp)
+        used += size
+    if current:
+        chunks.append(current)
+    return chunks

@@ -1,0 +1,323 @@
+"""DRIFT's rules, checked exactly on the scripted engine (the real-model run is test_drift_real)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from localfa.engine.errors import InvalidOutputError
+from localfa.engine.scripted import ScriptedEngine
+from localfa.grammars.drift import (
+    DriftLimits,
+    ledger_grammar,
+    segment_grammar,
+    spans_from_starts,
+    support_grammar,
+    tracer_claim_grammar,
+    tracer_ledger_grammar,
+)
+from localfa.methods.base import MethodContext
+from localfa.methods.drift.ledger import Ledger
+from localfa.methods.drift.spans import Span, SpanView, spans_from_ranges
+from localfa.methods.drift.tracer import pick_step
+from localfa.methods.registry import MethodOptionError, get_method
+from localfa.methods.runner import Job, run_jobs
+from localfa.traces.model import Step, Trace
+
+CONTENTS = [
+    ("user", "Find the population of Springfield in 2020 and double it."),
+    ("Searcher", "Search result: Springfield had 167,882 residents in the 2020 census."),
+    ("Planner", "So the population is 170,000, we will use that."),
+    ("Coder", "Doubling 170,000 gives 340,000."),
+    ("Searcher", "Checking another source for the census figure."),
+    ("Planner", "Final answer: 340,000."),
+]
+
+
+def make_trace(contents=CONTENTS, tid: str = "d1") -> Trace:
+    steps = [Step(index=i, agent=a, role="assistant", content=c) for i, (a, c) in enumerate(contents)]
+    return Trace(id=tid, source=f"{tid}.json", format="messages", task="Double the 2020 population of Springfield.",
+                 steps=steps, final_output="340,000")
+
+
+def new_claim(text, i, j, uses=(), status="consequential", typ="entity"):
+    return {"text": text, "type": typ, "status": status, "at": {"introduced": i, "consequential": j, "uses": list(uses)}}
+
+
+class Script:
+    """Canned answers by stage; every answer is still validated against its grammar."""
+
+    def __init__(self, ledger=None, support=None, tracer=None, segment=None):
+        self.ledger = ledger or [{"new_claims": []}]
+        self.support = support or {}
+        self.tracer = tracer or {}
+        self.segment = segment or {}
+
+    def __call__(self, req):
+        stage, _, rest = req.key.removeprefix("drift/").partition("/")
+        if stage == "segment":
+            return self.segment[int(rest)]
+        if stage == "ledger":
+            return self.ledger[int(rest)]
+        if stage == "support":
+            return self.support.get(rest, {"status": "DIRECT", "evidence": "Final answer: 340,000.", "span": 5,
+                                          "reason": "shown"})
+        return self.tracer.get(rest, {"harmful": False, "marks": []})
+
+
+def run_one(script, trace=None, **options):
+    trace = trace or make_trace()
+    engine = ScriptedEngine(script)
+    method = get_method("drift", **options)
+    ctx = MethodContext(trace, seed=0, count_tokens=engine.count_tokens)
+    ((_, diag),) = list(run_jobs(engine, [Job(trace.id, method.run(ctx), lambda e: pytest.fail(e))]))
+    return diag, engine
+
+
+# ---- the ledger -----------------------------------------------------------------------------------
+
+def test_ledger_merges_the_same_claim_across_chunks_into_one_entry():
+    first = {"new_claims": [new_claim("The population is 170,000.", 1, 1, [2])]}
+    again = {"new_claims": [new_claim("the population is 170,000", 4, 4, [5], status="finalized")],
+             "updates": []}
+    diag, engine = run_one(Script(ledger=[first, again]), chunk_max_spans=3)
+    ledger = diag.details["ledger"]
+    assert len(ledger) == 1
+    c = ledger[0]
+    assert (c["id"], c["status"], c["introduced"], c["consequential"]) == ("C1", "finalized", 1, 1)
+    assert c["uses"] == [2, 4, 5] and c["seen_in_chunks"] == [0, 1]
+    assert diag.details["ledger_chunks"] == [[0, 2], [3, 5]]
+    # the second chunk was shown the carried ledger and may only update real ids
+    second = next(r for r in engine.requests if r.key == "drift/ledger/1")
+    assert ("Claim C1 (entity, consequential; introduced in span 1, relied on from span 1, used in spans 2):\n"
+            "<<<CLAIM C1>>>\nThe population is 170,000.\n<<<END CLAIM C1>>>") in second.messages[1]["content"]
+    assert second.grammar.spec["properties"]["updates"]["items"]["properties"]["claim"]["enum"] == ["C1"]
+
+
+def test_ledger_update_by_id_commits_at_its_first_use():
+    led = Ledger()
+    led.merge({"new_claims": [new_claim("Doubling is the right operation.", 0, 0, [], status="tentative",
+                                        typ="constraint")]}, chunk=0)
+    assert led.claims[0].consequential is None  # tentative: not yet relied on
+    led.merge({"new_claims": [], "updates": [{"claim": "C1", "status": "consequential", "uses": [4, 3]}]}, chunk=1)
+    c = led.claims[0]
+    assert (c.status, c.introduced, c.consequential, c.uses) == ("consequential", 0, 3, [3, 4])
+    # status never moves back; an unknown id is ignored
+    led.merge({"new_claims": [], "updates": [{"claim": "C1", "status": "exploratory", "uses": [5]},
+                                             {"claim": "C9", "status": "finalized", "uses": [5]}]}, chunk=2)
+    assert c.status == "consequential" and c.uses == [3, 4, 5] and len(led) == 1
+
+
+def test_ledger_grammar_enforces_ordering_and_real_span_ids():
+    limits = DriftLimits()
+    g = ledger_grammar(2, 5, ["C1"], limits)
+    ok = '{"new_claims":[{"text":"A claim here","type":"entity","status":"consequential",' \
+         '"at":{"introduced":2,"consequential":4,"uses":[4,5]}}],"updates":[{"claim":"C1","status":"finalized","uses":[3]}]}'
+    assert g.parse(ok)["new_claims"][0]["at"]["consequential"] == 4
+    bad = [
+        ok.replace('"introduced":2,"consequential":4', '"introduced":4,"consequential":2'),  # consequential < introduced
+        ok.replace('"uses":[4,5]', '"uses":[3]'),  # a use before the consequential span
+        ok.replace('"introduced":2', '"introduced":1'),  # outside the chunk
+        ok.replace('"uses":[4,5]', '"uses":[6]'),  # a span that does not exist here
+        ok.replace('"claim":"C1"', '"claim":"C2"'),  # an id not in the ledger
+        ok.replace('"type":"entity"', '"type":"opinion"'),
+    ]
+    for text in bad:
+        with pytest.raises(InvalidOutputError):
+            g.parse(text)
+    assert "updates" not in ledger_grammar(0, 3, [], limits).spec["properties"]  # nothing to update yet
+
+
+# ---- support --------------------------------------------------------------------------------------
+
+def _two_claims():
+    return [{"new_claims": [new_claim("Springfield had 167,882 residents in 2020.", 1, 1, [2]),
+                            new_claim("The population is 170,000.", 2, 2, [3, 5], typ="computation"),
+                            new_claim("Another source may differ.", 4, 4, [], status="exploratory")]}]
+
+
+def test_support_checks_all_claims_in_one_batch_sharing_one_prefix():
+    diag, engine = run_one(Script(ledger=_two_claims()))
+    support = [b for b in engine.batches if b[0].key.startswith("drift/support/")]
+    assert len(support) == 1 and [r.key for r in support[0]] == ["drift/support/C1", "drift/support/C2"]
+    a, b = (r.messages[1]["content"] for r in support[0])
+    common = os.path.commonprefix([a, b])
+    assert "<<<END STEP 5>>>" in common and common.endswith("Claim C")  # the whole run first, the claim last
+    assert support[0][0].messages[0] == support[0][1].messages[0]
+    assert [s["claim"] for s in diag.details["support"]] == ["C1", "C2"]  # exploratory C3 not checked
+    assert diag.details["cost"]["support"]["calls"] == 2
+
+
+def test_claims_without_support_are_marked_and_unverified_direct_is_demoted():
+    support = {
+        "C1": {"status": "DIRECT", "evidence": "Springfield had 167,882 residents in the 2020 census.", "span": 1,
+               "reason": "the search result says so"},
+        "C2": {"status": "DIRECT", "evidence": "the census says 170,000", "span": 1, "reason": "made up quote"},
+    }
+    diag, engine = run_one(Script(ledger=_two_claims(), support=support))
+    checks = {s["claim"]: s for s in diag.details["support"]}
+    assert checks["C1"]["status"] == "DIRECT" and checks["C1"]["evidence_verbatim"] is True
+    assert checks["C1"]["evidence_span"] == 1
+    assert checks["C2"]["model_status"] == "DIRECT" and checks["C2"]["status"] == "WEAK"
+    assert checks["C2"]["evidence_verbatim"] is False and checks["C2"]["evidence_span"] is None
+    # only the risky claim goes to the tracer
+    assert [r.key for r in engine.requests if r.key.startswith("drift/tracer/")] == ["drift/tracer/C2"]
+    missing = {"C1": {"status": "MISSING", "evidence": "", "span": 0, "reason": "nothing shows it"}}
+    diag, engine = run_one(Script(ledger=_two_claims(), support=missing))
+    assert {s["claim"]: s["status"] for s in diag.details["support"]} == {"C1": "MISSING", "C2": "DIRECT"}
+    assert [r.key for r in engine.requests if r.key.startswith("drift/tracer/")] == ["drift/tracer/C1"]
+
+
+def test_support_grammar_bounds_span_and_evidence():
+    g = support_grammar(6, DriftLimits(evidence_chars=20))
+    assert g.parse('{"status":"WEAK","evidence":"","span":5,"reason":"r"}')["span"] == 5
+    for text in ('{"status":"WEAK","evidence":"","span":6,"reason":"r"}',
+                 '{"status":"SURE","evidence":"","span":0,"reason":"r"}',
+                 '{"status":"WEAK","evidence":"' + "x" * 21 + '","span":0,"reason":"r"}'):
+        with pytest.raises(InvalidOutputError):
+            g.parse(text)
+
+
+# ---- tracer, first error, step and agent ---------------------------------------------------------
+
+RISKY = {"C1": {"status": "WEAK", "evidence": "", "span": 1, "reason": "partial"},
+         "C2": {"status": "CONFLICTING", "evidence": "Springfield had 167,882 residents", "span": 1,
+                "reason": "the search says 167,882"}}
+
+
+def test_tracer_marks_commit_reuse_finalize_spans_and_first_error():
+    tracer = {"C1": {"harmful": False, "marks": [{"span": 1, "role": "commit"}]},  # harmless: ignored
+              "C2": {"harmful": True, "marks": [{"span": 5, "role": "finalize"}, {"span": 2, "role": "commit"},
+                                                {"span": 3, "role": "reuse"}, {"span": 3, "role": "amplify"}]}}
+    diag, _ = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer))
+    assert diag.spans == [(2, 2), (3, 3), (5, 5)]
+    assert diag.details["error_spans"] == [2, 3, 5] and diag.details["first_error_span"] == 2
+    assert (diag.step, diag.agent) == (2, "Planner")
+    assert diag.details["tracer"]["harmful"] == ["C2"]
+    assert [(m["span"], m["role"]) for m in diag.details["tracer"]["marks"]] == [(5, "finalize"), (2, "commit"), (3, "reuse")]
+    assert diag.evidence == ["Springfield had 167,882 residents"]  # verbatim quotes only
+    assert diag.details["no_error_span"] is None
+
+
+def test_harmful_claim_without_marks_is_marked_where_committed():
+    tracer = {"C1": {"harmful": True, "marks": []}}
+    diag, _ = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer))
+    assert diag.details["error_spans"] == [1] and diag.step == 1 and diag.agent == "Searcher"
+    assert diag.details["tracer"]["marks"] == [{"claim": "C1", "span": 1, "role": "commit", "fallback": True}]
+
+
+def test_tracer_ledger_mode_is_one_call_and_drops_marks_of_harmless_claims():
+    tracer = {"ledger": {"harmful": ["C2"], "marks": [{"claim": "C1", "span": 1, "role": "commit"},
+                                                       {"claim": "C2", "span": 3, "role": "reuse"}]}}
+    diag, engine = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer), tracer="ledger")
+    assert [r.key for r in engine.requests if r.key.startswith("drift/tracer")] == ["drift/tracer/ledger"]
+    assert diag.details["error_spans"] == [3] and diag.step == 3 and diag.agent == "Coder"
+
+
+def test_tracer_grammars_only_allow_spans_from_the_claims_introduction():
+    limits = DriftLimits()
+    g = tracer_claim_grammar(2, 6, limits)
+    assert g.parse('{"harmful":true,"marks":[{"span":2,"role":"commit"}]}')["marks"][0]["span"] == 2
+    for text in ('{"harmful":true,"marks":[{"span":1,"role":"commit"}]}',
+                 '{"harmful":true,"marks":[{"span":6,"role":"reuse"}]}',
+                 '{"harmful":true,"marks":[{"span":3,"role":"blame"}]}'):
+        with pytest.raises(InvalidOutputError):
+            g.parse(text)
+    g = tracer_ledger_grammar({"C1": 1, "C2": 3}, 6, limits)
+    g.parse('{"harmful":["C2"],"marks":[{"claim":"C2","span":3,"role":"reuse"}]}')
+    with pytest.raises(InvalidOutputError):
+        g.parse('{"harmful":["C2"],"marks":[{"claim":"C2","span":2,"role":"reuse"}]}')
+
+
+def test_no_risky_claim_still_answers_with_the_final_answer_span():
+    ledger = [{"new_claims": [new_claim("Final answer: 340,000.", 5, 5, [], status="finalized")]}]
+    diag, engine = run_one(Script(ledger=ledger))
+    assert not [r for r in engine.requests if r.key.startswith("drift/tracer")]
+    assert (diag.step, diag.agent, diag.spans) == (5, "Planner", [(5, 5)])
+    assert diag.details["no_error_span"].startswith("no committed claim lacks support")
+    diag, _ = run_one(Script())  # nothing recorded at all: the last span
+    assert diag.step == 5 and "no committed claim was recorded" in diag.details["no_error_span"]
+
+
+def test_span_to_step_mapping_picks_the_step_that_makes_the_claim():
+    trace = make_trace()
+    view = SpanView(trace)
+    span = Span(0, 0, 3)
+    assert pick_step(view, span, ["The population is 170,000."]) == 2
+    assert pick_step(view, span, ["Doubling 170,000"]) == 3
+    assert pick_step(view, span, []) == 1  # no text: the first step that is not the human's
+    assert pick_step(view, Span(0, 0, 0), ["anything"]) == 0  # only the human: then it
+
+
+# ---- segmentation ---------------------------------------------------------------------------------
+
+def test_segmentation_grammar_only_allows_contiguous_covering_ordered_ranges():
+    g = segment_grammar(3, 7)
+    assert spans_from_starts(g.parse("3,5,6"), 3, 7) == [(3, 4), (5, 5), (6, 7)]
+    assert spans_from_starts(g.parse("3"), 3, 7) == [(3, 7)]
+    for text in ("3,6,5", "4,5", "3,3", "3,8", "3, 5", "0,5"):
+        with pytest.raises(InvalidOutputError):
+            g.parse(text)
+    with pytest.raises(ValueError):
+        spans_from_ranges([(0, 1), (3, 4)], 5)  # a gap
+    with pytest.raises(ValueError):
+        spans_from_ranges([(0, 1), (2, 3)], 5)  # does not cover
+
+
+def test_segment_option_groups_steps_in_one_batched_pass():
+    segment = {0: "0,2", 1: "3,5"}
+    ledger = [{"new_claims": [new_claim("The population is 170,000.", 1, 1, [2])]}]
+    tracer = {"C1": {"harmful": True, "marks": [{"span": 1, "role": "commit"}]}}
+    diag, engine = run_one(Script(segment=segment, ledger=ledger, support={"C1": RISKY["C1"]}, tracer=tracer),
+                           segment=True, segment_max_steps=3)
+    seg = [b for b in engine.batches if b[0].key.startswith("drift/segment/")]
+    assert len(seg) == 1 and len(seg[0]) == 2  # both chunks in ONE batch
+    assert diag.details["spans"] == [[0, 1], [2, 2], [3, 4], [5, 5]]
+    # span 1 is step 2 alone: error span (2, 2), step 2 by the Planner
+    assert diag.spans == [(2, 2)] and diag.step == 2
+    assert "Claim C1" in next(r for r in engine.requests if r.key == "drift/support/C1").messages[1]["content"]
+
+
+def test_segmented_span_maps_to_the_step_whose_agent_made_the_claim():
+    segment = {0: "0,4"}
+    ledger = [{"new_claims": [new_claim("Doubling 170,000 gives 340,000.", 0, 0, [1], typ="computation")]}]
+    tracer = {"C1": {"harmful": True, "marks": [{"span": 0, "role": "commit"}]}}
+    diag, _ = run_one(Script(segment=segment, ledger=ledger, support={"C1": RISKY["C1"]}, tracer=tracer), segment=True)
+    assert diag.details["spans"] == [[0, 3], [4, 5]]
+    assert diag.spans == [(0, 3)] and (diag.step, diag.agent) == (3, "Coder")
+
+
+# ---- options and chunking ----------------------------------------------------------------------------
+
+def test_options_are_validated_and_recorded():
+    with pytest.raises(MethodOptionError, match="tracer"):
+        get_method("drift:tracer=guess")
+    with pytest.raises(MethodOptionError, match="chunk_tokens"):
+        get_method("drift:chunk_tokens=10")
+    m = get_method("drift:segment=true:chunk_tokens=900")
+    assert m.describe()["segment"] is True and m.describe()["chunk_tokens"] == 900
+
+
+def test_long_trace_is_read_in_chunks_that_fit_the_window():
+    contents = [("Agent" + str(i % 2), f"step {i} " + "words " * 300) for i in range(12)]
+    trace = make_trace(contents, tid="long")
+    engine = ScriptedEngine(Script(ledger=[{"new_claims": []}] * 12), max_model_len=4096)
+    method = get_method("drift", chunk_tokens=800)
+    ctx = MethodContext(trace, seed=0, count_tokens=engine.count_tokens, max_model_len=4096)
+    ((_, diag),) = list(run_jobs(engine, [Job(trace.id, method.run(ctx), lambda e: pytest.fail(e))]))
+    chunks = diag.details["ledger_chunks"]
+    assert len(chunks) >= 4 and chunks[0][0] == 0 and chunks[-1][1] == 11
+    assert all(b[0] == a[1] + 1 for a, b in zip(chunks, chunks[1:]))  # in order, nothing skipped
+    assert diag.details["chunk_tokens"] == 800
+    for r in engine.requests:
+        used = sum(engine.count_tokens(m["content"]) for m in r.messages)
+        assert used + r.sampling.max_tokens <= 4096
+
+
+def test_one_chunk_ledger_and_support_checks_share_the_same_run_prefix():
+    diag, engine = run_one(Script(ledger=_two_claims()))
+    ledger = next(r for r in engine.requests if r.key == "drift/ledger/0").messages[1]["content"]
+    support = next(r for r in engine.requests if r.key == "drift/support/C1").messages[1]["content"]
+    common = os.path.commonprefix([ledger, support])
+    assert common.startswith("Task given to the agents:") and "<<<END STEP 5>>>" in common

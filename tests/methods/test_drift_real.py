@@ -1,0 +1,71 @@
+"""DRIFT end to end on the REAL embedded model (vLLM CPU build) through `localfa diagnose`.
+
+The 135M model cannot audit claims well; what must hold is that the machinery is real: every
+stage's output parsed under its grammar (a violation would be an error record), the ledger keeps
+its ordering, spans lie inside the trace, cost per stage adds up, and a fixed seed reproduces
+the run exactly apart from timings. Segmentation is on, so all four stages can run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.real
+
+TIMING_KEYS = {"wall_s", "finished_at"}
+STAGES = ("segment", "ledger", "support", "tracer")
+
+
+def _diagnose(traces, out):
+    cmd = [sys.executable, "-m", "localfa", "diagnose", *map(str, traces), "--method", "drift:segment=true",
+           "--engine", "vllm", "--seed", "7", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def _strip_timing(record):
+    return json.dumps({k: v for k, v in record.items() if k not in TIMING_KEYS}, sort_keys=True)
+
+
+def _check(rec, trace):
+    n = len(trace.steps)
+    assert rec["error"] is None, rec["error"]
+    assert rec["method"].startswith("drift") and rec["seed"] == 7
+    details = rec["details"]
+    spans = details["spans"]  # contiguous, ordered, covering the trace
+    assert spans[0][0] == 0 and spans[-1][1] == n - 1
+    assert all(b[0] == a[1] + 1 and a[0] <= a[1] for a, b in zip(spans, spans[1:]))
+    assert rec["spans"] and all(list(s) in spans for s in rec["spans"])  # predicted spans are real spans
+    first = rec["spans"][0]
+    assert first[0] <= rec["step"] <= first[1] and rec["agent"] == trace.agent_at(rec["step"])
+    for c in details["ledger"]:
+        assert 0 <= c["introduced"] < len(spans)
+        if c["consequential"] is not None:
+            assert c["introduced"] <= c["consequential"] <= min(c["uses"], default=len(spans))
+        assert all(u < len(spans) for u in c["uses"])
+    for s in details["support"]:
+        assert s["status"] in ("DIRECT", "WEAK", "MISSING", "CONFLICTING") and 0 <= s["span"] < len(spans)
+    cost = details["cost"]
+    assert sum(cost[s]["calls"] for s in STAGES) == rec["usage"]["calls"]
+    assert sum(cost[s]["prompt_tokens"] for s in STAGES) == rec["usage"]["prompt_tokens"]
+    assert cost["segment"]["calls"] == len(details["segment_chunks"]) >= 1
+    assert cost["ledger"]["calls"] == len(details["ledger_chunks"]) >= 1
+    assert cost["support"]["calls"] == len(details["support"])
+    assert (details["first_error_span"] is None) == (details["no_error_span"] is not None)
+
+
+def test_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):
+    from localfa.traces.load import load_trace
+
+    paths = [whowhen / "algorithm-generated" / "1.json", whowhen / "algorithm-generated" / "2.json"]
+    first = _diagnose(paths, tmp_path / "a.jsonl")
+    assert len(first) == 2
+    for path, rec in zip(paths, first):
+        _check(rec, load_trace(path))
+    second = _diagnose(paths, tmp_path / "b.jsonl")
+    assert [_strip_timing(r) for r in first] == [_strip_timing(r) for r in second]
