@@ -34,12 +34,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-from localfa.errors import LocatedError
 from localfa.bench.metrics import score_record
 from localfa.bench.store import ResultStore
 from localfa.diagnosis import Diagnosis
+from localfa.errors import LocatedError
 from localfa.methods.base import MethodContext
 from localfa.methods.budget import parse_budget
 from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, parse_methods  # noqa: F401
@@ -269,27 +269,10 @@ def run_sweep(
     A record that failed on an engine error is not final (it runs again); with `retry_errors`
     no error record is.
     """
-    from localfa.manifest import build_manifest
-
     run_dir = Path(run_dir)
-    try:
-        budgets = list(dict.fromkeys(parse_budget(b).label for b in (budgets or ["none"])))
-    except ValueError as exc:
-        raise SweepError(None, str(exc)) from None
-    if concurrency < 1:
-        raise SweepError(None, f"concurrency must be at least 1, got {concurrency}")
-    built: dict[str, Any] = {}
-    for spec in methods:
-        try:
-            built[spec.label] = get_method(spec)
-        except MethodOptionError as exc:
-            raise SweepError(None, str(exc)) from None
-    manifest = build_manifest(
-        engine, seeds=list(seeds),
-        methods={s.label: {"name": s.name, "options": s.options_dict, "resolved": built[s.label].describe()}
-                 for s in methods},
-        extra={"budgets": list(budgets), "trace_files": sorted({t.source for t in traces}), **(manifest_extra or {})},
-    )
+    budgets = check_sweep_args(budgets, concurrency)
+    built = build_methods(methods)
+    manifest = sweep_manifest(engine, methods, built, list(seeds), budgets, traces, manifest_extra or {})
     result = SweepResult(run_dir)
     started = time.perf_counter()
     store = ResultStore(run_dir)
@@ -299,38 +282,15 @@ def run_sweep(
         result.repaired_bytes = store.repaired_bytes
         if store.repaired_bytes:
             say(f"localfa: cut a partial last line ({store.repaired_bytes} bytes) from {store.path}")
-        units: list[_Unit] = []
-        for trace in traces:
-            for spec in methods:
-                for budget in budgets:
-                    for seed in seeds:
-                        units.append(_Unit(trace, spec, budget, seed))
+        units = plan_units(traces, methods, budgets, list(seeds))
         result.planned = len(units)
         digests = {t.id: trace_digest(t) for t in traces}
-        todo: list[_Unit] = []
-        retried = 0
-        for u in units:
-            old = store.get(u.key)
-            if old is None:
-                todo.append(u)
-                continue
-            clash = _collision(u, old, digests[u.trace.id])
-            if clash and not force:
-                raise SweepError(run_dir, clash)
-            if not old.is_final(retry_errors):
-                todo.append(u)
-                retried += 1
+        todo, retried = select_todo(units, store, force=force, retry_errors=retry_errors)
         result.skipped = len(units) - len(todo)
         result.retried = retried
         planned_keys = {u.key for u in units}
         finished_here = [r for r in store.records if r.key in planned_keys and r.is_final(retry_errors)]
-
-        def job(u: _Unit, idx: int) -> Job:
-            ctx = MethodContext(trace=u.trace, seed=u.seed, budget=None if u.budget == "none" else u.budget,
-                                options=u.spec.options_dict)
-            return method_job(engine, built[u.spec.label], ctx, key=str(idx), label=u.spec.label)
-
-        jobs = [job(u, i) for i, u in enumerate(todo)]
+        jobs = [unit_job(engine, built[u.spec.label], u, key=str(i)) for i, u in enumerate(todo)]
         if result.skipped or retried:
             say(f"localfa: resuming {run_dir}: {result.skipped} of {result.planned} records already done"
                 + (f", {retried} failed records to run again" if retried else ""))
@@ -348,6 +308,76 @@ def run_sweep(
         store.close()
     result.wall_s = round(time.perf_counter() - started, 3)
     return result
+
+
+# ---- the pieces of a sweep (one process here; localfa.cluster runs the same ones on Ray) --------
+
+def check_sweep_args(budgets: list[str] | None, concurrency: int) -> list[str]:
+    """The budgets' canonical labels (default: none), distinct; bad budgets or concurrency refused."""
+    try:
+        labels = list(dict.fromkeys(parse_budget(b).label for b in (budgets or ["none"])))
+    except ValueError as exc:
+        raise SweepError(None, str(exc)) from None
+    if concurrency < 1:
+        raise SweepError(None, f"concurrency must be at least 1, got {concurrency}")
+    return labels
+
+
+def build_methods(specs: Iterable[MethodSpec]) -> dict[str, Any]:
+    """label -> configured method; a bad option is a `SweepError`."""
+    built: dict[str, Any] = {}
+    for spec in specs:
+        try:
+            built[spec.label] = get_method(spec)
+        except MethodOptionError as exc:
+            raise SweepError(None, str(exc)) from None
+    return built
+
+
+def plan_units(traces: list[Trace], specs: list[MethodSpec], budgets: list[str], seeds: list[int]) -> list[_Unit]:
+    """Every (trace, method, budget, seed), trace-major, so a trace's units sit together."""
+    return [_Unit(t, s, b, seed) for t in traces for s in specs for b in budgets for seed in seeds]
+
+
+def select_todo(units: list[_Unit], store: ResultStore, *, force: bool,
+                retry_errors: bool) -> tuple[list[_Unit], int]:
+    """(units to run, how many of them re-run a failed record); a unit whose id now names
+    another trace than its stored record is refused unless `force`."""
+    digests = {u.trace.id: trace_digest(u.trace) for u in units}
+    todo: list[_Unit] = []
+    retried = 0
+    for u in units:
+        old = store.get(u.key)
+        if old is None:
+            todo.append(u)
+            continue
+        clash = _collision(u, old, digests[u.trace.id])
+        if clash and not force:
+            raise SweepError(store.run_dir, clash)
+        if not old.is_final(retry_errors):
+            todo.append(u)
+            retried += 1
+    return todo, retried
+
+
+def sweep_manifest(engine: Any, specs: list[MethodSpec], built: dict[str, Any], seeds: list[int],
+                   budgets: list[str], traces: list[Trace], extra: dict[str, Any]) -> dict[str, Any]:
+    """The run's manifest: engine, methods with their resolved options, seeds, budgets, traces."""
+    from localfa.manifest import build_manifest
+
+    return build_manifest(
+        engine, seeds=list(seeds),
+        methods={s.label: {"name": s.name, "options": s.options_dict, "resolved": built[s.label].describe()}
+                 for s in specs},
+        extra={"budgets": list(budgets), "trace_files": sorted({t.source for t in traces}), **extra},
+    )
+
+
+def unit_job(engine: Any, method: Any, unit: _Unit, key: str) -> Job:
+    """The unit's method program, seeded from (run seed, trace id, call key) wherever it runs."""
+    ctx = MethodContext(trace=unit.trace, seed=unit.seed, budget=None if unit.budget == "none" else unit.budget,
+                        options=unit.spec.options_dict)
+    return method_job(engine, method, ctx, key=key, label=unit.spec.label)
 
 
 class _Progress:

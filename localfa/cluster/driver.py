@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
 from localfa.bench.store import RESULTS, ResultStore
-from localfa.bench.sweep import SweepError, SweepResult, _Progress, prepare_manifest
+from localfa.bench.sweep import SweepResult, _Progress, check_sweep_args, prepare_manifest
 from localfa.cluster.plan import Unit, build_methods, make_record, plan_units, select_todo, sweep_manifest, unit_job
 from localfa.cluster.shard import Shard
-from localfa.methods.budget import parse_budget
 from localfa.methods.registry import MethodSpec
 from localfa.methods.runner import run_jobs
 from localfa.results import ResultRecord, trace_digest
@@ -103,12 +102,7 @@ def run_units_sweep(
 ) -> SweepResult:
     """Run every unit (of `shard`, if given) without a final record in the run, on `executor`."""
     run_dir = Path(run_dir)
-    try:
-        budgets = list(dict.fromkeys(parse_budget(b).label for b in (budgets or ["none"])))
-    except ValueError as exc:
-        raise SweepError(None, str(exc)) from None
-    if concurrency < 1:
-        raise SweepError(None, f"concurrency must be at least 1, got {concurrency}")
+    budgets = check_sweep_args(budgets, concurrency)
     built = build_methods(specs)
     result = SweepResult(run_dir)
     store = ResultStore(run_dir, shard.results_name if shard else RESULTS)
