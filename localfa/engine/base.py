@@ -75,6 +75,22 @@ class BaseEngine(ABC):
         """Build from `EngineOptions` (see localfa.engine.factory); every backend implements it."""
         raise NotImplementedError(f"{cls.__name__}.create")
 
+    def run_self_checks(self) -> dict[str, tuple[bool, str]]:
+        """name -> (passed, what a failure means); backends that rely on something check it here."""
+        return {}
+
+    def check_itself(self, say: Callable[[str], None]) -> None:
+        """Run the self-checks at start (localfa.engine.self_check); a failure closes the engine
+        and raises, unless LOCALFA_ALLOW_UNCHECKED=1 turns it into a warning."""
+        from localfa.engine.errors import EngineError
+        from localfa.engine.self_check import settle
+
+        try:
+            self.self_checks = settle(self.run_self_checks(), say)
+        except EngineError:
+            self.close()
+            raise
+
     def session(self) -> Session:
         """Batch-at-a-time by default; backends with continuous batching override this."""
         return BatchSession(self)

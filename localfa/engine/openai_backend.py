@@ -24,7 +24,6 @@ import httpx
 from localfa.engine.base import BaseEngine, RawOutput
 from localfa.engine.errors import ContextLengthError, EngineError, EngineUnavailableError, GrammarError
 from localfa.tokens import approx_tokens
-from localfa.engine.self_check import settle
 from localfa.engine.session import as_engine_error
 from localfa.engine.types import Message, Request
 from localfa.engine.vllm_types import structured_outputs
@@ -43,11 +42,7 @@ class OpenAIEngine(BaseEngine):
         engine = cls(options.base_urls, api_key=options.api_key or os.environ.get("LOCALFA_API_KEY"),
                      enable_thinking=bool(settings and settings.enable_thinking), say=say)
         say(f"localfa: engine openai at {', '.join(engine.base_urls)} (model {engine.model})")
-        try:
-            engine.self_checks = settle(engine.run_self_checks(), say)
-        except EngineError:
-            engine.close()
-            raise
+        engine.check_itself(say)
         return engine
 
     def run_self_checks(self) -> dict[str, tuple[bool, str]]:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from localfa import offline
 from localfa.engine.base import BaseEngine, RawOutput, resolve_local_model
 from localfa.engine.errors import ContextLengthError, EngineError, GrammarError, TruncatedOutputError
-from localfa.engine.self_check import settle, vllm_version_note
+from localfa.engine.self_check import vllm_version_note
 from localfa.engine.settings import EngineSettings
 from localfa.engine.types import Message, Request
 from localfa.engine.vllm_types import structured_outputs
@@ -46,11 +46,7 @@ class VLLMEngine(BaseEngine):
         note = vllm_version_note(engine._vllm.__version__)
         if note:
             say(note)
-        try:
-            engine.self_checks = settle(engine.run_self_checks(), say)
-        except EngineError:
-            engine.close()
-            raise
+        engine.check_itself(say)
         return engine
 
     def run_self_checks(self) -> dict[str, tuple[bool, str]]:

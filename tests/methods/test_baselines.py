@@ -47,8 +47,12 @@ def test_all_at_once_grammar_is_built_from_the_trace():
     assert schema["properties"]["agent"]["enum"] == ["human", "Orchestrator", "WebSurfer"]
     assert (schema["properties"]["step"]["minimum"], schema["properties"]["step"]["maximum"]) == (0, 5)
     assert schema["properties"]["reason"]["maxLength"] == 200
-    assert req.key == "aao" and req.sampling.seed is not None
-    assert req.sampling.max_tokens >= 200  # room for the longest reason the grammar allows
+    # derive_seed(run seed 0, trace "t1", key "aao"), pinned: changing the derivation would re-seed
+    # (and so change) every run ever recorded
+    assert req.key == "aao" and req.sampling.seed == 426514790
+    # the longest answer the grammar admits, {"agent":"Orchestrator","step":5,"reason":"<200 chars>"},
+    # is 245 characters, so at most 245 tokens; the method leaves 260
+    assert req.sampling.max_tokens == 260
     # prompt order: system, then the trace, then the question (prefix caching)
     assert req.messages[0]["role"] == "system"
     user = req.messages[1]["content"]
@@ -86,9 +90,12 @@ def test_long_contents_are_cut_to_the_char_budget():
     eng = ScriptedEngine([{"agent": "WebSurfer", "step": 1, "reason": ""}])
     d = run_one(get_method("all-at-once", max_chars=3000), t, eng)
     user = eng.requests[0].messages[1]["content"]
-    assert len(user) < 4500
-    assert "chars cut" in user and "short" in user and "tiny" in user and "y" * 50 in user
-    assert d.details["content_cap"] is not None
+    # 3000 chars less the 6 headers ("[0] human:" ... 124 chars), 2 newlines and 30 chars of fences
+    # each leaves 2684 for content; less "short", "tiny" and the 50 y's, 2625 for the 3 long ones: 875 each
+    assert d.details["content_cap"] == 875
+    assert user.count(" [... 19125 chars cut ...] ") == 3
+    for short in ("\nshort\n", "\ntiny\n", "\n" + "y" * 50 + "\n"):
+        assert short in user
 
 
 def test_prompt_is_shrunk_to_fit_the_context_window():
@@ -116,7 +123,10 @@ def test_char_budget_from_the_sweep_budget():
     d = run_one(get_method("all-at-once"), t, eng, budget="1000c")
     assert d.details["char_budget"] == 1000
     d = run_one(get_method("all-at-once"), t, eng, budget="scale:2")  # fault position / 2, in tokens
-    assert d.error is None and d.details["char_budget"] >= 256
+    # the fault (step 2) starts after two line-view records of 5069 and 5086 chars, i.e. 1268 + 1272
+    # tokens at 4 chars a token (no tokenizer here); / 2 = 1270 tokens = 5080 chars
+    assert d.error is None and d.details["char_budget"] == 5080
+    assert d.details["budget_note"] == "budget scale:2 -> 5080 chars"
     d = run_one(get_method("all-at-once"), make_trace(SPEAKERS), ScriptedEngine([]), budget="scale:2")
     assert d.error and "no labelled fault" in d.error
 

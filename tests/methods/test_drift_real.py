@@ -8,28 +8,17 @@ the run exactly apart from timings. Segmentation is on, so all four stages can r
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
+
+from tests.methods.real_cli import diagnose_cli, without_timing
 
 pytestmark = pytest.mark.real
 
-TIMING_KEYS = {"wall_s", "finished_at"}
 STAGES = ("segment", "ledger", "support", "tracer")
 
 
 def _diagnose(traces, out):
-    cmd = [sys.executable, "-m", "localfa", "diagnose", *map(str, traces), "--method", "drift:segment=true",
-           "--engine", "vllm", "--seed", "7", "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return [json.loads(line) for line in out.read_text().splitlines()]
-
-
-def _strip_timing(record):
-    return json.dumps({k: v for k, v in record.items() if k not in TIMING_KEYS}, sort_keys=True)
+    return diagnose_cli(traces, out, "drift:segment=true")[0]
 
 
 def _check(rec, trace):
@@ -68,4 +57,4 @@ def test_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):
     for path, rec in zip(paths, first):
         _check(rec, load_trace(path))
     second = _diagnose(paths, tmp_path / "b.jsonl")
-    assert [_strip_timing(r) for r in first] == [_strip_timing(r) for r in second]
+    assert [without_timing(r) for r in first] == [without_timing(r) for r in second]

@@ -8,15 +8,12 @@ exactly apart from timings. One short trace from each Who&When subset keeps the 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
+
+from tests.methods.real_cli import diagnose_cli, without_timing
 
 pytestmark = pytest.mark.real
 
-TIMING_KEYS = {"wall_s", "finished_at"}
 STAGES = ("prior", "windows", "transitions", "verify", "research")
 LABELS = {"follow_up", "redundancy", "no_influence", "error_shift", "correction", "dead_end"}
 ROLES = {"ROOT_CAUSE", "PROPAGATION", "SYMPTOM", "CONTRIBUTING"}
@@ -24,15 +21,7 @@ TRACES = (("algorithm-generated", "1"), ("hand-crafted", "6"))
 
 
 def _diagnose(traces, out):
-    cmd = [sys.executable, "-m", "localfa", "diagnose", *map(str, traces), "--method", "falat",
-           "--engine", "vllm", "--seed", "7", "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return [json.loads(line) for line in out.read_text().splitlines()]
-
-
-def _strip_timing(record):
-    return json.dumps({k: v for k, v in record.items() if k not in TIMING_KEYS}, sort_keys=True)
+    return diagnose_cli(traces, out, "falat")[0]
 
 
 def _check(rec, trace):
@@ -76,4 +65,4 @@ def test_falat_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):
     for path, rec in zip(paths, first):
         _check(rec, load_trace(path))
     second = _diagnose(paths, tmp_path / "b.jsonl")
-    assert [_strip_timing(r) for r in first] == [_strip_timing(r) for r in second]
+    assert [without_timing(r) for r in first] == [without_timing(r) for r in second]

@@ -6,28 +6,14 @@ parses under the grammar, the answer is a step of the trace, and a fixed seed re
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
+
+from tests.methods.real_cli import diagnose_cli, without_timing
 
 pytestmark = pytest.mark.real
 
-TIMING_KEYS = {"wall_s"}
-
-
 def _diagnose(traces, out, *extra):
-    cmd = [sys.executable, "-m", "localfa", "diagnose", *map(str, traces), "--method", "safari",
-           "--engine", "vllm", "--max-turns", "3", "--seed", "7", "--transcript", "--out", str(out), *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return [json.loads(line) for line in out.read_text().splitlines()], proc.stderr
-
-
-def _strip_timing(record):
-    rec = {k: v for k, v in record.items() if k not in TIMING_KEYS}
-    return json.dumps(rec, sort_keys=True)
+    return diagnose_cli(traces, out, "safari", "--max-turns", "3", "--transcript", *extra)
 
 
 def test_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):
@@ -50,7 +36,7 @@ def test_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):
         for t in turns:
             assert t["output"]["tool"]["name"] in ("read", "search", "evaluate", "submit_step")
     second, _ = _diagnose(traces, tmp_path / "b.jsonl")
-    assert [_strip_timing(r) for r in first] == [_strip_timing(r) for r in second]
+    assert [without_timing(r) for r in first] == [without_timing(r) for r in second]
 
 
 def test_window_budget_and_head_refusal_in_process(vllm_engine, whowhen):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 from localfa.engine.types import Sampling
@@ -11,8 +11,8 @@ from localfa.grammars.drift import DriftLimits
 TRACERS = ("per-claim", "ledger")
 
 
-@dataclass
-class DriftOptions:
+@dataclass(frozen=True)
+class DriftOptions(DriftLimits):
     """Spans, chunking, how many claims are checked, how the tracer asks, output bounds, sampling.
 
     `chunk_tokens` None: as many tokens of run text per ledger chunk as the window holds next to
@@ -28,18 +28,12 @@ class DriftOptions:
     max_checked_claims: int = 12
     tracer: Literal["per-claim", "ledger"] = "per-claim"
     verify_evidence: bool = True
-    claim_chars: int = 120
-    claims_per_chunk: int = 3
-    updates_per_chunk: int = 3
-    uses_per_claim: int = 4
-    evidence_chars: int = 200
-    reason_chars: int = 160
-    marks_per_claim: int = 4
     temperature: float = 0.7
     top_p: float = 0.95
     check_temperature: float = 0.2
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the output bounds (DriftLimits' fields, settable as drift:claim_chars=...)
         if self.chunk_tokens is not None and self.chunk_tokens < 256:
             raise ValueError("chunk_tokens must be at least 256 (or none: fit the window)")
         if not 1 <= self.chunk_max_spans <= 40:
@@ -57,14 +51,10 @@ class DriftOptions:
                 raise ValueError(f"{name} must be in 0..2")
         if not 0 < self.top_p <= 1:
             raise ValueError("top_p must be in (0, 1]")
-        _ = self.limits  # validates the output bounds too
 
     @property
     def limits(self) -> DriftLimits:
-        return DriftLimits(claim_chars=self.claim_chars, claims_per_chunk=self.claims_per_chunk,
-                           updates_per_chunk=self.updates_per_chunk, uses_per_claim=self.uses_per_claim,
-                           evidence_chars=self.evidence_chars, reason_chars=self.reason_chars,
-                           marks_per_claim=self.marks_per_claim)
+        return DriftLimits(**{f.name: getattr(self, f.name) for f in fields(DriftLimits)})
 
     def sampling(self, max_tokens: int, check: bool = False) -> Sampling:
         t = self.check_temperature if check else self.temperature
