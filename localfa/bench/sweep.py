@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -43,7 +42,7 @@ from localfa.errors import LocatedError
 from localfa.methods.base import MethodContext
 from localfa.methods.budget import parse_budget
 from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, parse_methods  # noqa: F401
-from localfa.methods.runner import Job, method_job, run_jobs
+from localfa.methods.runner import Job, method_job
 from localfa.results import ResultRecord, trace_digest
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
@@ -267,47 +266,14 @@ def run_sweep(
     """Run every (trace, method, budget, seed) without a final record in RUN_DIR/results.jsonl.
 
     A record that failed on an engine error is not final (it runs again); with `retry_errors`
-    no error record is.
+    no error record is. This process's engine runs the units; the driver is the same one a Ray
+    sweep or a shard uses (localfa.cluster.driver), so all of them resume and record alike.
     """
-    run_dir = Path(run_dir)
-    budgets = check_sweep_args(budgets, concurrency)
-    built = build_methods(methods)
-    manifest = sweep_manifest(engine, methods, built, list(seeds), budgets, traces, manifest_extra or {})
-    result = SweepResult(run_dir)
-    started = time.perf_counter()
-    store = ResultStore(run_dir)
-    store.open()
-    try:
-        prepare_manifest(run_dir, manifest, force)
-        result.repaired_bytes = store.repaired_bytes
-        if store.repaired_bytes:
-            say(f"localfa: cut a partial last line ({store.repaired_bytes} bytes) from {store.path}")
-        units = plan_units(traces, methods, budgets, list(seeds))
-        result.planned = len(units)
-        digests = {t.id: trace_digest(t) for t in traces}
-        todo, retried = select_todo(units, store, force=force, retry_errors=retry_errors)
-        result.skipped = len(units) - len(todo)
-        result.retried = retried
-        planned_keys = {u.key for u in units}
-        finished_here = [r for r in store.records if r.key in planned_keys and r.is_final(retry_errors)]
-        jobs = [unit_job(engine, built[u.spec.label], u, key=str(i)) for i, u in enumerate(todo)]
-        if result.skipped or retried:
-            say(f"localfa: resuming {run_dir}: {result.skipped} of {result.planned} records already done"
-                + (f", {retried} failed records to run again" if retried else ""))
-        with _Progress(progress, total=len(units), done=result.skipped, records=finished_here) as bar:
-            for key, diag in run_jobs(engine, jobs, concurrency=concurrency):
-                unit = todo[int(key)]
-                rec = make_record(diag, unit, digests[unit.trace.id])
-                if store.append(rec, replace=unit.key in store):
-                    result.written += 1
-                    result.records.append(rec)
-                    if rec.error:
-                        result.errors += 1
-                bar.advance(rec)
-    finally:
-        store.close()
-    result.wall_s = round(time.perf_counter() - started, 3)
-    return result
+    from localfa.cluster.driver import LocalExecutor, run_units_sweep
+
+    return run_units_sweep(run_dir, traces, methods, seeds, LocalExecutor(engine, methods), budgets,
+                           concurrency=concurrency, force=force, retry_errors=retry_errors, progress=progress,
+                           manifest_extra=manifest_extra, say=say)
 
 
 # ---- the pieces of a sweep (one process here; localfa.cluster runs the same ones on Ray) --------

@@ -25,3 +25,16 @@ def diagnose_cli(traces: list[Path], out: Path, method: str, *extra: str, seed: 
 def without_timing(record: dict[str, Any]) -> str:
     """The record as canonical JSON, minus what legitimately differs between two runs."""
     return json.dumps({k: v for k, v in record.items() if k not in TIMING_KEYS}, sort_keys=True)
+
+
+def diagnose_twice_same_seed(paths: list[Path], tmp: Path, method: str, check: Any) -> list[dict[str, Any]]:
+    """Diagnose `paths`, `check(record, trace)` each record, run again: identical apart from timings."""
+    from localfa.traces.load import load_trace
+
+    first, _ = diagnose_cli(paths, tmp / "a.jsonl", method)
+    assert len(first) == len(paths)
+    for path, rec in zip(paths, first):
+        check(rec, load_trace(path))
+    second, _ = diagnose_cli(paths, tmp / "b.jsonl", method)
+    assert [without_timing(r) for r in first] == [without_timing(r) for r in second]
+    return first

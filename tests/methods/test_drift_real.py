@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.methods.real_cli import diagnose_cli, without_timing
+from tests.methods.real_cli import diagnose_twice_same_seed
 
 pytestmark = pytest.mark.real
 
 STAGES = ("segment", "ledger", "support", "tracer")
-
-
-def _diagnose(traces, out):
-    return diagnose_cli(traces, out, "drift:segment=true")[0]
 
 
 def _check(rec, trace):
@@ -49,12 +45,5 @@ def _check(rec, trace):
 
 
 def test_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):
-    from localfa.traces.load import load_trace
-
     paths = [whowhen / "algorithm-generated" / "1.json", whowhen / "algorithm-generated" / "2.json"]
-    first = _diagnose(paths, tmp_path / "a.jsonl")
-    assert len(first) == 2
-    for path, rec in zip(paths, first):
-        _check(rec, load_trace(path))
-    second = _diagnose(paths, tmp_path / "b.jsonl")
-    assert [without_timing(r) for r in first] == [without_timing(r) for r in second]
+    diagnose_twice_same_seed(paths, tmp_path, "drift:segment=true", _check)

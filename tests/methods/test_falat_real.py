@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.methods.real_cli import diagnose_cli, without_timing
+from tests.methods.real_cli import diagnose_twice_same_seed
 
 pytestmark = pytest.mark.real
 
@@ -18,10 +18,6 @@ STAGES = ("prior", "windows", "transitions", "verify", "research")
 LABELS = {"follow_up", "redundancy", "no_influence", "error_shift", "correction", "dead_end"}
 ROLES = {"ROOT_CAUSE", "PROPAGATION", "SYMPTOM", "CONTRIBUTING"}
 TRACES = (("algorithm-generated", "1"), ("hand-crafted", "6"))
-
-
-def _diagnose(traces, out):
-    return diagnose_cli(traces, out, "falat")[0]
 
 
 def _check(rec, trace):
@@ -57,12 +53,5 @@ def _check(rec, trace):
 
 
 def test_falat_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):
-    from localfa.traces.load import load_trace
-
     paths = [whowhen / sub / f"{name}.json" for sub, name in TRACES]
-    first = _diagnose(paths, tmp_path / "a.jsonl")
-    assert len(first) == 2
-    for path, rec in zip(paths, first):
-        _check(rec, load_trace(path))
-    second = _diagnose(paths, tmp_path / "b.jsonl")
-    assert [without_timing(r) for r in first] == [without_timing(r) for r in second]
+    diagnose_twice_same_seed(paths, tmp_path, "falat", _check)

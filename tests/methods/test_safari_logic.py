@@ -190,7 +190,7 @@ def test_history_eviction_unit():
     h = History(measure=len)
     h.add_head("system", "s" * 10)
     h.add_head("user", "u" * 10)
-    for i in range(5):
+    for _ in range(5):
         h.add_turn("a" * 10, "o" * 10)
     assert h.evict_to(45, "t" * 5) == 4 and len(h.turns) == 1 and h.evicted == 4
     assert h.messages("tail")[-1]["content"].endswith("tail")
