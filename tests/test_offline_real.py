@@ -1,47 +1,55 @@
-"""A diagnosis on the real engine makes no outbound connection (air-gapped users depend on it)."""
+"""A diagnosis or a sweep on a real engine makes no outbound connection (air-gapped users depend on it).
+
+Each command runs in a fresh interpreter under tests/netaudit.py's hook, which also follows any
+worker process it spawns; loopback is decided by the address (127.0.0.0/8, ::1), not by its text.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.netaudit import outbound, run_audited
+
 pytestmark = pytest.mark.real
 
 REPO = Path(__file__).resolve().parents[1]
-
-AUDIT = textwrap.dedent("""
-    import json, socket, sys
-    seen = []
-    def hook(event, args):
-        if event == "socket.connect":
-            seen.append(["connect", repr(args[1])])
-        elif event == "socket.getaddrinfo":
-            seen.append(["getaddrinfo", repr(args[0])])
-    sys.addaudithook(hook)
-    from localfa.cli import main
-    if __name__ == "__main__":
-        code = main(["diagnose", {trace!r}, "--engine", "vllm", "--max-turns", "2", "--out", {out!r}])
-        print("AUDIT " + json.dumps(seen), flush=True)
-        sys.exit(code)
-""")
-
-LOCAL = ("127.", "'localhost'", "::1", "'/", "b'/", "'\\\\x00", "('0.0.0.0'")
+TRACE = REPO / "examples" / "failed_run.json"  # 8 steps
+AGENTS = {"human", "Orchestrator", "WebSurfer", "Assistant"}
 
 
-def test_diagnosis_makes_no_outbound_connection(tmp_path):
-    script = tmp_path / "audit.py"
-    out = tmp_path / "out.jsonl"
-    script.write_text(AUDIT.format(trace=str(REPO / "examples" / "failed_run.json"), out=str(out)))
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _assert_no_outbound(proc, events) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("AUDIT "))
-    events = json.loads(line[len("AUDIT "):])
-    outbound = [e for e in events if not any(tok in e[1] for tok in LOCAL) and e[1] not in ("None", "''")]
-    assert outbound == [], f"non-loopback network use: {outbound}"
-    rec = json.loads(out.read_text().splitlines()[0])
-    assert 0 <= rec["step"] < 8
+    assert outbound(events) == [], f"non-loopback network use: {outbound(events)}"
+
+
+@pytest.mark.parametrize("engine,method,extra,label", [
+    ("vllm", "safari", ["--max-turns", "2"], "safari:max_turns=2"),
+    ("transformers", "all-at-once", [], "all-at-once"),
+])
+def test_diagnose_makes_no_outbound_connection(tmp_path, engine, method, extra, label):
+    out = tmp_path / "out.jsonl"
+    proc, events = run_audited(["diagnose", str(TRACE), "--engine", engine, "--method", method, *extra,
+                                "--out", str(out), "--quiet"], tmp_path)
+    _assert_no_outbound(proc, events)
+    [rec] = _records(out)
+    assert (rec["trace"], rec["method"], rec["method_name"], rec["error"], rec["n_steps"]) == (
+        "failed_run", label, method, None, 8)
+    assert rec["step"] in range(8) and rec["agent"] in AGENTS
+
+
+def test_bench_makes_no_outbound_connection(tmp_path):
+    run_dir = tmp_path / "run"
+    proc, events = run_audited(["bench", str(TRACE), "--engine", "transformers", "--methods", "all-at-once",
+                                "--out", str(run_dir), "--no-progress"], tmp_path)
+    _assert_no_outbound(proc, events)
+    [rec] = _records(run_dir / "results.jsonl")
+    assert (rec["trace"], rec["method"], rec["error"], rec["seed"], rec["budget"]) == (
+        "failed_run", "all-at-once", None, 0, "none")
+    assert rec["step"] in range(8) and rec["agent"] in AGENTS

@@ -23,5 +23,5 @@ def test_wheel_ships_data_under_the_single_top_level_package(tmp_path):
                    "localfa/serving/profiles/cpu-embedded.toml", "localfa/cli/diagnose.py",
                    "localfa/methods/falat/method.py", "localfa/methods/drift/method.py"):
         assert needed in names, needed
-    entry = [n for n in names if n.endswith("entry_points.txt")]
-    assert entry and "localfa = localfa.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
+    [entry] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    assert zipfile.ZipFile(wheel).read(entry).decode() == "[console_scripts]\nlocalfa = localfa.cli:main\n"

@@ -46,12 +46,14 @@ def test_every_request_of_a_trace_reaches_the_same_server():
 
 def test_a_dead_server_leaves_the_rotation_and_the_others_answer():
     said: list[str] = []
+    dead = dead_url()
     with FakeOpenAI() as live:
-        engine = make_engine("openai", base_urls=[dead_url(), live.url], say=said.append)
+        engine = make_engine("openai", base_urls=[dead, live.url], say=said.append)
         out = engine.generate([_req(f"t{i}", i) for i in range(8)])
         assert [r.value for r in out] == ["ok"] * 8
-        assert len(engine.live()) == 1 and engine.live()[0].startswith(live.url)
-        assert any("taken out of rotation" in m for m in said)
+        assert engine.live() == [live.url + "/v1"]
+        assert said[0] == (f"localfa: server {dead}/v1 taken out of rotation: cannot list models "
+                           "([Errno 111] Connection refused)")
         engine.close()
 
 
@@ -107,7 +109,9 @@ def test_a_server_without_prompt_tokens_details_fails_the_self_check(monkeypatch
         said: list[str] = []
         engine = make_engine("openai", base_urls=[s.url], say=said.append)
         assert engine.self_checks == {"prompt_tokens_details": False}
-        assert any("self-check failed" in m for m in said)
+        assert said[-1] == (f"localfa: warning: engine self-check failed (prompt_tokens_details: {s.url}/v1 reported "
+                            "no prompt_tokens_details: start vLLM with --enable-prompt-tokens-details (localfa serve "
+                            "does) or cached tokens read as 0); continuing because LOCALFA_ALLOW_UNCHECKED=1")
         engine.close()
 
 

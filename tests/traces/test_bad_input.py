@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -45,13 +44,14 @@ def test_not_json(tmp_path: Path) -> None:
 def test_truncated_json(tmp_path: Path) -> None:
     text = json.dumps(WW_OK, indent=1)
     msg = _load_err(_write(tmp_path, "t.json", text[: len(text) // 2]))
-    assert msg.startswith("truncated JSON:") and "line" in msg
+    assert msg == ("truncated JSON: the file ends before the value is complete "
+                   "(Unterminated string starting at: line 8 column 2)")
 
 
 def test_truncated_jsonl_line(tmp_path: Path) -> None:
     lines = '{"role": "user", "content": "a"}\n{"role": "assistant", "content": "b'
     msg = _load_err(_write(tmp_path, "t.jsonl", lines))
-    assert "line 2" in msg and "JSON Lines" in msg
+    assert msg == "truncated JSON on line 2 (JSON Lines): Unterminated string starting at: column 34"
 
 
 def test_invalid_jsonl_line(tmp_path: Path) -> None:
@@ -150,7 +150,8 @@ def test_non_utf8_bytes(tmp_path: Path) -> None:
     data = json.dumps(WW_OK).encode("utf-8")
     data = data.replace(b'"hi"', b'"h\xff\xfei"')
     msg = _load_err(_write(tmp_path, "t.json", data))
-    assert msg.startswith("not UTF-8 text: byte 0xff at offset") and "(line 1)" in msg
+    assert data.index(b"\xff") == 152
+    assert msg == "not UTF-8 text: byte 0xff at offset 152 (line 1) is not valid UTF-8; re-encode the file as UTF-8"
 
 
 def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
@@ -187,7 +188,7 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 
 def test_deeply_nested_json(tmp_path: Path) -> None:
     msg = _load_err(_write(tmp_path, "t.json", "[" * 200_000 + "]" * 200_000))
-    assert "nested too deeply" in msg or "expected an object" in msg
+    assert msg == "not readable JSON: nested too deeply"
 
 
 def _big_whowhen(path: Path, target_bytes: int) -> int:
@@ -199,15 +200,16 @@ def _big_whowhen(path: Path, target_bytes: int) -> int:
     return n
 
 
-def test_100mb_file_loads_in_time(tmp_path: Path) -> None:
+def test_100mb_file_loads_under_the_default_limit(tmp_path: Path) -> None:
+    """A 100 MB file is well under the 256 MiB default and loads whole. How long it takes is
+    measured by scripts/bench_load.py (load_100mb_s), not asserted here."""
     p = tmp_path / "big.json"
     n = _big_whowhen(p, 100 * 1024 * 1024)
-    assert p.stat().st_size >= 100 * 1024 * 1024
-    t0 = time.perf_counter()
+    # each step is 4,058 characters of JSON plus a comma: 104,857,600 // 4,059 + 1 steps
+    assert p.stat().st_size >= 100 * 1024 * 1024 and n == 25_834
     trace = load_trace(p)
-    elapsed = time.perf_counter() - t0
-    assert len(trace.steps) == n and trace.labels.mistake_step == 3
-    assert elapsed < 30, f"100 MB took {elapsed:.1f}s"
+    assert len(trace.steps) == 25_834 and trace.labels.mistake_step == 3
+    assert trace.steps[25_833].content == "x" * 4000 + " words\n"
 
 
 def test_size_limit_is_configurable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

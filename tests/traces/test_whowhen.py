@@ -47,14 +47,15 @@ def test_every_trace_loads_with_labels() -> None:
         assert t.format == "whowhen" and t.subset == f.parent.name
         assert t.id == f"whowhen/{f.parent.name}/{f.stem}"
         assert len(t.steps) == len(raw["history"])
-        assert t.labels is not None
         assert t.labels.mistake_step == int(raw["mistake_step"])
         assert t.labels.fault_steps == [int(raw["mistake_step"])]
         assert t.labels.mistake_agent == raw["mistake_agent"]
         assert t.labels.reason == raw["mistake_reason"]
         # the label agent is one of the trace's agents once normalised (Websurfer vs WebSurfer)
         assert normalize_agent(raw["mistake_agent"]) in t.agent_names()
-        assert t.resolve_agent(raw["mistake_agent"]) is not None
+        resolved = t.resolve_agent(raw["mistake_agent"])
+        assert resolved in [a.name for a in t.agents] + [s.agent for s in t.steps]
+        assert normalize_agent(resolved) == normalize_agent(raw["mistake_agent"])
         assert t.task == raw["question"]
         assert t.metadata["is_correct"] is False
         if t.subset == "algorithm-generated":
@@ -77,7 +78,10 @@ def test_known_quirks() -> None:
     assert t.labels.categories == ["Tool failure"]
 
 
-def test_inspect_on_every_file_in_process(capsys: pytest.CaptureFixture[str]) -> None:
+def test_inspect_on_every_file_in_process(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import localfa.engine.model
+
+    monkeypatch.setattr(localfa.engine.model, "embedded_model_dir_if_ready", lambda: None)  # approx tokens
     for f in _files():
         code = run_cli(["inspect", str(f), "--json"])
         out, err = capsys.readouterr()
@@ -86,12 +90,27 @@ def test_inspect_on_every_file_in_process(capsys: pytest.CaptureFixture[str]) ->
         raw = json.loads(f.read_text(encoding="utf-8"))
         assert info["format"] == "whowhen" and info["steps"] == len(raw["history"])
         assert info["labels"]["mistake_step"] == int(raw["mistake_step"])
-        assert info["tokens"] > 0 and info["characters"] > 0 and info["lines"] >= info["steps"]
-    # and the text summary on one of each subset
-    for f in (DATA / "algorithm-generated" / "1.json", DATA / "hand-crafted" / "12.json"):
+        # every step's content is in the view, and each step starts a line of its own
+        assert info["characters"] > sum(len(h["content"]) for h in raw["history"])
+        assert info["lines"] >= info["steps"] and info["tokenizer"] == "approx"
+    # and the text summary on one of each subset, value by value
+    for f, expect in (
+        (DATA / "algorithm-generated" / "1.json", [
+            "format:       whowhen (algorithm-generated), detected", "steps:        6",
+            "agents:       Excel_Expert, Computer_terminal, BusinessLogic_Expert, DataVerification_Expert (4)",
+            "lines:        33 (width 200)", "characters:   5,332", "tokens:       1,336 (approx)",
+            "labels:       mistake_agent=Excel_Expert mistake_step=0 (agent there: Excel_Expert) fault_steps=[0]",
+        ]),
+        (DATA / "hand-crafted" / "12.json", [
+            "format:       whowhen (hand-crafted), detected", "steps:        20",
+            "agents:       human, Orchestrator, WebSurfer, Assistant (4)",
+            "lines:        132 (width 200)", "characters:   21,206", "tokens:       5,315 (approx)",
+            "labels:       mistake_agent=Assistant mistake_step=16 (agent there: Assistant) fault_steps=[16]",
+        ]),
+    ):
         assert run_cli(["inspect", str(f)]) == 0
-        out = capsys.readouterr().out
-        assert "format:" in out and "whowhen" in out and "mistake_step=" in out
+        lines = capsys.readouterr().out.splitlines()
+        assert [lines[2], *lines[4:10]] == expect
 
 
 def test_longest_trace_view() -> None:
