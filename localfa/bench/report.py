@@ -12,11 +12,21 @@ import json
 from pathlib import Path
 from typing import Any
 
-from localfa.errors import LocatedError
-from localfa.bench.metrics import (AGGREGATION, INTERVAL, METRIC_TITLES, OVERALL, TOLERANCES, GroupSummary, Estimate,
-                                   score_record, summarize, tolerance_curve)
+from localfa.bench.metrics import (
+    AGGREGATION,
+    INTERVAL,
+    METRIC_TITLES,
+    OVERALL,
+    TOLERANCES,
+    Estimate,
+    GroupSummary,
+    score_record,
+    summarize,
+    tolerance_curve,
+)
 from localfa.bench.store import RESULTS
 from localfa.bench.sweep import MANIFEST
+from localfa.errors import LocatedError
 from localfa.results import ResultRecord
 from localfa.view.charts import report_charts
 

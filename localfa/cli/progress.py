@@ -54,10 +54,11 @@ class LiveProgress:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=24),
-                                 TextColumn("{task.completed}/{task.total}", justify="right"),
+                                 TextColumn("{task.fields[count]}", justify="right"),
                                  TextColumn("[cyan]{task.fields[stage]}"), TextColumn("{task.fields[tokens]}"),
                                  TimeElapsedColumn(), transient=True, console=console)
-        self.overall = self.progress.add_task(title, total=total, stage="", tokens="")
+        self.total, self.done = total, 0
+        self.overall = self.progress.add_task(title, total=total, stage="", tokens="", count=f"0/{total}")
         self.rows: dict[str, Any] = {}
         self.tokens: dict[str, int] = {}
 
@@ -78,7 +79,8 @@ class LiveProgress:
         def on_batch(batch: list[Request]) -> None:
             if key not in self.rows:
                 self.tokens[key] = 0
-                self.rows[key] = self.progress.add_task(f"  {label or key}", total=None, stage="", tokens=self._tokens_text(0))
+                self.rows[key] = self.progress.add_task(f"  {label or key}", total=None, stage="", tokens=self._tokens_text(0),
+                                                        count="")
             self.progress.update(self.rows[key], stage=stage_of([r.key for r in batch]))
 
         def on_responses(responses: list[Response]) -> None:
@@ -95,5 +97,6 @@ class LiveProgress:
         row = self.rows.pop(key, None)
         if row is not None:
             self.progress.remove_task(row)
-        self.progress.advance(self.overall)
+        self.done += 1
+        self.progress.update(self.overall, advance=1, count=f"{self.done}/{self.total}")
 
