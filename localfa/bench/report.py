@@ -22,7 +22,6 @@ from localfa.bench.metrics import (
     GroupSummary,
     score_record,
     summarize,
-    tolerance_curve,
 )
 from localfa.bench.store import RESULTS
 from localfa.bench.sweep import MANIFEST
@@ -238,51 +237,6 @@ def html_table(head: list[str], rows: list[list[str]], numeric_from: int = 0) ->
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     return "".join(out)
-
-
-def tolerance_svg(groups: list[GroupSummary], width: int = 720, height: int = 380) -> str:
-    """Inline SVG: accuracy within ±k (k = 0..5) per method (and budget), overall rows only."""
-    series = [g for g in groups if g.subset == OVERALL]
-    show_budget = _show_budget(groups)
-    left, right, top, bottom = 50, 230, 30, 45
-    pw, ph = width - left - right, height - top - bottom
-    ks = [0, *TOLERANCES]
-
-    def x(k: int) -> float:
-        return left + pw * k / ks[-1]
-
-    def y(v: float) -> float:
-        return top + ph * (1 - v)
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="tolerance accuracy against k">',
-             f'<text x="{left}" y="18" font-size="13" font-weight="bold">Accuracy within ±k steps (overall)</text>']
-    for v in (0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{left + pw}" y2="{y(v):.1f}" stroke="#ddd"/>')
-        parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:g}</text>')
-    for k in ks:
-        parts.append(f'<line x1="{x(k):.1f}" y1="{top}" x2="{x(k):.1f}" y2="{top + ph}" stroke="#f0f0f0"/>')
-        parts.append(f'<text x="{x(k):.1f}" y="{top + ph + 16}" font-size="11" text-anchor="middle">{k}</text>')
-    parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 8}" font-size="12" text-anchor="middle">k (steps of tolerance; 0 = exact)</text>')
-    parts.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>')
-    if not series:
-        parts.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph / 2:.1f}" font-size="13" text-anchor="middle">no records</text>')
-    for i, g in enumerate(series):
-        color = PALETTE[i % len(PALETTE)]
-        name = g.method + (f" ({g.budget})" if show_budget else "")
-        pts = [(k, v) for k, v in tolerance_curve(g) if v is not None]
-        if pts:
-            coords = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in pts)
-            parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2"/>')
-            for k, v in pts:
-                parts.append(f'<circle cx="{x(k):.1f}" cy="{y(v):.1f}" r="3" fill="{color}">'
-                             f'<title>{_e(name)}: ±{k} = {v:.3f}</title></circle>')
-        ly = top + 14 + 18 * i
-        parts.append(f'<line x1="{left + pw + 15}" y1="{ly - 4}" x2="{left + pw + 35}" y2="{ly - 4}" stroke="{color}" stroke-width="3"/>')
-        label = name if len(name) <= 30 else name[:29] + "…"
-        parts.append(f'<text x="{left + pw + 40}" y="{ly}" font-size="11"><title>{_e(name)}</title>{_e(label)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
 
 
 def _mark(score: float | None) -> str:

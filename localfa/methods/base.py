@@ -81,6 +81,8 @@ class BaseMethod:
 
     name: ClassVar[str] = ""
     Options: ClassVar[type] = type("NoOptions", (), {})
+    # "module:function" that renders this method's own path in `localfa view` (None: generic).
+    view_path: ClassVar[str | None] = None
 
     def __init__(self, options: Any = None) -> None:
         self.options = options if options is not None else self.Options()

@@ -172,18 +172,32 @@ def safari_path(record: dict[str, Any], link: StepLink) -> str:
 
 # ---- dispatch ----------------------------------------------------------------------------------
 
+def falat_path(record: dict[str, Any], link: StepLink) -> str:
+    return staged_details(record.get("details") or {}, FALAT_STAGES, link)
+
+
+def drift_path(record: dict[str, Any], link: StepLink) -> str:
+    return staged_details(record.get("details") or {}, DRIFT_STAGES, link)
+
+
 def method_path(record: dict[str, Any], link: StepLink) -> str:
-    """The method's own path, by method name; anything unknown shows its details generically."""
-    name = base_name(record)
+    """The method's own path: the renderer its class names (`BaseMethod.view_path`); a method
+    without one, or one not registered, shows its details generically."""
+    import importlib
+
+    from localfa.methods.registry import MethodOptionError, method_class
+
     details = record.get("details") or {}
-    renderers: dict[str, Callable[[], str]] = {
-        "safari": lambda: safari_path(record, link),
-        "falat": lambda: staged_details(details, FALAT_STAGES, link),
-        "drift": lambda: (_spans_html(record, link) + staged_details(details, DRIFT_STAGES, link)),
-    }
-    if name in renderers:
-        return renderers[name]()
-    body = staged_details(details, (), link)
+    try:
+        target = method_class(base_name(record)).view_path
+    except MethodOptionError:
+        target = None
+    spans = _spans_html(record, link)
+    if target:
+        module, _, attr = target.partition(":")
+        renderer: Callable[[dict[str, Any], StepLink], str] = getattr(importlib.import_module(module), attr)
+        return spans + renderer(record, link)
+    body = spans + staged_details(details, (), link)
     if record.get("transcript"):
         body += json_block(record["transcript"], "transcript")
     return body or '<p class="muted">This method recorded no details.</p>'

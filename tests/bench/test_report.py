@@ -9,8 +9,7 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
-from localfa.bench.report import html_report, markdown_report, tolerance_svg, write_report
-from localfa.bench.metrics import summarize
+from localfa.bench.report import html_report, markdown_report, write_report
 from localfa.results import ResultRecord
 
 LOCALFA = [sys.executable, "-m", "localfa"]  # the `localfa` command (localfa/__main__.py)
@@ -129,13 +128,6 @@ def test_html_is_self_contained_and_escaped(tmp_path):
     c = Check()
     c.feed(doc)
     assert c.stack == []
-
-
-def test_tolerance_plot_points():
-    svg = tolerance_svg(summarize(RECORDS, n_boot=10))
-    assert svg.startswith("<svg") and svg.endswith("</svg>")
-    assert svg.count("<circle") == 12  # 2 methods x k = 0..5
-    assert "all-at-once: ±1 = 1.000" in svg
 
 
 def test_report_cli_writes_html_and_prints_table(tmp_path):

@@ -46,4 +46,4 @@ def _check(rec, trace):
 
 def test_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):
     paths = [whowhen / "algorithm-generated" / "1.json", whowhen / "algorithm-generated" / "2.json"]
-    diagnose_twice_same_seed(paths, tmp_path, "drift:segment=true", _check)
+    diagnose_twice_same_seed(paths, tmp_path, "drift:chunk_tokens=1024:max_checked_claims=4:segment=true", _check)

@@ -14,6 +14,7 @@ class Drift(BaseMethod):
 
     name: ClassVar[str] = METHOD
     Options: ClassVar[type] = DriftOptions
+    view_path = "localfa.view.paths:drift_path"
 
     def run(self, ctx: MethodContext) -> Program:
         return Audit(ctx, self.options).run()

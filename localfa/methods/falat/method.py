@@ -56,6 +56,7 @@ class StageLog:
 class Falat(BaseMethod):
     name = METHOD
     Options = FalatOptions
+    view_path = "localfa.view.paths:falat_path"
     options: FalatOptions
 
     def run(self, ctx: MethodContext) -> Program:

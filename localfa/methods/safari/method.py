@@ -13,6 +13,7 @@ class Safari(BaseMethod):
 
     name: ClassVar[str] = METHOD
     Options: ClassVar[type] = SafariOptions
+    view_path = "localfa.view.paths:safari_path"
     options: SafariOptions
 
     def run(self, ctx: MethodContext) -> Program:
