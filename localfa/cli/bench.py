@@ -7,23 +7,23 @@ is done; re-running the same command resumes. Bad input exits with status 2 and 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from localfa.cli.engine_options import (ApiKeyOpt, BaseUrlOpt, CacheDirOpt, EngineChoice, EngineOpt,
-                                        MaxLenOpt, ModelOpt, ProfileOpt)
+from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_trace
+from localfa.cluster.cli import RAY_HELP, SHARD_HELP, WORKERS_HELP  # noqa: E402 (sweeps across hosts)
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 from localfa.traces.errors import TraceError
-
-from localfa.cluster.cli import RAY_HELP, SHARD_HELP, WORKERS_HELP  # noqa: E402 (sweeps across hosts)
 
 METHODS_HELP = "Comma-separated method specs, each " + SPEC_HELP + ". The full text is the method's label."
 
 
 
+@with_engine_options
 def bench(
     datasets: Annotated[list[str], typer.Argument(help="Trace files or folders (e.g. a Who&When checkout)")],
     out: Annotated[Path, typer.Option("--out", help="Run directory: results.jsonl, manifest.json, cache/")],
@@ -46,13 +46,8 @@ def bench(
     ray: Annotated[Optional[str], typer.Option("--ray", help=RAY_HELP)] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help=WORKERS_HELP)] = 1,
     shard: Annotated[Optional[str], typer.Option("--shard", help=SHARD_HELP)] = None,
-    engine: EngineOpt = None,
-    model: ModelOpt = None,
-    profile: ProfileOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key: ApiKeyOpt = None,
-    cache_dir: CacheDirOpt = None,
-    max_model_len: MaxLenOpt = None,
+    *,
+    engine_choice: EngineChoice,
 ) -> None:
     """Run methods over datasets (traces x methods x budgets x seeds), resumably, into RUN_DIR."""
     from localfa.bench.store import StoreError
@@ -85,8 +80,8 @@ def bench(
         fail(exc.path, exc.message)
     if not traces:
         fail(" ".join(datasets), "no trace files found")
-    cache = None if no_cache else (cache_dir or str(out / "cache"))
-    choice = EngineChoice(engine, model, profile, base_url, api_key, cache, max_model_len)
+    cache = None if no_cache else (engine_choice.cache_dir or str(out / "cache"))
+    choice = dataclasses.replace(engine_choice, cache_dir=cache)
     eng = None if ray else choice.build()  # with --ray the engines live on the workers
     try:
         if ray or shard_of:

@@ -14,8 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from localfa.cli.engine_options import (ApiKeyOpt, BaseUrlOpt, CacheDirOpt, EngineChoice, EngineOpt,
-                                        MaxLenOpt, ModelOpt, ProfileOpt)
+from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_trace
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 
@@ -33,6 +32,7 @@ def shortcut_options(max_turns: int | None, threshold: float | None, no_stm: boo
     return {k: v for k, v in given.items() if v is not None}
 
 
+@with_engine_options
 def diagnose(
     traces: Annotated[list[str], typer.Argument(help="Trace files or folders")],
     method: Annotated[str, typer.Option("--method", help=METHOD_HELP)] = DEFAULT_METHOD,
@@ -48,13 +48,8 @@ def diagnose(
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the trace view page here (as `localfa view`)")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress or summary on stderr (errors still show)")] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Traces investigated at once")] = 8,
-    engine: EngineOpt = None,
-    model: ModelOpt = None,
-    profile: ProfileOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key: ApiKeyOpt = None,
-    cache_dir: CacheDirOpt = None,
-    max_model_len: MaxLenOpt = None,
+    *,
+    engine_choice: EngineChoice,
 ) -> None:
     """Find the decisive faulty step and the responsible agent of each trace."""
     from localfa.methods.budget import parse_budget
@@ -88,7 +83,7 @@ def diagnose(
         chosen = get_method(spec)
     except MethodOptionError as exc:
         fail("--method", str(exc))
-    eng = EngineChoice(engine, model, profile, base_url, api_key, cache_dir, max_model_len).build()
+    eng = engine_choice.build()
     try:
         if out:  # what produced these lines, beside them (see README: reproducing a run)
             from localfa.manifest import build_manifest

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
@@ -50,3 +52,32 @@ class EngineChoice:
             return build_engine(self.options())
         except (EngineError, FileNotFoundError, ValueError) as exc:
             fail(self.model or self.profile or self.engine or "engine", str(exc))
+
+
+# The engine flags, in --help order: (parameter name, annotation); EngineChoice takes them in order.
+ENGINE_PARAMS: tuple[tuple[str, Any], ...] = (
+    ("engine", EngineOpt), ("model", ModelOpt), ("profile", ProfileOpt), ("base_url", BaseUrlOpt),
+    ("api_key", ApiKeyOpt), ("cache_dir", CacheDirOpt), ("max_model_len", MaxLenOpt),
+)
+
+
+def with_engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a command the ENGINE OPTIONS; it receives them as one `engine_choice: EngineChoice`.
+
+    Every command that talks to a model declares the flags once, here: typer reads the wrapper's
+    signature, which is the command's own (minus `engine_choice`) plus the engine flags.
+    """
+    signature = inspect.signature(command, eval_str=True)  # typer reads a given __signature__ as it is
+    own = [p for p in signature.parameters.values() if p.name != "engine_choice"]
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+             for name, annotation in ENGINE_PARAMS]
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        choice = EngineChoice(*(kwargs.pop(name) for name, _ in ENGINE_PARAMS))
+        return command(*args, engine_choice=choice, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=[*own, *extra])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {**{k: v for k, v in command.__annotations__.items() if k != "engine_choice"},
+                               **dict(ENGINE_PARAMS)}
+    return wrapper

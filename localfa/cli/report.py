@@ -13,7 +13,6 @@ import typer
 from localfa.cli.errors import fail
 
 
-
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `localfa bench --out`")],
     html_out: Annotated[Optional[Path], typer.Option("--html", help="Where to write the HTML (default: RUN_DIR/report.html)")] = None,
