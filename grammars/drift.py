@@ -64,6 +64,7 @@ def _max_tokens(chars: int) -> int:
 
 # ---- segmentation --------------------------------------------------------------------------------
 
+
 def segment_grammar(lo: int, hi: int) -> Grammar:
     """Span starts for steps lo..hi: ``lo`` then any increasing subset of lo+1..hi, comma separated."""
     if not 0 <= lo <= hi:
@@ -87,20 +88,23 @@ def spans_from_starts(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
 
 # ---- the claim ledger ---------------------------------------------------------------------------
 
+
 def _placement(lo: int, hi: int, uses: int) -> dict[str, Any]:
     """introduced i <= consequential j <= every use, all within lo..hi: one branch per (i, j)."""
     branches = []
     for i in range(lo, hi + 1):
         for j in range(i, hi + 1):
-            branches.append({
-                "type": "object",
-                "properties": {
-                    "introduced": {"const": i},
-                    "consequential": {"const": j},
-                    "uses": {"type": "array", "items": _int(j, hi), "maxItems": uses},
-                },
-                "required": ["introduced", "consequential", "uses"],
-            })
+            branches.append(
+                {
+                    "type": "object",
+                    "properties": {
+                        "introduced": {"const": i},
+                        "consequential": {"const": j},
+                        "uses": {"type": "array", "items": _int(j, hi), "maxItems": uses},
+                    },
+                    "required": ["introduced", "consequential", "uses"],
+                }
+            )
     return {"anyOf": branches}
 
 
@@ -149,6 +153,7 @@ def ledger_max_tokens(hi: int, existing: list[str], limits: DriftLimits) -> int:
 
 # ---- support checks ------------------------------------------------------------------------------
 
+
 def support_schema(n_spans: int, limits: DriftLimits) -> dict[str, Any]:
     return {
         "title": "drift_support",
@@ -173,9 +178,9 @@ def support_max_tokens(n_spans: int, limits: DriftLimits) -> int:
 
 # ---- dependency tracer ---------------------------------------------------------------------------
 
+
 def _mark(first: int, last: int) -> dict[str, Any]:
-    return {"type": "object", "properties": {"span": _int(first, last), "role": {"enum": list(MARK_ROLES)}},
-            "required": ["span", "role"]}
+    return {"type": "object", "properties": {"span": _int(first, last), "role": {"enum": list(MARK_ROLES)}}, "required": ["span", "role"]}
 
 
 def tracer_claim_schema(first: int, n_spans: int, limits: DriftLimits) -> dict[str, Any]:
@@ -197,18 +202,20 @@ def tracer_claim_grammar(first: int, n_spans: int, limits: DriftLimits) -> Gramm
 
 def tracer_ledger_schema(claims: dict[str, int], n_spans: int, limits: DriftLimits) -> dict[str, Any]:
     """Every risky claim at once: marks name a claim id and a span at or after its introduction."""
-    branches = [{
-        "type": "object",
-        "properties": {"claim": {"const": cid}, "span": _int(first, n_spans - 1), "role": {"enum": list(MARK_ROLES)}},
-        "required": ["claim", "span", "role"],
-    } for cid, first in claims.items()]
+    branches = [
+        {
+            "type": "object",
+            "properties": {"claim": {"const": cid}, "span": _int(first, n_spans - 1), "role": {"enum": list(MARK_ROLES)}},
+            "required": ["claim", "span", "role"],
+        }
+        for cid, first in claims.items()
+    ]
     return {
         "title": "drift_trace_ledger",
         "type": "object",
         "properties": {
             "harmful": {"type": "array", "items": {"enum": list(claims)}, "maxItems": len(claims)},
-            "marks": {"type": "array", "items": {"anyOf": branches},
-                      "maxItems": limits.marks_per_claim * len(claims)},
+            "marks": {"type": "array", "items": {"anyOf": branches}, "maxItems": limits.marks_per_claim * len(claims)},
         },
         "required": ["harmful", "marks"],
     }

@@ -64,35 +64,38 @@ def _max_tokens(chars: int) -> int:
 
 # ---- stage 1: the prior ---------------------------------------------------------------------
 
+
 def prior_grammar(limits: FalatLimits, with_answer: bool) -> Grammar:
     """Expected plan, expected answer (only when the trace gives none), what a correct run must do."""
     props: dict[str, Any] = {"expected_plan": _text(limits.plan_chars)}
     if with_answer:
         props["expected_answer"] = _text(limits.answer_chars)
-    props["must_do"] = {"type": "array", "items": _text(limits.requirement_chars),
-                        "minItems": 1, "maxItems": limits.requirements}
+    props["must_do"] = {"type": "array", "items": _text(limits.requirement_chars), "minItems": 1, "maxItems": limits.requirements}
     return Grammar.json(_closed(props, "falat_prior"), name="falat_prior")
 
 
 def prior_max_tokens(limits: FalatLimits) -> int:
-    chars = (limits.plan_chars + limits.answer_chars + limits.requirements * (limits.requirement_chars + 3) + 60)
+    chars = limits.plan_chars + limits.answer_chars + limits.requirements * (limits.requirement_chars + 3) + 60
     return _max_tokens(chars)
 
 
 # ---- stage 1: a window's mid and high levels -------------------------------------------------
+
 
 def window_grammar(steps: Sequence[tuple[int, str]], limits: FalatLimits) -> Grammar:
     """Mid level for exactly the window's steps `(index, agent)`, in order, and its stage summary."""
     if not steps:
         raise ValueError("a window has at least one step")
     mid = {
-        str(i): _closed({
-            "agent": {"const": agent},
-            "action": _text(limits.action_chars),
-            "decision": _text(limits.decision_chars),
-            "significance": {"type": "integer", "minimum": 0, "maximum": SIGNIFICANCE_MAX},
-            **{s: {"type": "boolean"} for s in SIGNALS},
-        })
+        str(i): _closed(
+            {
+                "agent": {"const": agent},
+                "action": _text(limits.action_chars),
+                "decision": _text(limits.decision_chars),
+                "significance": {"type": "integer", "minimum": 0, "maximum": SIGNIFICANCE_MAX},
+                **{s: {"type": "boolean"} for s in SIGNALS},
+            }
+        )
         for i, agent in steps
     }
     high = _closed({"summary": _text(limits.stage_chars), "focus_step": {"enum": [i for i, _ in steps]}})
@@ -100,12 +103,13 @@ def window_grammar(steps: Sequence[tuple[int, str]], limits: FalatLimits) -> Gra
 
 
 def window_max_tokens(steps: Sequence[tuple[int, str]], limits: FalatLimits) -> int:
-    per_step = (limits.action_chars + limits.decision_chars + 150)
+    per_step = limits.action_chars + limits.decision_chars + 150
     chars = sum(per_step + len(agent) for _, agent in steps) + limits.stage_chars + 60
     return _max_tokens(chars)
 
 
 # ---- stage 2: a transition label -------------------------------------------------------------
+
 
 def transition_grammar() -> Grammar:
     return Grammar.choice(list(TRANSITION_LABELS), name="falat_transition")
@@ -115,6 +119,7 @@ TRANSITION_MAX_TOKENS = 8
 
 
 # ---- stage 3: verification -------------------------------------------------------------------
+
 
 def verify_grammar(limits: FalatLimits) -> Grammar:
     """Reasons first, then a verbatim quote, then the two verdicts."""
@@ -133,22 +138,24 @@ def verify_max_tokens(limits: FalatLimits) -> int:
 
 # ---- stage 4: local re-search ----------------------------------------------------------------
 
+
 def research_grammar(step_ids: Sequence[int], limits: FalatLimits) -> Grammar:
     """For and against plus a role for every window step, then a permutation of those ids."""
     ids = list(step_ids)
     if not 1 <= len(ids) <= RESEARCH_MAX_STEPS:
         raise ValueError(f"a re-search window has 1..{RESEARCH_MAX_STEPS} steps, got {len(ids)}")
     per_step = {
-        str(i): _closed({
-            "for": _text(limits.argument_chars),
-            "against": _text(limits.argument_chars),
-            "role": {"enum": list(ROLES)},
-        })
+        str(i): _closed(
+            {
+                "for": _text(limits.argument_chars),
+                "against": _text(limits.argument_chars),
+                "role": {"enum": list(ROLES)},
+            }
+        )
         for i in ids
     }
     ranking = {"enum": [list(p) for p in permutations(ids)]}
-    return Grammar.json(_closed({"steps": _closed(per_step), "ranking": ranking}, "falat_research"),
-                        name="falat_research")
+    return Grammar.json(_closed({"steps": _closed(per_step), "ranking": ranking}, "falat_research"), name="falat_research")
 
 
 def research_max_tokens(n_steps: int, limits: FalatLimits) -> int:

@@ -51,8 +51,7 @@ class SafariLimits:
     def stm_chars(self) -> int:
         """The longest STM update the grammar admits, keys and punctuation included."""
         fault = self.reason_chars + self.evidence_chars + 60
-        return (2 * self.note_chars + self.faults_per_turn * fault
-                + self.still_need_items * (self.still_need_chars + 4) + 120)
+        return 2 * self.note_chars + self.faults_per_turn * fault + self.still_need_items * (self.still_need_chars + 4) + 120
 
     def tool_chars(self) -> int:
         evaluate = self.max_questions * (self.question_chars + 4) + self.reasoning_chars + 60
@@ -95,8 +94,7 @@ def stm_update_schema(n_steps: int, limits: SafariLimits) -> dict[str, Any]:
             "task_goal": _text(limits.note_chars),
             "final_output": _text(limits.note_chars),
             "faults_identified_so_far": {"type": "array", "items": fault, "maxItems": limits.faults_per_turn},
-            "still_need": {"type": "array", "items": _text(limits.still_need_chars),
-                           "maxItems": limits.still_need_items},
+            "still_need": {"type": "array", "items": _text(limits.still_need_chars), "maxItems": limits.still_need_items},
         },
         "required": [],
     }
@@ -123,8 +121,7 @@ def tool_schemas(n_steps: int, total_lines: int, max_read: int, limits: SafariLi
             "type": "object",
             "properties": {
                 "name": {"const": "evaluate"},
-                "questions": {"type": "array", "items": _text(limits.question_chars, 5), "minItems": 1,
-                              "maxItems": limits.max_questions},
+                "questions": {"type": "array", "items": _text(limits.question_chars, 5), "minItems": 1, "maxItems": limits.max_questions},
                 "reasoning": _text(limits.reasoning_chars, 10),
             },
             "required": ["name", "questions", "reasoning"],

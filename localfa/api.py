@@ -55,9 +55,16 @@ class _EngineScope:
             self.engine.close()
 
 
-def diagnose_iter(engine: Engine, method: str | MethodSpec | BaseMethod, traces: Sequence[Trace], *, seed: int = 0,
-                  budget: str | None = None, concurrency: int = 8,
-                  wrap: Callable[[Job], Job] | None = None) -> Iterator[tuple[int, Diagnosis]]:
+def diagnose_iter(
+    engine: Engine,
+    method: str | MethodSpec | BaseMethod,
+    traces: Sequence[Trace],
+    *,
+    seed: int = 0,
+    budget: str | None = None,
+    concurrency: int = 8,
+    wrap: Callable[[Job], Job] | None = None,
+) -> Iterator[tuple[int, Diagnosis]]:
     """(index in `traces`, diagnosis) as each trace finishes, all run concurrently on `engine`.
 
     `wrap` may replace each job before it runs (the CLI's live progress watches them this way).
@@ -65,8 +72,7 @@ def diagnose_iter(engine: Engine, method: str | MethodSpec | BaseMethod, traces:
     from localfa.methods.runner import method_job, run_jobs
 
     chosen = method if isinstance(method, BaseMethod) else get_method(method)
-    jobs = [method_job(engine, chosen, MethodContext(t, seed=seed, budget=budget), key=str(i))
-            for i, t in enumerate(traces)]
+    jobs = [method_job(engine, chosen, MethodContext(t, seed=seed, budget=budget), key=str(i)) for i, t in enumerate(traces)]
     if wrap is not None:
         jobs = [wrap(j) for j in jobs]
     for key, diag in run_jobs(engine, jobs, concurrency=concurrency):
@@ -79,10 +85,17 @@ def diagnose(traces: TraceLike, method: str | MethodSpec = ..., **kwargs: Any) -
 def diagnose(traces: Sequence[TraceLike], method: str | MethodSpec = ..., **kwargs: Any) -> list[Diagnosis]: ...
 
 
-def diagnose(traces: TraceLike | Sequence[TraceLike], method: str | MethodSpec = DEFAULT_METHOD, *,
-             engine: Engine | EngineOptions | str | None = None, seed: int = 0, budget: str | None = None,
-             concurrency: int = 8, on_result: Callable[[Diagnosis], None] | None = None,
-             **engine_options: Any) -> Diagnosis | list[Diagnosis]:
+def diagnose(
+    traces: TraceLike | Sequence[TraceLike],
+    method: str | MethodSpec = DEFAULT_METHOD,
+    *,
+    engine: Engine | EngineOptions | str | None = None,
+    seed: int = 0,
+    budget: str | None = None,
+    concurrency: int = 8,
+    on_result: Callable[[Diagnosis], None] | None = None,
+    **engine_options: Any,
+) -> Diagnosis | list[Diagnosis]:
     """Diagnose one trace (returns a `Diagnosis`) or many (a list, in input order).
 
     Traces may be `Trace` objects or file paths. A trace that fails gets a Diagnosis with `error`
@@ -103,10 +116,20 @@ def diagnose(traces: TraceLike | Sequence[TraceLike], method: str | MethodSpec =
     return done[0] if single else done
 
 
-def bench(datasets: Sequence[str | Path], out: str | Path, methods: str | Sequence[str | MethodSpec] = DEFAULT_METHOD,
-          *, seeds: Sequence[int] = (0,), budgets: Sequence[str] | None = None, limit: int | None = None,
-          engine: Engine | EngineOptions | str | None = None, concurrency: int = 16, force: bool = False,
-          progress: bool = False, **engine_options: Any) -> Any:
+def bench(
+    datasets: Sequence[str | Path],
+    out: str | Path,
+    methods: str | Sequence[str | MethodSpec] = DEFAULT_METHOD,
+    *,
+    seeds: Sequence[int] = (0,),
+    budgets: Sequence[str] | None = None,
+    limit: int | None = None,
+    engine: Engine | EngineOptions | str | None = None,
+    concurrency: int = 16,
+    force: bool = False,
+    progress: bool = False,
+    **engine_options: Any,
+) -> Any:
     """A resumable sweep (traces x methods x budgets x seeds) into the run directory `out`.
 
     Returns the sweep's result (counts and the records written); re-running resumes.
@@ -122,5 +145,14 @@ def bench(datasets: Sequence[str | Path], out: str | Path, methods: str | Sequen
         get_method(spec)
     traces = load_traces([str(d) for d in datasets], limit=limit)
     with _EngineScope(engine, engine_options) as eng:
-        return run_sweep(Path(out), traces, specs, list(seeds), eng, list(budgets) if budgets else None,
-                         concurrency=concurrency, force=force, progress=progress)
+        return run_sweep(
+            Path(out),
+            traces,
+            specs,
+            list(seeds),
+            eng,
+            list(budgets) if budgets else None,
+            concurrency=concurrency,
+            force=force,
+            progress=progress,
+        )

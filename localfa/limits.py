@@ -50,8 +50,7 @@ class Limits:
 
     @classmethod
     def from_env(cls) -> "Limits":
-        return cls(_env_int(ENV["max_step_chars"], DEFAULT_MAX_STEP_CHARS, 64),
-                   _env_int(ENV["max_steps"], DEFAULT_MAX_STEPS, 1))
+        return cls(_env_int(ENV["max_step_chars"], DEFAULT_MAX_STEP_CHARS, 64), _env_int(ENV["max_steps"], DEFAULT_MAX_STEPS, 1))
 
     @property
     def max_trace_bytes(self) -> int:
@@ -91,6 +90,5 @@ class LimitsHit:
         """``{"max_steps": {...}, "max_step_chars": {...}}`` for what was hit; {} when nothing was."""
         out = dict(self.hits)
         if self._cut:
-            out["max_step_chars"] = {"limit": self.limits.max_step_chars, "steps_cut": len(self._cut),
-                                     "first": sorted(self._cut)[:10]}
+            out["max_step_chars"] = {"limit": self.limits.max_step_chars, "steps_cut": len(self._cut), "first": sorted(self._cut)[:10]}
         return out

@@ -23,8 +23,9 @@ def git_revision() -> str | None:
         out = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
         if out.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None
@@ -49,10 +50,18 @@ def _version(dist: str) -> str | None:
 
 # Generation-config keys that vLLM applies as sampling defaults (a server does, for every field a
 # request leaves out): a change changes answers.
-SAMPLING_DEFAULT_KEYS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-                         "frequency_penalty", "max_new_tokens", "do_sample")
-ANSWER_SETTINGS = ("max_model_len", "dtype", "structured_outputs_backend", "vllm_version", "chat_template",
-                   "sampling_defaults")
+SAMPLING_DEFAULT_KEYS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "max_new_tokens",
+    "do_sample",
+)
+ANSWER_SETTINGS = ("max_model_len", "dtype", "structured_outputs_backend", "vllm_version", "chat_template", "sampling_defaults")
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -106,8 +115,7 @@ def answer_settings(described: dict[str, Any], model_info: dict[str, Any] | None
         "structured_outputs_backend": so.get("backend", described.get("structured_outputs_backend")),
         "vllm_version": described.get("vllm_version"),
         "chat_template": info.get("chat_template") or described.get("chat_template") or chat_template_hash(path),
-        "sampling_defaults": info.get("sampling_defaults") or described.get("sampling_defaults")
-        or sampling_defaults(path),
+        "sampling_defaults": info.get("sampling_defaults") or described.get("sampling_defaults") or sampling_defaults(path),
     }
 
 
@@ -121,8 +129,9 @@ def backend_packages() -> list[str]:
     return list(names)
 
 
-def build_manifest(engine: Any, *, seeds: list[int], methods: dict[str, dict[str, Any]],
-                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_manifest(
+    engine: Any, *, seeds: list[int], methods: dict[str, dict[str, Any]], extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Manifest for a run on `engine` with these methods (name -> options incl. sampling)."""
     described = engine.describe()
     model_info = engine.model_info

@@ -116,9 +116,17 @@ class ResultRecord(Diagnosis):
         return "none" if value is None or value == "" else str(value)
 
     @classmethod
-    def from_diagnosis(cls, diag: Diagnosis, trace: Trace, *, method: str | None = None,
-                       method_name: str | None = None, budget: str | None = None,
-                       seed: int | None = None, digest: str | None = None) -> "ResultRecord":
+    def from_diagnosis(
+        cls,
+        diag: Diagnosis,
+        trace: Trace,
+        *,
+        method: str | None = None,
+        method_name: str | None = None,
+        budget: str | None = None,
+        seed: int | None = None,
+        digest: str | None = None,
+    ) -> "ResultRecord":
         """The record of `diag` on `trace`; the sweep identity overrides what the method set.
 
         `digest` is `trace_digest(trace)` when the caller has it (a sweep writes many records per trace).

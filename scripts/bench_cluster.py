@@ -29,9 +29,16 @@ def sweep(data: Path, limit: int, workers: int, profile: Path, out: Path) -> dic
     tokens = sum(r.usage["prompt_tokens"] + r.usage["completion_tokens"] for r in res.records)
     errors = sum(1 for r in res.records if r.error)
     wall = ex.loop_s
-    return {"records": len(res.records), "errors": errors, "tokens": tokens, "wall_s": wall,
-            "tokens_per_s": tokens / wall, "overhead": (wall - max(ex.busy_s)) / wall,
-            "idle": 1 - sum(ex.busy_s) / (len(ex.busy_s) * wall), "start_s": sum(ex.timing.values())}
+    return {
+        "records": len(res.records),
+        "errors": errors,
+        "tokens": tokens,
+        "wall_s": wall,
+        "tokens_per_s": tokens / wall,
+        "overhead": (wall - max(ex.busy_s)) / wall,
+        "idle": 1 - sum(ex.busy_s) / (len(ex.busy_s) * wall),
+        "start_s": sum(ex.timing.values()),
+    }
 
 
 def main() -> None:
@@ -46,9 +53,11 @@ def main() -> None:
     one = sweep(args.data, args.limit, 1, profile, tmp / "w1")
     two = sweep(args.data, args.limit, 2, profile, tmp / "w2")
     for name, r in (("1 worker", one), ("2 workers", two)):
-        print(f"{name}: {r['records']} records ({r['errors']} errors), {r['tokens']} tokens in {r['wall_s']:.1f} s "
-              f"= {r['tokens_per_s']:.0f} tok/s; engines up in {r['start_s']:.1f} s; "
-              f"worker_idle_share={r['idle']:.3f}")
+        print(
+            f"{name}: {r['records']} records ({r['errors']} errors), {r['tokens']} tokens in {r['wall_s']:.1f} s "
+            f"= {r['tokens_per_s']:.0f} tok/s; engines up in {r['start_s']:.1f} s; "
+            f"worker_idle_share={r['idle']:.3f}"
+        )
     print(f"cluster_speedup={two['tokens_per_s'] / one['tokens_per_s']:.2f}")
     print(f"cluster_overhead={two['overhead']:.3f}")
 

@@ -78,8 +78,10 @@ def main() -> None:
             print(f"tracer={mode} seed={seed}: {len(traces)} traces in {wall:.1f} s, errors={errors}")
             for s in STAGES:
                 t = totals[s]
-                print(f"  {s:8s} calls={t['calls']:3d} prompt={t['prompt_tokens']:7d} "
-                      f"completion={t['completion_tokens']:6d} cached={t['cached_tokens']:7d}")
+                print(
+                    f"  {s:8s} calls={t['calls']:3d} prompt={t['prompt_tokens']:7d} "
+                    f"completion={t['completion_tokens']:6d} cached={t['cached_tokens']:7d}"
+                )
             print(f"  traces with an error span: {sum(1 for d in results.values() if d.details.get('error_spans'))}")
     finally:
         engine.close()
@@ -92,8 +94,7 @@ def main() -> None:
             same = sum(first_error(runs[(mode, s1)][k]) == first_error(runs[(mode, s2)][k]) for k in runs[(mode, s1)])
             print(f"tracer={mode}: seeds {s1} and {s2} give the same step and spans on {same}/{len(traces)} traces")
     first = runs[(modes[0], seeds[0])]
-    batches = [d.details["cost"]["support"]["calls"] for d in first.values()
-               if not d.error and d.details["cost"]["support"]["calls"]]
+    batches = [d.details["cost"]["support"]["calls"] for d in first.values() if not d.error and d.details["cost"]["support"]["calls"]]
     support = stage_totals(first)["support"]
     print(f"support_batch_size={sum(batches) / len(batches) if batches else 0.0:.2f}")
     print(f"cached_prompt_share={support['cached_tokens'] / max(1, support['prompt_tokens']):.3f}")

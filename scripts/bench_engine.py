@@ -27,8 +27,10 @@ class Finding(BaseModel):
     reason: str = Field(min_length=20, max_length=120)
 
 
-SYSTEM = ("You audit failed multi-agent runs. Each step lists an agent and its action. Identify the decisive "
-          "faulty step, the agent that made it, and explain the reason in one or two sentences. ") * 30
+SYSTEM = (
+    "You audit failed multi-agent runs. Each step lists an agent and its action. Identify the decisive "
+    "faulty step, the agent that made it, and explain the reason in one or two sentences. "
+) * 30
 
 
 def requests(n: int, max_tokens: int, shared_system: bool) -> list[Request]:

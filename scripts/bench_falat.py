@@ -122,8 +122,10 @@ def main() -> None:
     prompt = sum(d.usage["prompt_tokens"] for d in results)
     cached = sum(d.usage["cached_tokens"] for d in results)
     steps = sum(len(t.steps) for t in traces)
-    print(f"traces={len(traces)} steps={steps} method={args.method} calls={calls} errors={len(errors)} "
-          f"wall_s={wall:.1f} prompt_tokens={prompt} completion_tokens={sum(d.usage['completion_tokens'] for d in results)}")
+    print(
+        f"traces={len(traces)} steps={steps} method={args.method} calls={calls} errors={len(errors)} "
+        f"wall_s={wall:.1f} prompt_tokens={prompt} completion_tokens={sum(d.usage['completion_tokens'] for d in results)}"
+    )
     print(f"calls_per_trace={calls / max(1, len(results)):.2f}")
     print(f"yielded_batched_share={yielded_batched_share(results):.3f}")
     print(f"batched_share={watched.batched / max(1, watched.calls):.3f}")

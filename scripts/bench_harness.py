@@ -64,8 +64,10 @@ def scripted_sweep(data: Path, seeds: int) -> tuple[int, float, float]:
         wall = time.perf_counter() - t0
     calls = sum(int(r.usage.get("calls", 0)) for r in result.records)
     errors = sum(1 for r in result.records if r.error)
-    print(f"scripted sweep: {len(traces)} traces x {len(specs)} methods x {seeds} seeds = {result.planned} units, "
-          f"{calls} calls, {errors} error records, {wall:.2f} s")
+    print(
+        f"scripted sweep: {len(traces)} traces x {len(specs)} methods x {seeds} seeds = {result.planned} units, "
+        f"{calls} calls, {errors} error records, {wall:.2f} s"
+    )
     return calls, wall, timer.total
 
 
@@ -116,8 +118,7 @@ def engine_busy_share(data: Path, n_traces: int) -> float:
         engine.close()
     s = sessions[0]
     span = s.last - (s.first or s.last)
-    print(f"real engine: {len(traces)} traces, {span:.2f} s from first request to last response, "
-          f"{s.busy:.2f} s inside the engine")
+    print(f"real engine: {len(traces)} traces, {span:.2f} s from first request to last response, {s.busy:.2f} s inside the engine")
     return s.busy / span if span > 0 else 0.0
 
 

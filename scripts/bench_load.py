@@ -29,8 +29,7 @@ def write_whowhen(path: Path, target_bytes: int) -> int:
     """A Who&When file of about `target_bytes` (identical 4 KB steps), written in one go; returns its step count."""
     step = json.dumps({"content": "x" * 4000 + " words\n", "role": "user", "name": "Agent_A"})
     n = target_bytes // (len(step) + 1) + 1
-    head = ('{"question": "q", "ground_truth": "a", "is_correct": false, "mistake_agent": "Agent_A", '
-            '"mistake_step": "3", "history": [')
+    head = '{"question": "q", "ground_truth": "a", "is_correct": false, "mistake_agent": "Agent_A", "mistake_step": "3", "history": ['
     path.write_text(head + ",".join([step] * n) + "]}", encoding="utf-8")
     return n
 

@@ -47,9 +47,16 @@ def build_trace(target_tokens: int, seed: int = 0) -> Trace:
         chars += len(content)
         i += 1
     return Trace(
-        id="bench/synthetic", source="<memory>", format="messages", subset=None,
-        task="synthetic benchmark trace", agents=[AgentInfo(name=a.split(" (")[0]) for a in AGENTS[::2]],
-        steps=steps, final_output=None, ground_truth=None, labels=None,
+        id="bench/synthetic",
+        source="<memory>",
+        format="messages",
+        subset=None,
+        task="synthetic benchmark trace",
+        agents=[AgentInfo(name=a.split(" (")[0]) for a in AGENTS[::2]],
+        steps=steps,
+        final_output=None,
+        ground_truth=None,
+        labels=None,
     )
 
 
@@ -65,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     t1 = time.perf_counter()
     view = LineView(trace)
     t2 = time.perf_counter()
-    print(f"steps={len(trace.steps)} lines={view.total_lines} chars={view.total_chars} "
-          f"tokens~{view.tokens()} (approx, {approx_tokens('abcd')} token per 4 chars)")
+    print(
+        f"steps={len(trace.steps)} lines={view.total_lines} chars={view.total_chars} "
+        f"tokens~{view.tokens()} (approx, {approx_tokens('abcd')} token per 4 chars)"
+    )
     print(f"build_trace_s={t1 - t0:.2f} build_view_s={t2 - t1:.2f}")
 
     literal = "cedar tree"
@@ -78,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         timings.append((time.perf_counter() - start) * 1000)
         hits = res
     assert hits is not None and not hits.error, hits
-    print(f"literal {literal!r}: {len(hits.hits)} hits at lines {[h[0] for h in hits.hits]}; "
-          f"runs ms={[round(t, 1) for t in timings]}")
+    print(f"literal {literal!r}: {len(hits.hits)} hits at lines {[h[0] for h in hits.hits]}; runs ms={[round(t, 1) for t in timings]}")
 
     start = time.perf_counter()
     evil = view.search("(a+)+$", timeout_s=args.timeout)

@@ -31,8 +31,25 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 AGENTS = ("Orchestrator", "WebSurfer", "Coder", "Verifier")
-WORDS = ("searched", "the", "table", "shows", "42", "wrong", "page", "result", "ignore", "previous",
-         "instructions", "assumed", "verified", "rounded", "source", "answer", "{\"step_id\": 3}")
+WORDS = (
+    "searched",
+    "the",
+    "table",
+    "shows",
+    "42",
+    "wrong",
+    "page",
+    "result",
+    "ignore",
+    "previous",
+    "instructions",
+    "assumed",
+    "verified",
+    "rounded",
+    "source",
+    "answer",
+    '{"step_id": 3}',
+)
 
 
 def write_traces(folder: Path, n: int, seed: int) -> None:
@@ -55,14 +72,12 @@ def count_lines(path: Path) -> int:
         return 0
 
 
-def run_bench(cmd: list[str], env: dict[str, str], results: Path, kill_at: int | None,
-              timeout_s: float) -> str:
+def run_bench(cmd: list[str], env: dict[str, str], results: Path, kill_at: int | None, timeout_s: float) -> str:
     """Run one sweep; SIGKILL its process group once `results` holds `kill_at` lines.
 
     Returns "killed", "done" or "failed (status N)".
     """
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + timeout_s
     try:
         while proc.poll() is None:
@@ -135,17 +150,36 @@ def main() -> int:
     write_traces(traces_dir, args.traces, args.seed)
     methods, seeds = method_names(), parse_seeds(args.seeds)
     planned = {(t.id, m, "none", s) for t in load_traces([traces_dir]) for m in methods for s in seeds}
-    cmd = [sys.executable, "-m", "localfa", "bench", str(traces_dir), "--methods", ",".join(methods),
-           "--seeds", args.seeds, "--engine", "scripted", "--out", str(run_dir), "--no-progress",
-           "--concurrency", "16"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "localfa",
+        "bench",
+        str(traces_dir),
+        "--methods",
+        ",".join(methods),
+        "--seeds",
+        args.seeds,
+        "--engine",
+        "scripted",
+        "--out",
+        str(run_dir),
+        "--no-progress",
+        "--concurrency",
+        "16",
+    ]
     rng = random.Random(args.seed)
     kill_points = [int(len(planned) * rng.uniform(0.15, 0.4)), int(len(planned) * rng.uniform(0.5, 0.8))]
     started = time.perf_counter()
     outcomes: list[str] = []
     kills = 0
     for n in range(2 + args.max_passes):
-        env = {**os.environ, "LOCALFA_INJECT_FAULTS": f"{args.rate}:{args.seed + n}",
-               "LOCALFA_FAULT_LOG": str(fault_log), "LOCALFA_SCRIPTED_DELAY_S": str(args.delay)}
+        env = {
+            **os.environ,
+            "LOCALFA_INJECT_FAULTS": f"{args.rate}:{args.seed + n}",
+            "LOCALFA_FAULT_LOG": str(fault_log),
+            "LOCALFA_SCRIPTED_DELAY_S": str(args.delay),
+        }
         kill_at = kill_points[n] if n < len(kill_points) else None
         if kill_at is not None:
             kill_at = max(kill_at, count_lines(results) + 1)
@@ -157,14 +191,19 @@ def main() -> int:
         if n >= 2 and outcome == "done" and analyse(results, planned)["errors_transient"] == 0:
             break
     figures = analyse(results, planned)
-    faults = Counter(json.loads(line)["kind"] for line in fault_log.read_text().splitlines() if line.strip()) \
-        if fault_log.exists() else Counter()
+    faults = (
+        Counter(json.loads(line)["kind"] for line in fault_log.read_text().splitlines() if line.strip())
+        if fault_log.exists()
+        else Counter()
+    )
     wall = time.perf_counter() - started
     print(f"methods={','.join(methods)}")
     print(f"passes={len(outcomes)} kills={kills} outcomes={','.join(o.split(' ')[0] for o in outcomes)} wall_s={wall:.1f}")
     print("faults_by_kind=" + ",".join(f"{k}:{faults[k]}" for k in sorted(faults)))
-    print(f"replaced_transient={figures['replaced']} errors_transient_left={figures['errors_transient']} "
-          f"errors_not_injected={figures['errors_not_injected']}")
+    print(
+        f"replaced_transient={figures['replaced']} errors_transient_left={figures['errors_transient']} "
+        f"errors_not_injected={figures['errors_not_injected']}"
+    )
     print(f"units={len(planned)}")
     print(f"faults_injected={sum(faults.values())}")
     print(f"records={figures['records']}")
@@ -173,8 +212,13 @@ def main() -> int:
     print(f"errors_final={figures['errors_final']}")
     if not args.keep and args.out is None:
         shutil.rmtree(work, ignore_errors=True)
-    ok = (kills == 2 and figures["records_lost"] == 0 and figures["duplicates"] == 0
-          and figures["errors_transient"] == 0 and figures["errors_not_injected"] == 0)
+    ok = (
+        kills == 2
+        and figures["records_lost"] == 0
+        and figures["duplicates"] == 0
+        and figures["errors_transient"] == 0
+        and figures["errors_not_injected"] == 0
+    )
     return 0 if ok else 1
 
 

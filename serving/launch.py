@@ -75,17 +75,30 @@ def is_loopback(host: str) -> bool:
 def server_command(settings: EngineSettings, model_dir: Path, host: str, port: int, is_cpu: bool) -> list[str]:
     """The argv that starts the server for these settings (never holds the API key)."""
     cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir),
-        "--served-model-name", SERVED_NAME,
-        "--host", host, "--port", str(port),
-        "--dtype", settings.dtype,
-        "--max-model-len", str(settings.max_model_len),
-        "--seed", str(settings.seed),
-        "--structured-outputs-config", json.dumps({"backend": settings.structured_outputs_backend}),
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        SERVED_NAME,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--dtype",
+        settings.dtype,
+        "--max-model-len",
+        str(settings.max_model_len),
+        "--seed",
+        str(settings.seed),
+        "--structured-outputs-config",
+        json.dumps({"backend": settings.structured_outputs_backend}),
         "--enable-prompt-tokens-details",
-        "--tensor-parallel-size", str(settings.tensor_parallel_size),
-        "--uvicorn-log-level", "warning",
+        "--tensor-parallel-size",
+        str(settings.tensor_parallel_size),
+        "--uvicorn-log-level",
+        "warning",
     ]
     cmd.append("--enable-prefix-caching" if settings.enable_prefix_caching else "--no-enable-prefix-caching")
     eager = settings.enforce_eager if settings.enforce_eager is not None else is_cpu
@@ -97,8 +110,11 @@ def server_command(settings: EngineSettings, model_dir: Path, host: str, port: i
             cmd += ["--data-parallel-size", str(settings.data_parallel_size)]
     chunked = settings.enable_chunked_prefill if settings.enable_chunked_prefill is not None else not is_cpu
     if not chunked:
-        cmd += ["--no-enable-chunked-prefill", "--max-num-batched-tokens",
-                str(max(settings.max_model_len, settings.max_num_batched_tokens or 16384))]
+        cmd += [
+            "--no-enable-chunked-prefill",
+            "--max-num-batched-tokens",
+            str(max(settings.max_model_len, settings.max_num_batched_tokens or 16384)),
+        ]
     elif settings.max_num_batched_tokens:
         cmd += ["--max-num-batched-tokens", str(settings.max_num_batched_tokens)]
     asynchronous = settings.async_scheduling if settings.async_scheduling is not None else (True if is_cpu else None)
@@ -161,8 +177,15 @@ def spawn(cmd: list[str], env: dict[str, str], log_path: Path | None = None) -> 
     """Start `cmd` in a process group of its own that dies with this process (Linux)."""
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL
     try:
-        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_die_with_parent())
+        return subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(),
+        )
     finally:
         if log_path:
             log.close()  # type: ignore[union-attr]
@@ -184,9 +207,15 @@ def wait_healthy(url: str, proc: subprocess.Popen | None, timeout_s: float = 300
     raise TimeoutError(f"{url} did not become healthy within {timeout_s:.0f} s")
 
 
-def start_server(settings: EngineSettings, model_dir: Path, host: str = "127.0.0.1", port: int | None = None,
-                 api_key: str | None = None, log_path: Path | None = None,
-                 timeout_s: float = 300.0) -> tuple[subprocess.Popen, str]:
+def start_server(
+    settings: EngineSettings,
+    model_dir: Path,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    api_key: str | None = None,
+    log_path: Path | None = None,
+    timeout_s: float = 300.0,
+) -> tuple[subprocess.Popen, str]:
     """Start the server, wait for health, return (process, base URL); stopped again on any failure."""
     port = port or free_port(host)
     cmd = server_command(settings, model_dir, host, port, is_cpu_platform())

@@ -50,8 +50,7 @@ def vllm_server(embedded_model_dir, tmp_path_factory):
     from localfa.serving.launch import start_server, stop_server
 
     log = tmp_path_factory.mktemp("server") / "vllm.log"
-    proc, url = start_server(load_profile("cpu-embedded"), embedded_model_dir, "127.0.0.1", None,
-                             log_path=log, timeout_s=420)
+    proc, url = start_server(load_profile("cpu-embedded"), embedded_model_dir, "127.0.0.1", None, log_path=log, timeout_s=420)
     yield url
     stop_server(proc)
 

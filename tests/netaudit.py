@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SITECUSTOMIZE = '''
+SITECUSTOMIZE = """
 import json, os, socket, sys
 
 _PATH = os.environ.get("LOCALFA_NET_AUDIT")
@@ -47,15 +47,24 @@ def _hook(event, args):
 
 if _PATH:
     sys.addaudithook(_hook)
-'''
+"""
 
 
 # The switches `localfa.offline` is meant to set, written out here so that the command under audit
 # starts without them, as on a user's machine: inherited from the test process (which imported
 # localfa already), they would hide a command that no longer sets them itself.
-OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY",
-                    "VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK", "DO_NOT_TRACK", "RAY_USAGE_STATS_ENABLED",
-                    "RAY_AUTH_MODE", "VLLM_HOST_IP")
+OFFLINE_SWITCHES = (
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "HF_HUB_DISABLE_TELEMETRY",
+    "VLLM_NO_USAGE_STATS",
+    "VLLM_DO_NOT_TRACK",
+    "DO_NOT_TRACK",
+    "RAY_USAGE_STATS_ENABLED",
+    "RAY_AUTH_MODE",
+    "VLLM_HOST_IP",
+)
 
 
 def is_loopback_host(host: str | None) -> bool:
@@ -86,8 +95,7 @@ def outbound(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if is_outbound(e)]
 
 
-def run_audited(args: list[str], workdir: Path, timeout_s: int = 600) -> tuple[subprocess.CompletedProcess[str],
-                                                                               list[dict[str, Any]]]:
+def run_audited(args: list[str], workdir: Path, timeout_s: int = 600) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     """Run `python -m localfa ARGS` under the audit, without the offline switches in its starting
     environment; return the process and every event seen."""
     hook_dir = workdir / "audit_site"
@@ -98,7 +106,6 @@ def run_audited(args: list[str], workdir: Path, timeout_s: int = 600) -> tuple[s
     path = os.pathsep.join(p for p in (str(hook_dir), str(repo), os.environ.get("PYTHONPATH", "")) if p)
     env = {k: v for k, v in os.environ.items() if k not in OFFLINE_SWITCHES}
     env.update(PYTHONPATH=path, LOCALFA_NET_AUDIT=str(log))
-    proc = subprocess.run([sys.executable, "-m", "localfa", *args], capture_output=True, text=True,
-                          timeout=timeout_s, cwd=workdir, env=env)
+    proc = subprocess.run([sys.executable, "-m", "localfa", *args], capture_output=True, text=True, timeout=timeout_s, cwd=workdir, env=env)
     events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return proc, events

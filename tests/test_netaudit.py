@@ -16,12 +16,22 @@ from tests.netaudit import SITECUSTOMIZE, is_loopback_host, is_outbound, run_aud
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("host,loopback", [
-    ("127.0.0.1", True), ("127.255.0.9", True), ("::1", True),
-    ("10.0.127.5", False),  # contains "127." but is a private LAN address
-    ("2001:db8::1", False),  # ends in "::1" but is a routable IPv6 address
-    ("128.0.0.1", False), ("0.0.0.0", False), ("::", False), ("example.org", False), ("", False), (None, False),
-])
+@pytest.mark.parametrize(
+    "host,loopback",
+    [
+        ("127.0.0.1", True),
+        ("127.255.0.9", True),
+        ("::1", True),
+        ("10.0.127.5", False),  # contains "127." but is a private LAN address
+        ("2001:db8::1", False),  # ends in "::1" but is a routable IPv6 address
+        ("128.0.0.1", False),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("example.org", False),
+        ("", False),
+        (None, False),
+    ],
+)
 def test_loopback_is_decided_by_the_address_not_its_text(host, loopback):
     assert is_loopback_host(host) is loopback
 
@@ -47,21 +57,22 @@ def test_the_hook_records_connects_in_a_fresh_interpreter(tmp_path):
     """A positive control: without it an audit that records nothing would pass every real test."""
     (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE)
     log = tmp_path / "events.jsonl"
-    code = ("import socket\n"
-            "for fam, host in ((socket.AF_INET, '10.0.127.5'), (socket.AF_INET, '127.0.0.1')):\n"
-            "    s = socket.socket(fam, socket.SOCK_DGRAM)\n"
-            "    try:\n"
-            "        s.connect((host, 9))\n"  # UDP connect sends no packet
-            "    except OSError:\n"
-            "        pass\n"
-            "    s.close()\n"
-            "socket.getaddrinfo('127.0.0.1', 9)\n")
+    code = (
+        "import socket\n"
+        "for fam, host in ((socket.AF_INET, '10.0.127.5'), (socket.AF_INET, '127.0.0.1')):\n"
+        "    s = socket.socket(fam, socket.SOCK_DGRAM)\n"
+        "    try:\n"
+        "        s.connect((host, 9))\n"  # UDP connect sends no packet
+        "    except OSError:\n"
+        "        pass\n"
+        "    s.close()\n"
+        "socket.getaddrinfo('127.0.0.1', 9)\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "LOCALFA_NET_AUDIT": str(log)}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60, cwd=tmp_path)
     events = [json.loads(line) for line in log.read_text().splitlines()]
     seen = [(e["event"], e.get("host") or e["address"][0]) for e in events]
-    assert seen == [("socket.connect", "10.0.127.5"), ("socket.connect", "127.0.0.1"),
-                    ("socket.getaddrinfo", "127.0.0.1")]
+    assert seen == [("socket.connect", "10.0.127.5"), ("socket.connect", "127.0.0.1"), ("socket.getaddrinfo", "127.0.0.1")]
     assert [is_outbound(e) for e in events] == [True, False, False]
 
 

@@ -35,13 +35,26 @@ from localfa.traces.model import Labels, normalize_agent
 
 TOLERANCES: tuple[int, ...] = (1, 2, 3, 4, 5)
 METRICS: tuple[str, ...] = (
-    "agent", "step", *(f"tol_{k}" for k in TOLERANCES),
-    "precision", "strict_precision", "span_precision", "span_recall", "span_f1", "first_error", "step_substring",
+    "agent",
+    "step",
+    *(f"tol_{k}" for k in TOLERANCES),
+    "precision",
+    "strict_precision",
+    "span_precision",
+    "span_recall",
+    "span_f1",
+    "first_error",
+    "step_substring",
 )
 METRIC_TITLES: dict[str, str] = {
-    "agent": "agent acc", "step": "step acc", **{f"tol_{k}": f"±{k}" for k in TOLERANCES},
-    "precision": "precision", "strict_precision": "strict prec.",
-    "span_precision": "span prec.", "span_recall": "span recall", "span_f1": "span F1",
+    "agent": "agent acc",
+    "step": "step acc",
+    **{f"tol_{k}": f"±{k}" for k in TOLERANCES},
+    "precision": "precision",
+    "strict_precision": "strict prec.",
+    "span_precision": "span prec.",
+    "span_recall": "span recall",
+    "span_f1": "span F1",
     "first_error": "first-error acc",
     "step_substring": "step acc, W&W substring scorer (compare with published tables only)",
 }
@@ -52,6 +65,7 @@ INTERVAL = "95% percentile bootstrap over traces"
 
 
 # ---- per record --------------------------------------------------------------------------------
+
 
 def _as_int(value: Any) -> int | None:
     if value is None or isinstance(value, bool):
@@ -143,6 +157,7 @@ def is_multi_fault(label: Labels | None) -> bool:
 
 # ---- aggregation -------------------------------------------------------------------------------
 
+
 @dataclass
 class Estimate:
     """A mean over traces with its bootstrap 95% interval; n = traces that had the metric."""
@@ -196,17 +211,27 @@ class GroupSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "method": self.method, "budget": self.budget, "subset": self.subset,
-            "records": self.records, "traces": self.traces, "seeds": self.seeds, "errors": self.errors,
-            "transient_errors": self.transient_errors, "balanced": self.balanced,
-            "aggregation": AGGREGATION, "interval": INTERVAL,
-            "metrics": {k: v.as_dict() for k, v in self.metrics.items()}, "cost": self.cost,
-            "multi_fault": self.multi_fault, "spans": self.spans,
+            "method": self.method,
+            "budget": self.budget,
+            "subset": self.subset,
+            "records": self.records,
+            "traces": self.traces,
+            "seeds": self.seeds,
+            "errors": self.errors,
+            "transient_errors": self.transient_errors,
+            "balanced": self.balanced,
+            "aggregation": AGGREGATION,
+            "interval": INTERVAL,
+            "metrics": {k: v.as_dict() for k, v in self.metrics.items()},
+            "cost": self.cost,
+            "multi_fault": self.multi_fault,
+            "spans": self.spans,
         }
 
 
-def summarize_group(method: str, budget: str, subset: str, records: list[ResultRecord],
-                    n_boot: int = 1000, seed: int = 0, span_method: bool | None = None) -> GroupSummary:
+def summarize_group(
+    method: str, budget: str, subset: str, records: list[ResultRecord], n_boot: int = 1000, seed: int = 0, span_method: bool | None = None
+) -> GroupSummary:
     """Aggregate one group: per trace, mean over its seeds; then mean and CI over traces.
 
     `span_method` (default: any record of the group has spans) scores records without spans
@@ -237,8 +262,7 @@ def summarize_group(method: str, budget: str, subset: str, records: list[ResultR
     return g
 
 
-def summarize(records: list[ResultRecord], n_boot: int = 1000, seed: int = 0,
-              method_order: list[str] | None = None) -> list[GroupSummary]:
+def summarize(records: list[ResultRecord], n_boot: int = 1000, seed: int = 0, method_order: list[str] | None = None) -> list[GroupSummary]:
     """One GroupSummary per (method, budget) and subset, plus an "overall" row for each.
 
     Order: methods as in `method_order` (e.g. the manifest's), then as first seen in the records;

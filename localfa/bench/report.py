@@ -30,11 +30,12 @@ from localfa.results import ResultRecord
 from localfa.view.charts import report_charts
 
 REPORT_HTML = "report.html"
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
-           "#7f7f7f", "#bcbd22")
-SUBSTRING_NOTE = ("Who&When's reference scorer matches steps by substring (label 7 also matches a "
-                  "prediction of 17). Shown only to compare with published tables; the exact-match "
-                  "step accuracy above is the one to trust.")
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
+SUBSTRING_NOTE = (
+    "Who&When's reference scorer matches steps by substring (label 7 also matches a "
+    "prediction of 17). Shown only to compare with published tables; the exact-match "
+    "step accuracy above is the one to trust."
+)
 
 
 class ReportError(LocatedError):
@@ -42,6 +43,7 @@ class ReportError(LocatedError):
 
 
 # ---- loading -----------------------------------------------------------------------------------
+
 
 def load_run(run_dir: str | Path) -> tuple[list[ResultRecord], dict[str, Any] | None]:
     """(records, manifest) of a run directory; a missing results file is an error."""
@@ -68,6 +70,7 @@ def load_run(run_dir: str | Path) -> tuple[list[ResultRecord], dict[str, Any] | 
 
 
 # ---- formatting --------------------------------------------------------------------------------
+
 
 def fmt_estimate(e: Estimate, ci: bool = True) -> str:
     if e.mean is None:
@@ -105,8 +108,7 @@ def table_rows(groups: list[GroupSummary], ci: bool = True) -> tuple[list[str], 
     head += ["calls/trace", "tokens/trace", "cached/trace", "errors"]
     rows = []
     for g in groups:
-        row = [g.method] + ([g.budget] if _show_budget(groups) else []) + [g.subset, str(g.traces), seeds_by_traces(g),
-                                                                           str(g.records)]
+        row = [g.method] + ([g.budget] if _show_budget(groups) else []) + [g.subset, str(g.traces), seeds_by_traces(g), str(g.records)]
         row += [fmt_estimate(g.metrics[c], ci) for c in cols]
         row += [_fmt_num(g.cost["calls"]), _fmt_num(g.cost["tokens"]), _fmt_num(g.cost["cached_tokens"]), fmt_errors(g)]
         rows.append(row)
@@ -130,8 +132,12 @@ def method_notes(groups: list[GroupSummary]) -> list[str]:
     for g in (g for g in groups if g.subset == OVERALL):
         name = g.method + (f" ({g.budget})" if g.budget != "none" else "")
         if g.errors:
-            retry = (f"; {g.transient_errors} failed on engine errors (timeouts, refused connections, server errors): "
-                     "run the same `localfa bench` command again to retry them" if g.transient_errors else "")
+            retry = (
+                f"; {g.transient_errors} failed on engine errors (timeouts, refused connections, server errors): "
+                "run the same `localfa bench` command again to retry them"
+                if g.transient_errors
+                else ""
+            )
             notes.append(f"{name}: {g.errors} of {g.records} runs are errors, scored as misses{retry}.")
         if not g.balanced:
             notes.append(f"{name}: unbalanced run, {g.records} runs for {len(g.seeds)} seeds × {g.traces} traces.")
@@ -140,17 +146,22 @@ def method_notes(groups: list[GroupSummary]) -> list[str]:
 
 def method_line() -> str:
     """How the table aggregates and what its intervals are."""
-    return (f"Aggregation: {AGGREGATION}. Intervals: {INTERVAL} (seeded, reproducible). "
-            "Failed runs count as misses, never dropped.")
+    return f"Aggregation: {AGGREGATION}. Intervals: {INTERVAL} (seeded, reproducible). Failed runs count as misses, never dropped."
 
 
 def substring_rows(groups: list[GroupSummary]) -> tuple[list[str], list[list[str]]]:
-    head = ["method"] + (["budget"] if _show_budget(groups) else []) + ["subset", "traces",
-                                                                       "step acc (exact)", "step acc (W&W substring scorer)"]
+    head = (
+        ["method"]
+        + (["budget"] if _show_budget(groups) else [])
+        + ["subset", "traces", "step acc (exact)", "step acc (W&W substring scorer)"]
+    )
     rows = []
     for g in groups:
-        rows.append([g.method] + ([g.budget] if _show_budget(groups) else []) + [
-            g.subset, str(g.traces), fmt_estimate(g.metrics["step"]), fmt_estimate(g.metrics["step_substring"])])
+        rows.append(
+            [g.method]
+            + ([g.budget] if _show_budget(groups) else [])
+            + [g.subset, str(g.traces), fmt_estimate(g.metrics["step"]), fmt_estimate(g.metrics["step_substring"])]
+        )
     return head, rows
 
 
@@ -159,14 +170,14 @@ def _md_escape(text: str) -> str:
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(_md_escape(h) for h in head) + " |",
-             "|" + "|".join("---" for _ in head) + "|"]
+    lines = ["| " + " | ".join(_md_escape(h) for h in head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
 
 
-def markdown_report(records: list[ResultRecord], manifest: dict[str, Any] | None = None, *,
-                    substring: bool = False, n_boot: int = 1000) -> str:
+def markdown_report(
+    records: list[ResultRecord], manifest: dict[str, Any] | None = None, *, substring: bool = False, n_boot: int = 1000
+) -> str:
     """The report as markdown: a header line, the main table, optionally the substring table."""
     groups = summarize(records, n_boot=n_boot, method_order=_method_order(manifest))
     out = [f"## localfa bench report{_title_suffix(manifest)}", ""]
@@ -180,8 +191,14 @@ def markdown_report(records: list[ResultRecord], manifest: dict[str, Any] | None
     if notes:
         out += [""] + [f"- {n}" for n in notes]
     if substring:
-        out += ["", "### Who&When reference scorer (substring match; for comparison with published tables only)",
-                "", SUBSTRING_NOTE, "", markdown_table(*substring_rows(groups))]
+        out += [
+            "",
+            "### Who&When reference scorer (substring match; for comparison with published tables only)",
+            "",
+            SUBSTRING_NOTE,
+            "",
+            markdown_table(*substring_rows(groups)),
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -254,14 +271,17 @@ def per_trace_html(records: list[ResultRecord], reasoning_chars: int = 1200) -> 
         label = recs[0].label
         lab = f"label: step {label.mistake_step} by {label.mistake_agent}" if label else "no label"
         hits = sum(1 for r in recs if score_record(r)["step"] == 1.0)
-        out.append(f"<details><summary><code>{_e(tid)}</code> ({_e(recs[0].subset or '')}) — {_e(lab)} — "
-                   f"{hits}/{len(recs)} runs exact</summary>")
+        out.append(
+            f"<details><summary><code>{_e(tid)}</code> ({_e(recs[0].subset or '')}) — {_e(lab)} — {hits}/{len(recs)} runs exact</summary>"
+        )
         if label and label.reason:
             out.append(f"<p class=note>labelled reason: {_e(label.reason)}</p>")
         if label and len(label.fault_steps) > 1:
             out.append(f"<p class=note>fault steps {_e(label.fault_steps)}; high impact {_e(label.high_impact_steps)}</p>")
-        out.append("<table><thead><tr><th>method</th><th>budget</th><th>seed</th><th>step</th><th></th><th>agent</th><th></th>"
-                   "<th>stop</th><th>calls</th><th>tokens</th><th>evidence and reasoning</th></tr></thead><tbody>")
+        out.append(
+            "<table><thead><tr><th>method</th><th>budget</th><th>seed</th><th>step</th><th></th><th>agent</th><th></th>"
+            "<th>stop</th><th>calls</th><th>tokens</th><th>evidence and reasoning</th></tr></thead><tbody>"
+        )
         for r in sorted(recs, key=lambda r: (r.method, r.budget, r.seed)):
             s = score_record(r)
             u = r.usage
@@ -281,7 +301,8 @@ def per_trace_html(records: list[ResultRecord], reasoning_chars: int = 1200) -> 
                 f"<td>{_e(r.agent)}</td><td>{_mark(s['agent'])}</td><td>{_e(r.stop_reason)}</td>"
                 f"<td class=num>{_e(u.get('calls', 0))}</td>"
                 f"<td class=num>{_e(int(u.get('prompt_tokens', 0) or 0) + int(u.get('completion_tokens', 0) or 0))}</td>"
-                f"<td>{body}</td></tr>")
+                f"<td>{body}</td></tr>"
+            )
         out.append("</tbody></table></details>")
     return "".join(out)
 
@@ -305,8 +326,9 @@ def _manifest_html(manifest: dict[str, Any] | None, run_dir: str) -> str:
     return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
 
 
-def html_report(records: list[ResultRecord], manifest: dict[str, Any] | None = None, *,
-                run_dir: str = "", substring: bool = True, n_boot: int = 1000) -> str:
+def html_report(
+    records: list[ResultRecord], manifest: dict[str, Any] | None = None, *, run_dir: str = "", substring: bool = True, n_boot: int = 1000
+) -> str:
     """The whole report as one self-contained HTML document."""
     groups = summarize(records, n_boot=n_boot, method_order=_method_order(manifest))
     body = [f"<h1>localfa bench report{_e(_title_suffix(manifest))}</h1>", _manifest_html(manifest, run_dir)]
@@ -315,8 +337,10 @@ def html_report(records: list[ResultRecord], manifest: dict[str, Any] | None = N
     else:
         head, rows = table_rows(groups)
         body.append("<h2>Results</h2>")
-        body.append(f"<p class=note>{len(records)} records. {_e(method_line())} Agent accuracy is a normalised exact "
-                    "match; step accuracy and ±k are exact on 0-based steps. Cost columns are per trace run.</p>")
+        body.append(
+            f"<p class=note>{len(records)} records. {_e(method_line())} Agent accuracy is a normalised exact "
+            "match; step accuracy and ±k are exact on 0-based steps. Cost columns are per trace run.</p>"
+        )
         body.append(html_table(head, rows, numeric_from=head.index("traces")))
         body += [f"<p class=note>{_e(n)}</p>" for n in method_notes(groups)]
         body.append("<h2>Charts</h2>")
@@ -327,16 +351,20 @@ def html_report(records: list[ResultRecord], manifest: dict[str, Any] | None = N
             body.append(f"<p class=note>{_e(SUBSTRING_NOTE)}</p>")
             body.append(html_table(sh, sr, numeric_from=sh.index("traces")))
         body.append("<h2>Per trace</h2>")
-        body.append("<p class=note>Each trace: every run's prediction against the label, with the evidence the "
-                    "method quoted and its reasoning.</p>")
+        body.append(
+            "<p class=note>Each trace: every run's prediction against the label, with the evidence the method quoted and its reasoning.</p>"
+        )
         body.append(per_trace_html(records))
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<title>localfa bench report</title>"
-            f"<style>{_CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>localfa bench report</title>"
+        f"<style>{_CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n"
+    )
 
 
-def write_report(run_dir: str | Path, html_path: str | Path | None = None, *, substring: bool = False,
-                 n_boot: int = 1000) -> tuple[str, Path]:
+def write_report(
+    run_dir: str | Path, html_path: str | Path | None = None, *, substring: bool = False, n_boot: int = 1000
+) -> tuple[str, Path]:
     """(markdown text, path of the HTML written) for a run directory."""
     records, manifest = load_run(run_dir)
     md = markdown_report(records, manifest, substring=substring, n_boot=n_boot)

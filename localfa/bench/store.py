@@ -77,8 +77,9 @@ def _parse(data: bytes, path: Path) -> tuple[dict[Key, ResultRecord], int]:
             rec = ResultRecord.from_line(raw)
         except (UnicodeDecodeError, TypeError, ValueError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else ""
-            raise StoreError(path, f"line {lineno} is not a result record ({type(exc).__name__}: {first}); "
-                                   "fix or remove that line to resume") from None
+            raise StoreError(
+                path, f"line {lineno} is not a result record ({type(exc).__name__}: {first}); fix or remove that line to resume"
+            ) from None
         good_end = offset
         records[rec.key] = rec
     return records, good_end

@@ -57,6 +57,7 @@ class SweepError(LocatedError):
 
 # ---- parsing the command line's lists ----------------------------------------------------------
 
+
 def parse_seeds(text: str) -> list[int]:
     """``0,1,2`` or ``0-4`` (inclusive) or a mix."""
     seeds: list[int] = []
@@ -89,8 +90,10 @@ def parse_budgets(text: str | None) -> list[str]:
 
 # ---- traces ------------------------------------------------------------------------------------
 
-def load_traces(paths: Sequence[str | Path], limit: int | None = None, skip_bad: bool = False,
-                warn: Callable[[str], None] | None = None) -> list[Trace]:
+
+def load_traces(
+    paths: Sequence[str | Path], limit: int | None = None, skip_bad: bool = False, warn: Callable[[str], None] | None = None
+) -> list[Trace]:
     """Traces under `paths` in a stable (natural) order, ids distinct per file; `limit` = first N per subset.
 
     A "subset" is the trace's own subset (Who&When: algorithm-generated, hand-crafted, whatever
@@ -127,6 +130,7 @@ def _stderr(msg: str) -> None:
 
 
 # ---- manifest ----------------------------------------------------------------------------------
+
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
@@ -188,15 +192,18 @@ def prepare_manifest(run_dir: Path, new: dict[str, Any], force: bool) -> dict[st
         raise SweepError(path, f"cannot read the run's manifest ({exc}); use a new --out") from None
     diffs = manifest_differences(old, new)
     if diffs and not force:
-        raise SweepError(path, "this run directory was made with different settings ("
-                         + "; ".join(diffs) + "); use a new --out, or --force to add to it anyway")
+        raise SweepError(
+            path,
+            "this run directory was made with different settings ("
+            + "; ".join(diffs)
+            + "); use a new --out, or --force to add to it anyway",
+        )
     merged = dict(old)
     merged["methods"] = {**(old.get("methods") or {}), **(new.get("methods") or {})}
     for key in ("seeds", "budgets", "trace_files"):
         merged[key] = _merge_list(old.get(key), new.get(key))
     resumes = list(old.get("resumed") or [])
-    entry: dict[str, Any] = {"at": new.get("created"), "command": new.get("command"),
-                             "git_revision": new.get("git_revision")}
+    entry: dict[str, Any] = {"at": new.get("created"), "command": new.get("command"), "git_revision": new.get("git_revision")}
     if diffs:
         entry["forced_differences"] = diffs
     resumes.append(entry)
@@ -206,6 +213,7 @@ def prepare_manifest(run_dir: Path, new: dict[str, Any], force: bool) -> dict[st
 
 
 # ---- the sweep ---------------------------------------------------------------------------------
+
 
 @dataclass
 class SweepResult:
@@ -234,8 +242,9 @@ class _Unit:
 
 def make_record(diag: Diagnosis, unit: _Unit, digest: str | None = None) -> ResultRecord:
     """The results.jsonl line: the Diagnosis, its sweep identity, and the trace's label."""
-    return ResultRecord.from_diagnosis(diag, unit.trace, method=unit.spec.label, method_name=unit.spec.name,
-                                       budget=unit.budget, seed=unit.seed, digest=digest)
+    return ResultRecord.from_diagnosis(
+        diag, unit.trace, method=unit.spec.label, method_name=unit.spec.name, budget=unit.budget, seed=unit.seed, digest=digest
+    )
 
 
 def _collision(unit: _Unit, old: ResultRecord, digest: str) -> str | None:
@@ -244,8 +253,9 @@ def _collision(unit: _Unit, old: ResultRecord, digest: str) -> str | None:
         return None
     same = old.source == unit.trace.source
     what = "was changed since" if same else f"{unit.trace.source} has the same id as {old.source}, whose"
-    return (f"trace id {unit.trace.id!r}: {what} records were written into this run (different content); "
-            "use a new --out" + ("" if same else ", or give the two files distinct names"))
+    return f"trace id {unit.trace.id!r}: {what} records were written into this run (different content); use a new --out" + (
+        "" if same else ", or give the two files distinct names"
+    )
 
 
 def run_sweep(
@@ -271,12 +281,24 @@ def run_sweep(
     """
     from localfa.cluster.driver import LocalExecutor, run_units_sweep
 
-    return run_units_sweep(run_dir, traces, methods, seeds, LocalExecutor(engine, methods), budgets,
-                           concurrency=concurrency, force=force, retry_errors=retry_errors, progress=progress,
-                           manifest_extra=manifest_extra, say=say)
+    return run_units_sweep(
+        run_dir,
+        traces,
+        methods,
+        seeds,
+        LocalExecutor(engine, methods),
+        budgets,
+        concurrency=concurrency,
+        force=force,
+        retry_errors=retry_errors,
+        progress=progress,
+        manifest_extra=manifest_extra,
+        say=say,
+    )
 
 
 # ---- the pieces of a sweep (one process here; localfa.cluster runs the same ones on Ray) --------
+
 
 def check_sweep_args(budgets: list[str] | None, concurrency: int) -> list[str]:
     """The budgets' canonical labels (default: none), distinct; bad budgets or concurrency refused."""
@@ -305,8 +327,7 @@ def plan_units(traces: list[Trace], specs: list[MethodSpec], budgets: list[str],
     return [_Unit(t, s, b, seed) for t in traces for s in specs for b in budgets for seed in seeds]
 
 
-def select_todo(units: list[_Unit], store: ResultStore, *, force: bool,
-                retry_errors: bool) -> tuple[list[_Unit], int]:
+def select_todo(units: list[_Unit], store: ResultStore, *, force: bool, retry_errors: bool) -> tuple[list[_Unit], int]:
     """(units to run, how many of them re-run a failed record); a unit whose id now names
     another trace than its stored record is refused unless `force`."""
     digests = {u.trace.id: trace_digest(u.trace) for u in units}
@@ -326,23 +347,31 @@ def select_todo(units: list[_Unit], store: ResultStore, *, force: bool,
     return todo, retried
 
 
-def sweep_manifest(engine: Any, specs: list[MethodSpec], built: dict[str, Any], seeds: list[int],
-                   budgets: list[str], traces: list[Trace], extra: dict[str, Any]) -> dict[str, Any]:
+def sweep_manifest(
+    engine: Any,
+    specs: list[MethodSpec],
+    built: dict[str, Any],
+    seeds: list[int],
+    budgets: list[str],
+    traces: list[Trace],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
     """The run's manifest: engine, methods with their resolved options, seeds, budgets, traces."""
     from localfa.manifest import build_manifest
 
     return build_manifest(
-        engine, seeds=list(seeds),
-        methods={s.label: {"name": s.name, "options": s.options_dict, "resolved": built[s.label].describe()}
-                 for s in specs},
+        engine,
+        seeds=list(seeds),
+        methods={s.label: {"name": s.name, "options": s.options_dict, "resolved": built[s.label].describe()} for s in specs},
         extra={"budgets": list(budgets), "trace_files": sorted({t.source for t in traces}), **extra},
     )
 
 
 def unit_job(engine: Any, method: Any, unit: _Unit, key: str) -> Job:
     """The unit's method program, seeded from (run seed, trace id, call key) wherever it runs."""
-    ctx = MethodContext(trace=unit.trace, seed=unit.seed, budget=None if unit.budget == "none" else unit.budget,
-                        options=unit.spec.options_dict)
+    ctx = MethodContext(
+        trace=unit.trace, seed=unit.seed, budget=None if unit.budget == "none" else unit.budget, options=unit.spec.options_dict
+    )
     return method_job(engine, method, ctx, key=key, label=unit.spec.label)
 
 
@@ -378,10 +407,15 @@ class _Progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         self._progress = Progress(
-            TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            TextColumn("[bold]bench[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
             TextColumn("{task.fields[acc]}"),
-            console=Console(stderr=True), transient=False,
+            console=Console(stderr=True),
+            transient=False,
         )
         self._progress.__enter__()
         self._task = self._progress.add_task("bench", total=self.total, completed=self.done, acc=self._acc_text())

@@ -22,24 +22,44 @@ from localfa.traces.errors import TraceError
 METHODS_HELP = "Comma-separated method specs, each " + SPEC_HELP + ". The full text is the method's label."
 
 
-
 @with_engine_options
 def bench(
     datasets: Annotated[list[str], typer.Argument(help="Trace files or folders (e.g. a Who&When checkout)")],
     out: Annotated[Path, typer.Option("--out", help="Run directory: results.jsonl, manifest.json, cache/")],
     methods: Annotated[str, typer.Option("--methods", help=METHODS_HELP)] = DEFAULT_METHOD,
     seeds: Annotated[str, typer.Option("--seeds", help="Run seeds: 0,1,2 or 0-4")] = "0",
-    budgets: Annotated[Optional[str], typer.Option(
-        "--budgets", help="Context budgets, comma-separated: none, 25k (tokens), 100000c (characters), "
-                          "scale:2 (fixed scaling factor: budget = token position of the labelled fault / 2)")] = None,
-    limit: Annotated[Optional[int], typer.Option(
-        "--limit", min=1, help="Only the first N traces of each subset (Who&When: N algorithm-generated "
-                               "AND N hand-crafted; other data: per folder), in natural file order")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Trace runs in flight at once (the engine batches their calls)")] = 16,
-    force: Annotated[bool, typer.Option("--force", help="Resume even if what changes answers changed (model, backend, prompts, "
-                                                         "grammars, method options, max model length, dtype, ...)")] = False,
-    retry_errors: Annotated[bool, typer.Option(
-        "--retry-errors", help="On resume, run every error record again (engine errors such as timeouts are always retried)")] = False,
+    budgets: Annotated[
+        Optional[str],
+        typer.Option(
+            "--budgets",
+            help="Context budgets, comma-separated: none, 25k (tokens), 100000c (characters), "
+            "scale:2 (fixed scaling factor: budget = token position of the labelled fault / 2)",
+        ),
+    ] = None,
+    limit: Annotated[
+        Optional[int],
+        typer.Option(
+            "--limit",
+            min=1,
+            help="Only the first N traces of each subset (Who&When: N algorithm-generated "
+            "AND N hand-crafted; other data: per folder), in natural file order",
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Trace runs in flight at once (the engine batches their calls)")
+    ] = 16,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Resume even if what changes answers changed (model, backend, prompts, "
+            "grammars, method options, max model length, dtype, ...)",
+        ),
+    ] = False,
+    retry_errors: Annotated[
+        bool,
+        typer.Option("--retry-errors", help="On resume, run every error record again (engine errors such as timeouts are always retried)"),
+    ] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Warn about unreadable trace files and go on without them")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not keep a response cache (default: RUN_DIR/cache)")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar")] = False,
@@ -86,14 +106,34 @@ def bench(
     try:
         if ray or shard_of:
             result = bench_distributed(
-                out, traces, specs, seed_list, budget_list, choice, eng, ray=ray, workers=workers, shard=shard_of,
-                concurrency=concurrency, force=force, retry_errors=retry_errors, progress=not no_progress,
+                out,
+                traces,
+                specs,
+                seed_list,
+                budget_list,
+                choice,
+                eng,
+                ray=ray,
+                workers=workers,
+                shard=shard_of,
+                concurrency=concurrency,
+                force=force,
+                retry_errors=retry_errors,
+                progress=not no_progress,
                 manifest_extra={"limit": limit, "dataset_args": list(datasets), "response_cache": cache},
             )
         else:
             result = run_sweep(
-                out, traces, specs, seed_list, eng, budget_list,
-                concurrency=concurrency, force=force, retry_errors=retry_errors, progress=not no_progress,
+                out,
+                traces,
+                specs,
+                seed_list,
+                eng,
+                budget_list,
+                concurrency=concurrency,
+                force=force,
+                retry_errors=retry_errors,
+                progress=not no_progress,
                 manifest_extra={"limit": limit, "dataset_args": list(datasets), "response_cache": cache},
             )
     except StoreError as exc:
@@ -101,8 +141,7 @@ def bench(
     except SweepError as exc:
         fail(exc.path, exc.message)
     except KeyboardInterrupt:
-        typer.echo(f"interrupted: finished records are in {out / 'results.jsonl'}; "
-                   "run the same command again to resume", err=True)
+        typer.echo(f"interrupted: finished records are in {out / 'results.jsonl'}; run the same command again to resume", err=True)
         raise typer.Exit(130) from None
     finally:
         if eng is not None:

@@ -17,18 +17,23 @@ import typer
 from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_trace
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
-
-METHOD_HELP = "Method spec: " + SPEC_HELP
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
 
+METHOD_HELP = "Method spec: " + SPEC_HELP
 
-def shortcut_options(max_turns: int | None, threshold: float | None, no_stm: bool, transcript: bool,
-                     with_ground_truth: bool) -> dict[str, Any]:
+
+def shortcut_options(
+    max_turns: int | None, threshold: float | None, no_stm: bool, transcript: bool, with_ground_truth: bool
+) -> dict[str, Any]:
     """The options the shortcut flags set: only those given (they override the spec's)."""
-    given = {"max_turns": max_turns, "threshold": threshold,
-             "use_stm": False if no_stm else None, "transcript": True if transcript else None,
-             "with_ground_truth": True if with_ground_truth else None}
+    given = {
+        "max_turns": max_turns,
+        "threshold": threshold,
+        "use_stm": False if no_stm else None,
+        "transcript": True if transcript else None,
+        "with_ground_truth": True if with_ground_truth else None,
+    }
     return {k: v for k, v in given.items() if v is not None}
 
 
@@ -38,11 +43,19 @@ def diagnose(
     method: Annotated[str, typer.Option("--method", help=METHOD_HELP)] = DEFAULT_METHOD,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the trace format")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Run seed; every request seed derives from it")] = 0,
-    budget: Annotated[Optional[str], typer.Option("--budget", help="Context budget: 25k (tokens), 100000c (characters), scale:2, none")] = None,
-    max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="SAFARI turn budget K (default 30); = :max_turns=K")] = None,
-    threshold: Annotated[Optional[float], typer.Option("--threshold", min=0, max=100, help="SAFARI evaluate threshold (default 70); = :threshold=T")] = None,
+    budget: Annotated[
+        Optional[str], typer.Option("--budget", help="Context budget: 25k (tokens), 100000c (characters), scale:2, none")
+    ] = None,
+    max_turns: Annotated[
+        Optional[int], typer.Option("--max-turns", min=1, help="SAFARI turn budget K (default 30); = :max_turns=K")
+    ] = None,
+    threshold: Annotated[
+        Optional[float], typer.Option("--threshold", min=0, max=100, help="SAFARI evaluate threshold (default 70); = :threshold=T")
+    ] = None,
     no_stm: Annotated[bool, typer.Option("--no-stm", help="SAFARI without short-term memory (ablation)")] = False,
-    with_ground_truth: Annotated[bool, typer.Option("--with-ground-truth", help="Baselines: show the task's answer (paper's 'with G')")] = False,
+    with_ground_truth: Annotated[
+        bool, typer.Option("--with-ground-truth", help="Baselines: show the task's answer (paper's 'with G')")
+    ] = False,
     transcript: Annotated[bool, typer.Option("--transcript", help="Include the per-turn transcript in each line")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", help="Write JSON lines here (default: stdout)")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the trace view page here (as `localfa view`)")] = None,
@@ -87,14 +100,18 @@ def diagnose(
     try:
         if out:  # what produced these lines, beside them (see README: reproducing a run)
             from localfa.manifest import build_manifest
-            manifest = build_manifest(eng, seeds=[seed], methods={spec.label: chosen.describe()},
-                                      extra={"budget": budget, "trace_files": [str(f) for f in files]})
+
+            manifest = build_manifest(
+                eng, seeds=[seed], methods={spec.label: chosen.describe()}, extra={"budget": budget, "trace_files": [str(f) for f in files]}
+            )
             Path(f"{out}.manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         results = run_diagnoses(eng, chosen, loaded, seed, budget, concurrency, quiet=quiet)
     finally:
         eng.close()
-    records = [ResultRecord.from_diagnosis(d, t, method=spec.label, method_name=spec.name, budget=budget_label,
-                                           seed=seed) for d, t in zip(results, loaded)]
+    records = [
+        ResultRecord.from_diagnosis(d, t, method=spec.label, method_name=spec.name, budget=budget_label, seed=seed)
+        for d, t in zip(results, loaded)
+    ]
     sink = open(out, "w", encoding="utf-8") if out else sys.stdout
     try:
         for r in records:
@@ -130,8 +147,9 @@ def run_diagnoses(engine, method, traces, seed: int, budget: str | None, concurr
     from localfa.api import diagnose_iter
     from localfa.cli.progress import LiveProgress
 
-    run = lambda wrap=None: diagnose_iter(engine, method, traces, seed=seed, budget=budget,  # noqa: E731
-                                          concurrency=concurrency, wrap=wrap)
+    def run(wrap=None):
+        return diagnose_iter(engine, method, traces, seed=seed, budget=budget, concurrency=concurrency, wrap=wrap)
+
     done = {}
     if quiet:
         done = dict(run())
@@ -163,8 +181,10 @@ def summary_line(r) -> str:
         if s["agent"] is not None:
             verdict += f", agent {r.label.mistake_agent} ({hit[s['agent']]})"
     u = r.usage
-    return (f"{r.trace}: step {r.step} by {r.agent} [{r.stop_reason}]{verdict}  "
-            f"calls={u['calls']} tokens={u['prompt_tokens']}+{u['completion_tokens']} cached={u['cached_tokens']} {r.wall_s:.1f}s")
+    return (
+        f"{r.trace}: step {r.step} by {r.agent} [{r.stop_reason}]{verdict}  "
+        f"calls={u['calls']} tokens={u['prompt_tokens']}+{u['completion_tokens']} cached={u['cached_tokens']} {r.wall_s:.1f}s"
+    )
 
 
 def print_summary(records) -> None:

@@ -15,10 +15,17 @@ if TYPE_CHECKING:
     from localfa.engine.factory import EngineOptions
     from localfa.engine.types import Engine
 
-EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="Backend: " + ", ".join(ENGINES) + " (default: best installed local backend)")]
-ModelOpt = Annotated[Optional[str], typer.Option("--model", help="Local Hugging Face model folder (or .gguf file); default: the embedded SmolLM2-135M-Instruct")]
+EngineOpt = Annotated[
+    Optional[str], typer.Option("--engine", help="Backend: " + ", ".join(ENGINES) + " (default: best installed local backend)")
+]
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option("--model", help="Local Hugging Face model folder (or .gguf file); default: the embedded SmolLM2-135M-Instruct"),
+]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="Engine profile name (serving/profiles) or TOML path")]
-BaseUrlOpt = Annotated[Optional[list[str]], typer.Option("--base-url", help="URL of a running `localfa serve` / `vllm serve` (repeat to spread over several)")]
+BaseUrlOpt = Annotated[
+    Optional[list[str]], typer.Option("--base-url", help="URL of a running `localfa serve` / `vllm serve` (repeat to spread over several)")
+]
 ApiKeyOpt = Annotated[Optional[str], typer.Option("--api-key", envvar="LOCALFA_API_KEY", help="API key for --base-url servers")]
 CacheDirOpt = Annotated[Optional[str], typer.Option("--cache-dir", help="Response cache folder: a re-run replays answers exactly")]
 MaxLenOpt = Annotated[Optional[int], typer.Option("--max-model-len", help="Context window to start the engine with")]
@@ -39,8 +46,9 @@ class EngineChoice:
     def options(self) -> "EngineOptions":
         from localfa.engine.factory import EngineOptions
 
-        return EngineOptions(self.engine, self.model, self.profile, list(self.base_urls or []), self.api_key,
-                             self.cache_dir, self.max_model_len)
+        return EngineOptions(
+            self.engine, self.model, self.profile, list(self.base_urls or []), self.api_key, self.cache_dir, self.max_model_len
+        )
 
     def build(self) -> "Engine":
         """Build the engine, turning setup errors into one `error:` line and exit status 2."""
@@ -56,8 +64,13 @@ class EngineChoice:
 
 # The engine flags, in --help order: (parameter name, annotation); EngineChoice takes them in order.
 ENGINE_PARAMS: tuple[tuple[str, Any], ...] = (
-    ("engine", EngineOpt), ("model", ModelOpt), ("profile", ProfileOpt), ("base_url", BaseUrlOpt),
-    ("api_key", ApiKeyOpt), ("cache_dir", CacheDirOpt), ("max_model_len", MaxLenOpt),
+    ("engine", EngineOpt),
+    ("model", ModelOpt),
+    ("profile", ProfileOpt),
+    ("base_url", BaseUrlOpt),
+    ("api_key", ApiKeyOpt),
+    ("cache_dir", CacheDirOpt),
+    ("max_model_len", MaxLenOpt),
 )
 
 
@@ -69,8 +82,9 @@ def with_engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """
     signature = inspect.signature(command, eval_str=True)  # typer reads a given __signature__ as it is
     own = [p for p in signature.parameters.values() if p.name != "engine_choice"]
-    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
-             for name, annotation in ENGINE_PARAMS]
+    extra = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation) for name, annotation in ENGINE_PARAMS
+    ]
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -78,6 +92,5 @@ def with_engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
         return command(*args, engine_choice=choice, **kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=[*own, *extra])  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {**{k: v for k, v in command.__annotations__.items() if k != "engine_choice"},
-                               **dict(ENGINE_PARAMS)}
+    wrapper.__annotations__ = {**{k: v for k, v in command.__annotations__.items() if k != "engine_choice"}, **dict(ENGINE_PARAMS)}
     return wrapper

@@ -135,15 +135,14 @@ def render_summary(info: dict[str, Any]) -> str:
     return "\n".join(f"{k + ':':<{pad + 1}} {v}" for k, v in rows)
 
 
-
 def inspect(
     trace: str = typer.Argument(..., help="Trace file (JSON or JSON Lines)."),
-    format: Optional[str] = typer.Option(
-        None, "--format", help=f"Force the importer instead of detecting it: {', '.join(FORMATS)}."
-    ),
+    format: Optional[str] = typer.Option(None, "--format", help=f"Force the importer instead of detecting it: {', '.join(FORMATS)}."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary (or the lines) as JSON."),
     lines: Optional[str] = typer.Option(
-        None, "--lines", help="Print lines A:B (numbered from 0 as the methods see them, inclusive) of the line view instead of the summary."
+        None,
+        "--lines",
+        help="Print lines A:B (numbered from 0 as the methods see them, inclusive) of the line view instead of the summary.",
     ),
     tokenizer: Optional[str] = typer.Option(
         None, "--tokenizer", help="Local Hugging Face model folder whose tokenizer.json counts tokens."
@@ -159,10 +158,8 @@ def inspect(
         view = LineView(loaded, width=width)
         first, last = parse_lines(lines, view.total_lines, trace)
         if as_json:
-            rows = [{"line": n, "step": view.step_at_line(n), "text": view.lines[n]}
-                    for n in range(first, last + 1)]
-            typer.echo(json.dumps({"id": loaded.id, "total_lines": view.total_lines, "lines": rows},
-                                  ensure_ascii=False))
+            rows = [{"line": n, "step": view.step_at_line(n), "text": view.lines[n]} for n in range(first, last + 1)]
+            typer.echo(json.dumps({"id": loaded.id, "total_lines": view.total_lines, "lines": rows}, ensure_ascii=False))
         else:
             typer.echo(view.read(first, last - first + 1))
         return

@@ -27,8 +27,7 @@ def stage_of(keys: list[str]) -> str:
     return ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in families.items())
 
 
-def watch(program: Program, on_batch: Callable[[list[Request]], None],
-          on_responses: Callable[[list[Response]], None]) -> Program:
+def watch(program: Program, on_batch: Callable[[list[Request]], None], on_responses: Callable[[list[Response]], None]) -> Program:
     """`program`, unchanged, calling `on_batch` on each batch it yields and `on_responses` on
     each answer it receives. Closing the wrapper closes the program."""
     try:
@@ -53,10 +52,16 @@ class LiveProgress:
     def __init__(self, title: str, total: int, console: Any) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=24),
-                                 TextColumn("{task.fields[count]}", justify="right"),
-                                 TextColumn("[cyan]{task.fields[stage]}"), TextColumn("{task.fields[tokens]}"),
-                                 TimeElapsedColumn(), transient=True, console=console)
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(bar_width=24),
+            TextColumn("{task.fields[count]}", justify="right"),
+            TextColumn("[cyan]{task.fields[stage]}"),
+            TextColumn("{task.fields[tokens]}"),
+            TimeElapsedColumn(),
+            transient=True,
+            console=console,
+        )
         self.total, self.done = total, 0
         self.overall = self.progress.add_task(title, total=total, stage="", tokens="", count=f"0/{total}")
         self.rows: dict[str, Any] = {}
@@ -79,8 +84,7 @@ class LiveProgress:
         def on_batch(batch: list[Request]) -> None:
             if key not in self.rows:
                 self.tokens[key] = 0
-                self.rows[key] = self.progress.add_task(f"  {label or key}", total=None, stage="", tokens=self._tokens_text(0),
-                                                        count="")
+                self.rows[key] = self.progress.add_task(f"  {label or key}", total=None, stage="", tokens=self._tokens_text(0), count="")
             self.progress.update(self.rows[key], stage=stage_of([r.key for r in batch]))
 
         def on_responses(responses: list[Response]) -> None:
@@ -99,4 +103,3 @@ class LiveProgress:
             self.progress.remove_task(row)
         self.done += 1
         self.progress.update(self.overall, advance=1, count=f"{self.done}/{self.total}")
-

@@ -16,9 +16,14 @@ from localfa.cli.errors import fail
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `localfa bench --out`")],
     html_out: Annotated[Optional[Path], typer.Option("--html", help="Where to write the HTML (default: RUN_DIR/report.html)")] = None,
-    substring: Annotated[bool, typer.Option(
-        "--substring", help="Also print step accuracy under Who&When's reference scorer (substring match, "
-                            "'7' matches '17'), only to compare with published tables")] = False,
+    substring: Annotated[
+        bool,
+        typer.Option(
+            "--substring",
+            help="Also print step accuracy under Who&When's reference scorer (substring match, "
+            "'7' matches '17'), only to compare with published tables",
+        ),
+    ] = False,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Bootstrap resamples for the 95% intervals")] = 1000,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the metrics as JSON here")] = None,
 ) -> None:

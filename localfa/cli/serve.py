@@ -25,10 +25,12 @@ def check_exposure(host: str, api_key: str | None, insecure: bool) -> None:
     if api_key or is_loopback(host):
         return
     if not insecure:
-        fail(host, f"binding to a non-loopback address exposes the model to the network: give an API key "
-                   f"({KEY_ENV}=... or --api-key), or --insecure to serve without one")
-    typer.echo(f"warning: serving on {host} WITHOUT an API key (--insecure): anyone who can reach this "
-               "port can use the model", err=True)
+        fail(
+            host,
+            f"binding to a non-loopback address exposes the model to the network: give an API key "
+            f"({KEY_ENV}=... or --api-key), or --insecure to serve without one",
+        )
+    typer.echo(f"warning: serving on {host} WITHOUT an API key (--insecure): anyone who can reach this port can use the model", err=True)
 
 
 def serve(
@@ -37,9 +39,15 @@ def serve(
     model: Annotated[Optional[str], typer.Option("--model", help="Override the profile's model folder")] = None,
     host: Annotated[str, typer.Option("--host", help="Bind address (loopback unless you mean it)")] = "127.0.0.1",
     port: Annotated[Optional[int], typer.Option("--port", help="Port (default: a free one)")] = None,
-    api_key: Annotated[Optional[str], typer.Option(
-        "--api-key", envvar=KEY_ENV, show_envvar=True,
-        help=f"Require this key (prefer the {KEY_ENV} variable: an option is visible in ps)")] = None,
+    api_key: Annotated[
+        Optional[str],
+        typer.Option(
+            "--api-key",
+            envvar=KEY_ENV,
+            show_envvar=True,
+            help=f"Require this key (prefer the {KEY_ENV} variable: an option is visible in ps)",
+        ),
+    ] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Allow a non-loopback bind without an API key")] = False,
     log: Annotated[Optional[Path], typer.Option("--log", help="Server log file")] = None,
     print_command: Annotated[bool, typer.Option("--print-command", help="Print the vllm command and exit")] = False,

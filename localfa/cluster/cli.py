@@ -16,11 +16,15 @@ if TYPE_CHECKING:
     from localfa.methods.registry import MethodSpec
     from localfa.traces.model import Trace
 
-RAY_HELP = ("Run the sweep on engine workers of a Ray cluster: 'local' starts one on this machine (loopback "
-            "only), 'auto' joins the one running here, HOST:PORT joins that one (token authentication)")
+RAY_HELP = (
+    "Run the sweep on engine workers of a Ray cluster: 'local' starts one on this machine (loopback "
+    "only), 'auto' joins the one running here, HOST:PORT joins that one (token authentication)"
+)
 WORKERS_HELP = "Engine workers (Ray actors) to start with --ray; each builds one engine from the engine options"
-SHARD_HELP = ("Run only shard I of N of the work units (a Slurm array task, a Kubernetes Job), "
-              "into RUN_DIR/results.shard-I-of-N.jsonl; report and resume read every shard's file")
+SHARD_HELP = (
+    "Run only shard I of N of the work units (a Slurm array task, a Kubernetes Job), "
+    "into RUN_DIR/results.shard-I-of-N.jsonl; report and resume read every shard's file"
+)
 
 
 def parse_shard(text: str | None, ray: str | None = None, workers: int = 1) -> "Shard | None":
@@ -38,9 +42,20 @@ def parse_shard(text: str | None, ray: str | None = None, workers: int = 1) -> "
         fail("--shard", str(exc))
 
 
-def bench_distributed(out: Path, traces: "list[Trace]", specs: "list[MethodSpec]", seeds: list[int],
-                      budgets: list[str], choice: Any, engine: Any, *, ray: str | None, workers: int,
-                      shard: "Shard | None", **sweep: Any) -> "SweepResult":
+def bench_distributed(
+    out: Path,
+    traces: "list[Trace]",
+    specs: "list[MethodSpec]",
+    seeds: list[int],
+    budgets: list[str],
+    choice: Any,
+    engine: Any,
+    *,
+    ray: str | None,
+    workers: int,
+    shard: "Shard | None",
+    **sweep: Any,
+) -> "SweepResult":
     """Run the sweep on Ray workers (`ray`) or on `engine` here, all units or `shard`'s."""
     from localfa.cli.errors import fail
     from localfa.cluster.driver import LocalExecutor, run_units_sweep

@@ -129,8 +129,10 @@ def run_units_sweep(
         result.skipped = len(units) - len(todo)
         result.retried = retried
         if result.skipped or retried:
-            say(f"localfa: resuming {run_dir}: {result.skipped} of {result.planned} records already done"
-                + (f", {retried} failed records to run again" if retried else ""))
+            say(
+                f"localfa: resuming {run_dir}: {result.skipped} of {result.planned} records already done"
+                + (f", {retried} failed records to run again" if retried else "")
+            )
         planned = {u.key for u in units}
         finished = [r for r in store.records if r.key in planned and r.is_final(retry_errors)]
         with _Progress(progress, total=len(units), done=result.skipped, records=finished) as bar:

@@ -81,8 +81,12 @@ def connect(address: str, num_cpus: int | None = None) -> dict[str, Any]:
             raise ClusterError("--ray local", f"the local Ray instance bound {ip}, not loopback; refusing to run")
     else:
         ctx = ray.init(address=address, **kwargs)
-    return {"session_dir": ctx.address_info.get("session_dir"), "ray_version": ray.__version__, "address": "local" if address == "local" else ctx.address_info.get("gcs_address"),
-            "auth_mode": os.environ.get("RAY_AUTH_MODE")}
+    return {
+        "session_dir": ctx.address_info.get("session_dir"),
+        "ray_version": ray.__version__,
+        "address": "local" if address == "local" else ctx.address_info.get("gcs_address"),
+        "auth_mode": os.environ.get("RAY_AUTH_MODE"),
+    }
 
 
 def reap_session(session_dir: str) -> list[int]:
@@ -112,7 +116,7 @@ def reap_session(session_dir: str) -> list[int]:
 
 def _ppid(proc: Path) -> int:
     stat = (proc / "stat").read_text()
-    return int(stat[stat.rindex(")") + 2:].split()[1])
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
 def worker_resources(engine_options: dict[str, Any], cluster: dict[str, float], workers: int) -> dict[str, float]:
@@ -131,8 +135,9 @@ def worker_resources(engine_options: dict[str, Any], cluster: dict[str, float], 
 class RayExecutor:
     """N engine workers on a Ray cluster, fed whole traces (an `Executor` for `run_units_sweep`)."""
 
-    def __init__(self, address: str, workers: int, engine_options: dict[str, Any],
-                 say: Callable[[str], None] = _say, start_timeout_s: float = 3600.0) -> None:
+    def __init__(
+        self, address: str, workers: int, engine_options: dict[str, Any], say: Callable[[str], None] = _say, start_timeout_s: float = 3600.0
+    ) -> None:
         if workers < 1:
             raise ClusterError("--workers", f"must be at least 1, got {workers}")
         self.address = address
@@ -178,9 +183,13 @@ class RayExecutor:
         self.actors, self.infos = live, infos
         self.engine = _EngineView(infos[0]["engine"], infos[0]["model"])
         self.timing = {"ray_start_s": round(t1 - t0, 3), "workers_start_s": round(time.perf_counter() - t1, 3)}
-        self.cluster.update(workers=len(live), requested_workers=self.workers, resources_each=resources,
-                            nodes=sorted({i.get("node_ip") or i.get("host") for i in infos}),
-                            worker_hosts=[{"host": i["host"], "pid": i["pid"], "resources": i["resources"]} for i in infos])
+        self.cluster.update(
+            workers=len(live),
+            requested_workers=self.workers,
+            resources_each=resources,
+            nodes=sorted({i.get("node_ip") or i.get("host") for i in infos}),
+            worker_hosts=[{"host": i["host"], "pid": i["pid"], "resources": i["resources"]} for i in infos],
+        )
         for n, i in enumerate(infos):
             self.say(f"localfa: worker {n + 1} ready on {i['host']} (pid {i['pid']}, {i['resources']})")
 
@@ -205,8 +214,9 @@ class RayExecutor:
         loop_started = time.perf_counter()
         while len(done) < len(todo):
             if not live:
-                raise ClusterError("--ray " + self.address, "every engine worker died; finished records are kept, "
-                                   "run the same command again to resume")
+                raise ClusterError(
+                    "--ray " + self.address, "every engine worker died; finished records are kept, run the same command again to resume"
+                )
             while pending:
                 w = min(live, key=lambda k: len(load[k]))
                 if load[w] and len(load[w]) >= cap:
@@ -228,8 +238,10 @@ class RayExecutor:
                     lost = [(idx, todo[idx]) for idx in load[w] if idx not in done]
                     load[w] = {}
                     pending.extendleft(reversed(_by_trace_items(lost)))
-                    self.say(f"localfa: worker {w + 1} lost ({_first_line(exc)}); its {len(lost)} unfinished units "
-                             f"({len({u.trace.id for _, u in lost})} traces) go back to the queue")
+                    self.say(
+                        f"localfa: worker {w + 1} lost ({_first_line(exc)}); its {len(lost)} unfinished units "
+                        f"({len({u.trace.id for _, u in lost})} traces) go back to the queue"
+                    )
                     _kill(ray, self.actors[w])
                     continue
                 for idx, rec in items:

@@ -8,9 +8,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from localfa.engine.errors import ContextLengthError, InvalidOutputError, TruncatedOutputError
-from localfa.tokens import approx_tokens
 from localfa.engine.session import BatchSession, Session
 from localfa.engine.types import Message, Request, Response, Usage
+from localfa.tokens import approx_tokens
 
 
 @dataclass
@@ -59,10 +59,10 @@ class BaseEngine(ABC):
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "max_model_len": self.max_model_len}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op by default, on purpose
         """Release the model; backends holding processes override this."""
 
-    def reset_prefix_cache(self) -> None:
+    def reset_prefix_cache(self) -> None:  # noqa: B027 - a no-op where there is no prefix cache
         """Forget cached prompt prefixes (benchmarks measure phases from a cold cache)."""
 
     @classmethod

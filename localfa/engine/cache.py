@@ -85,8 +85,13 @@ class CachingEngine:
 
     @staticmethod
     def _body(resp: Response) -> dict[str, Any]:
-        return {"text": resp.text, "finish_reason": resp.finish_reason, "usage": resp.usage.as_dict(),
-                "latency_s": resp.latency_s, "retried": resp.retried}
+        return {
+            "text": resp.text,
+            "finish_reason": resp.finish_reason,
+            "usage": resp.usage.as_dict(),
+            "latency_s": resp.latency_s,
+            "retried": resp.retried,
+        }
 
     def session(self) -> "CachingSession":
         return CachingSession(self, self.inner.session())

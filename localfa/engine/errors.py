@@ -46,9 +46,7 @@ class ContextLengthError(EngineError):
     """The prompt does not fit in the model's context window."""
 
     def __init__(self, prompt_tokens: int, max_model_len: int) -> None:
-        super().__init__(
-            f"prompt is {prompt_tokens} tokens but the model's context holds {max_model_len}"
-        )
+        super().__init__(f"prompt is {prompt_tokens} tokens but the model's context holds {max_model_len}")
         self.prompt_tokens = prompt_tokens
         self.max_model_len = max_model_len
 

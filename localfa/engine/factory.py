@@ -88,8 +88,7 @@ def build_engine(options: EngineOptions, say: Callable[[str], None] = _say) -> E
     cls = engine_class(chosen)
     built: Engine = cls.create(options, say=say, named=options.engine is not None)
     if options.cache_dir:
-        wrapped = CachingEngine(built, ResponseCache(Path(options.cache_dir) / "responses.sqlite"),
-                                cache_identity(chosen, built))
+        wrapped = CachingEngine(built, ResponseCache(Path(options.cache_dir) / "responses.sqlite"), cache_identity(chosen, built))
         return wrapped
     return built
 
@@ -111,5 +110,4 @@ def make_engine(
     say: Callable[[str], None] = _say,
 ) -> Engine:
     """Build an engine from keyword choices (the Python API's and the CLI's entry point)."""
-    return build_engine(EngineOptions(engine, model, profile, list(base_urls or []), api_key, cache_dir,
-                                      max_model_len), say=say)
+    return build_engine(EngineOptions(engine, model, profile, list(base_urls or []), api_key, cache_dir, max_model_len), say=say)

@@ -69,7 +69,7 @@ class Grammar:
         if not isinstance(schema, dict):
             raise GrammarError(name or "json", f"expected a pydantic model or a dict, got {type(schema).__name__}")
         grammar = cls(name or schema.get("title", "json"), "json", compact_schema(schema), None)
-        grammar.validator  # checks the schema against its metaschema, once, now
+        _ = grammar.validator  # checks the schema against its metaschema, once, now
         return grammar
 
     @classmethod

@@ -89,9 +89,7 @@ def _converted(gguf: Path, target: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
     try:
         convert_gguf(gguf, tmp)
-        (tmp / "localfa-source.json").write_text(
-            json.dumps({"gguf": str(gguf), "gguf_sha256": _file_digest(gguf)}, indent=2)
-        )
+        (tmp / "localfa-source.json").write_text(json.dumps({"gguf": str(gguf), "gguf_sha256": _file_digest(gguf)}, indent=2))
         try:
             os.rename(tmp, target)  # atomic: a concurrent converter loses the race harmlessly
         except OSError:
@@ -153,8 +151,9 @@ def model_fingerprint(model_dir: Path) -> dict[str, str]:
 
     Hashes are cached beside the weights keyed by size and mtime, so a sweep does not rehash.
     """
-    files = sorted(p for p in model_dir.iterdir() if p.suffix in {".safetensors", ".json", ".bin", ".model"}
-                   and p.name != "localfa-fingerprint.json")
+    files = sorted(
+        p for p in model_dir.iterdir() if p.suffix in {".safetensors", ".json", ".bin", ".model"} and p.name != "localfa-fingerprint.json"
+    )
     key = [(p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in files]
     sidecar = cache_root() / "fingerprints" / (hashlib.sha256(str(model_dir).encode()).hexdigest()[:16] + ".json")
     if sidecar.is_file():

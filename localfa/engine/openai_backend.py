@@ -23,10 +23,10 @@ import httpx
 
 from localfa.engine.base import BaseEngine, RawOutput
 from localfa.engine.errors import ContextLengthError, EngineError, EngineUnavailableError, GrammarError
-from localfa.tokens import approx_tokens
 from localfa.engine.session import as_engine_error
 from localfa.engine.types import Message, Request
 from localfa.engine.vllm_types import structured_outputs
+from localfa.tokens import approx_tokens
 
 _LEN_RE = re.compile(r"maximum context length is (\d+).*?(\d+) (?:input )?tokens", re.S)
 
@@ -39,8 +39,12 @@ class OpenAIEngine(BaseEngine):
     @classmethod
     def create(cls, options: Any, say: Callable[[str], None], named: bool = True) -> "OpenAIEngine":
         settings = options.settings() if options.profile else None
-        engine = cls(options.base_urls, api_key=options.api_key or os.environ.get("LOCALFA_API_KEY"),
-                     enable_thinking=bool(settings and settings.enable_thinking), say=say)
+        engine = cls(
+            options.base_urls,
+            api_key=options.api_key or os.environ.get("LOCALFA_API_KEY"),
+            enable_thinking=bool(settings and settings.enable_thinking),
+            say=say,
+        )
         say(f"localfa: engine openai at {', '.join(engine.base_urls)} (model {engine.model})")
         engine.check_itself(say)
         return engine
@@ -51,8 +55,12 @@ class OpenAIEngine(BaseEngine):
         from localfa.engine.grammar import Grammar
         from localfa.engine.types import Sampling
 
-        probe = Request(({"role": "user", "content": "Say ok."},), Grammar.choice(["ok"], name="self_check"),
-                        Sampling(temperature=0.0, max_tokens=2, seed=0), key="self-check")
+        probe = Request(
+            ({"role": "user", "content": "Say ok."},),
+            Grammar.choice(["ok"], name="self_check"),
+            Sampling(temperature=0.0, max_tokens=2, seed=0),
+            key="self-check",
+        )
         missing = []
         for url in self.live():
             try:
@@ -63,21 +71,31 @@ class OpenAIEngine(BaseEngine):
                 continue
             if "prompt_tokens_details" not in usage or usage["prompt_tokens_details"] is None:
                 missing.append(url)
-        return {"prompt_tokens_details": (
-            not missing,
-            f"{', '.join(missing)} reported no prompt_tokens_details: start vLLM with "
-            "--enable-prompt-tokens-details (localfa serve does) or cached tokens read as 0")}
+        return {
+            "prompt_tokens_details": (
+                not missing,
+                f"{', '.join(missing)} reported no prompt_tokens_details: start vLLM with "
+                "--enable-prompt-tokens-details (localfa serve does) or cached tokens read as 0",
+            )
+        }
 
-    def __init__(self, base_urls: list[str], api_key: str | None = None, model: str | None = None,
-                 timeout_s: float = 600.0, max_concurrency: int = 64, enable_thinking: bool = False,
-                 say: Callable[[str], None] | None = None, connect_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        base_urls: list[str],
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout_s: float = 600.0,
+        max_concurrency: int = 64,
+        enable_thinking: bool = False,
+        say: Callable[[str], None] | None = None,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
         if not base_urls:
             raise EngineError("the openai backend needs at least one --base-url")
         self.base_urls = [u.rstrip("/") for u in base_urls]
         self.base_urls = [u if u.endswith("/v1") else u + "/v1" for u in self.base_urls]
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.Client(headers=headers, trust_env=False,
-                                   timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
+        self.client = httpx.Client(headers=headers, trust_env=False, timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
         self.max_concurrency = max_concurrency
         self.enable_thinking = enable_thinking
         self._say = say or (lambda _msg: None)
@@ -87,9 +105,14 @@ class OpenAIEngine(BaseEngine):
         first = self.servers[self.live()[0]]
         self.model = model or first["id"]
         self.max_model_len = first["max_model_len"]
-        self.model_info = {"path": None, "sha256": None, "name": self.model, "root": first["root"],
-                           "max_model_len": self.max_model_len,
-                           "identity": f"{self.model}|{first['root']}|{self.max_model_len}"}
+        self.model_info = {
+            "path": None,
+            "sha256": None,
+            "name": self.model,
+            "root": first["root"],
+            "max_model_len": self.max_model_len,
+            "identity": f"{self.model}|{first['root']}|{self.max_model_len}",
+        }
 
     # ---- servers -------------------------------------------------------------------------
     def _probe_servers(self, model: str | None) -> dict[str, dict[str, Any]]:
@@ -108,14 +131,16 @@ class OpenAIEngine(BaseEngine):
             except (httpx.HTTPError, ValueError) as exc:
                 self._take_out(url, f"cannot list models ({exc})")
                 continue
-            found[url] = {"id": entry["id"], "root": entry.get("root") or entry["id"],
-                          "max_model_len": int(entry.get("max_model_len") or 0) or None}
+            found[url] = {
+                "id": entry["id"],
+                "root": entry.get("root") or entry["id"],
+                "max_model_len": int(entry.get("max_model_len") or 0) or None,
+            }
         if not found:
             raise EngineUnavailableError("no server answered: " + "; ".join(f"{u}: {w}" for u, w in self.down.items()))
         kinds = {(v["id"], v["root"], v["max_model_len"]) for v in found.values()}
         if len(kinds) > 1:
-            listing = ", ".join(f"{u} serves {v['id']} (root {v['root']}, max_model_len {v['max_model_len']})"
-                                for u, v in found.items())
+            listing = ", ".join(f"{u} serves {v['id']} (root {v['root']}, max_model_len {v['max_model_len']})" for u, v in found.items())
             raise EngineError(f"the servers serve different models: {listing}; use servers of one model")
         if model is not None and model not in {v["id"] for v in found.values()}:
             raise EngineError(f"no server serves model {model!r}")
@@ -148,17 +173,22 @@ class OpenAIEngine(BaseEngine):
     def count_tokens(self, text: str) -> int:
         root = self.base_urls[0].removesuffix("/v1")
         try:
-            data = self.client.post(f"{root}/tokenize", json={"model": self.model, "prompt": text,
-                                                              "add_special_tokens": False}).json()
+            data = self.client.post(f"{root}/tokenize", json={"model": self.model, "prompt": text, "add_special_tokens": False}).json()
             return int(data["count"])
         except Exception:
             return approx_tokens(text)
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "base_urls": self.base_urls, "served_model": self.model,
-                "model_root": self.model_info.get("root"), "max_model_len": self.max_model_len,
-                "chat_template_kwargs": {"enable_thinking": self.enable_thinking},
-                "servers_down": dict(self.down), "self_checks": self.self_checks}
+        return {
+            "backend": self.name,
+            "base_urls": self.base_urls,
+            "served_model": self.model,
+            "model_root": self.model_info.get("root"),
+            "max_model_len": self.max_model_len,
+            "chat_template_kwargs": {"enable_thinking": self.enable_thinking},
+            "servers_down": dict(self.down),
+            "self_checks": self.self_checks,
+        }
 
     def close(self) -> None:
         self.client.close()
@@ -185,8 +215,7 @@ class OpenAIEngine(BaseEngine):
         while True:
             live = self.live()
             if not live:
-                raise EngineUnavailableError("every server is out of rotation: "
-                                             + "; ".join(f"{u}: {w}" for u, w in self.down.items()))
+                raise EngineUnavailableError("every server is out of rotation: " + "; ".join(f"{u}: {w}" for u, w in self.down.items()))
             url = self._server_for(req, live)
             try:
                 return self._post(url, req)
@@ -219,8 +248,7 @@ class OpenAIEngine(BaseEngine):
         try:
             return _raw_output(resp.json(), latency)
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise EngineUnavailableError(f"{url}: malformed response body ({type(exc).__name__}: {exc}): "
-                                         f"{resp.text[:200]!r}") from exc
+            raise EngineUnavailableError(f"{url}: malformed response body ({type(exc).__name__}: {exc}): {resp.text[:200]!r}") from exc
 
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
         workers = max(1, min(self.max_concurrency, len(requests)))

@@ -27,8 +27,10 @@ def settle(checks: dict[str, tuple[bool, str]], say: Callable[[str], None]) -> d
         if os.environ.get(ALLOW_ENV) == "1":
             say(f"localfa: warning: engine self-check failed ({text}); continuing because {ALLOW_ENV}=1")
         else:
-            raise EngineError(f"engine self-check failed: {text}. Set {ALLOW_ENV}=1 to run anyway "
-                              "(results may then differ between runs or report no cached tokens)")
+            raise EngineError(
+                f"engine self-check failed: {text}. Set {ALLOW_ENV}=1 to run anyway "
+                "(results may then differ between runs or report no cached tokens)"
+            )
     return {name: ok for name, (ok, _) in checks.items()}
 
 
@@ -36,5 +38,7 @@ def vllm_version_note(version: str) -> str | None:
     """A warning when the installed vLLM is not one this code was tested with."""
     if any(version.startswith(p) for p in TESTED_VLLM):
         return None
-    return (f"localfa: warning: vLLM {version} has not been tested with localfa (tested: "
-            f"{', '.join(p + 'x' for p in TESTED_VLLM)}); the engine self-checks below still run")
+    return (
+        f"localfa: warning: vLLM {version} has not been tested with localfa (tested: "
+        f"{', '.join(p + 'x' for p in TESTED_VLLM)}); the engine self-checks below still run"
+    )

@@ -51,9 +51,7 @@ def load_profile(name_or_path: str) -> EngineSettings:
     if not path.is_file():
         path = profile_dir() / f"{name_or_path}.toml"
     if not path.is_file():
-        raise FileNotFoundError(
-            f"{name_or_path}: no such profile (known: {', '.join(list_profiles())})"
-        )
+        raise FileNotFoundError(f"{name_or_path}: no such profile (known: {', '.join(list_profiles())})")
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:

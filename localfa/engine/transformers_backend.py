@@ -29,13 +29,18 @@ class TransformersEngine(BaseEngine):
     @classmethod
     def create(cls, options: Any, say: Callable[[str], None], named: bool = True) -> "TransformersEngine":
         local = resolve_local_model(options, cls.name, named, say)
-        engine = cls(local.path, max_model_len=local.settings.max_model_len,
-                     enable_thinking=local.settings.enable_thinking)
+        engine = cls(local.path, max_model_len=local.settings.max_model_len, enable_thinking=local.settings.enable_thinking)
         engine.model_info = local.info
         return engine
 
-    def __init__(self, model_dir: Path, max_model_len: int | None = None, grammar_backend: str = "llguidance",
-                 threads: int | None = None, enable_thinking: bool = False) -> None:
+    def __init__(
+        self,
+        model_dir: Path,
+        max_model_len: int | None = None,
+        grammar_backend: str = "llguidance",
+        threads: int | None = None,
+        enable_thinking: bool = False,
+    ) -> None:
         offline.enforce()
         import outlines
         import torch
@@ -76,8 +81,11 @@ class TransformersEngine(BaseEngine):
         }
 
     def _prompt(self, messages: Sequence[Message]) -> str:
-        return str(self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True,
-                                                      enable_thinking=self.enable_thinking))
+        return str(
+            self.tokenizer.apply_chat_template(
+                list(messages), tokenize=False, add_generation_prompt=True, enable_thinking=self.enable_thinking
+            )
+        )
 
     def _generator(self, req: Request) -> Any:
         import outlines

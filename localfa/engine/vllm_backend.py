@@ -39,7 +39,8 @@ class VLLMEngine(BaseEngine):
             raise EngineError(
                 f"{where}: data_parallel_size={settings.data_parallel_size} runs only as a server "
                 f"(vLLM refuses data parallelism in one process): start `localfa serve --profile {where}` "
-                "and use --engine openai --base-url URL")
+                "and use --engine openai --base-url URL"
+            )
         local = resolve_local_model(options, cls.name, named, say)
         engine = cls(local.path, local.settings)
         engine.model_info = local.info
@@ -54,18 +55,18 @@ class VLLMEngine(BaseEngine):
         checks = {
             "grammar_compilation_synchronous": (
                 self.sync_grammars,
-                "this vLLM does not expose synchronous grammar compilation, so batch composition "
-                "(and sampled tokens) may depend on timing"),
+                "this vLLM does not expose synchronous grammar compilation, so batch composition (and sampled tokens) may depend on timing",
+            ),
             "in_process_engine": (
                 os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0",
-                "VLLM_ENABLE_V1_MULTIPROCESSING is not 0: the engine runs in another process and "
-                "scheduling depends on timing; unset it"),
+                "VLLM_ENABLE_V1_MULTIPROCESSING is not 0: the engine runs in another process and scheduling depends on timing; unset it",
+            ),
         }
         if self.settings.enable_prefix_caching:
             checks["cached_tokens_reported"] = (
                 self._probe_cached_tokens() > 0,
-                "a repeated probe prompt reported no cached tokens (prefix caching off or "
-                "num_cached_tokens not reported by this vLLM)")
+                "a repeated probe prompt reported no cached tokens (prefix caching off or num_cached_tokens not reported by this vLLM)",
+            )
         return checks
 
     def _probe_cached_tokens(self) -> int:
@@ -74,8 +75,12 @@ class VLLMEngine(BaseEngine):
         from localfa.engine.types import Sampling
 
         text = " ".join(f"probe token {i}" for i in range(96))
-        req = Request(({"role": "user", "content": text},), Grammar.choice(["ok"], name="self_check"),
-                      Sampling(temperature=0.0, max_tokens=2, seed=0), key="self-check")
+        req = Request(
+            ({"role": "user", "content": text},),
+            Grammar.choice(["ok"], name="self_check"),
+            Sampling(temperature=0.0, max_tokens=2, seed=0),
+            key="self-check",
+        )
         self._generate_raw([req])
         return self._generate_raw([req])[0].cached_tokens
 
@@ -185,8 +190,9 @@ class VLLMEngine(BaseEngine):
         )
 
     def _prompt_ids(self, messages: Sequence[Message]) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(list(messages), tokenize=True, add_generation_prompt=True,
-                                                 enable_thinking=self.settings.enable_thinking)
+        ids = self.tokenizer.apply_chat_template(
+            list(messages), tokenize=True, add_generation_prompt=True, enable_thinking=self.settings.enable_thinking
+        )
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]  # type: ignore[call-overload,index]
         return list(ids)  # type: ignore[arg-type]

@@ -57,6 +57,7 @@ _BLANKS = re.compile(r"\n{3,}")
 
 # ---- fitting the trace into the prompt ---------------------------------------------------------
 
+
 def shorten(text: str, cap: int) -> str:
     """`text` cut to about `cap` characters, keeping its head and tail around a marker."""
     if len(text) <= cap:
@@ -66,7 +67,7 @@ def shorten(text: str, cap: int) -> str:
     keep = max(0, cap - len(marker))
     head = (keep * 2 + 2) // 3
     tail = keep - head
-    return text[:head] + marker + (text[len(text) - tail:] if tail > 0 else "")
+    return text[:head] + marker + (text[len(text) - tail :] if tail > 0 else "")
 
 
 def water_fill_cap(lengths: list[int], budget: int, min_cap: int = 24) -> int | None:
@@ -158,8 +159,9 @@ def _chars_per_token(ctx: MethodContext) -> float:
     return measured_chars_per_token("\n".join(s.content for s in ctx.trace.steps), ctx.count_tokens)
 
 
-def fit_char_budget(ctx: MethodContext, char_budget: int, prompt_for: Callable[[int], list[dict[str, str]]],
-                    max_tokens: int, margin: int = 64) -> int:
+def fit_char_budget(
+    ctx: MethodContext, char_budget: int, prompt_for: Callable[[int], list[dict[str, str]]], max_tokens: int, margin: int = 64
+) -> int:
     """Shrink `char_budget` until the largest prompt fits the engine's context window.
 
     `prompt_for(budget)` renders the method's largest prompt (the whole trace) as messages. Needs
@@ -179,6 +181,7 @@ def fit_char_budget(ctx: MethodContext, char_budget: int, prompt_for: Callable[[
 
 
 # ---- answer grammars ---------------------------------------------------------------------------
+
 
 def _agent_step_model(agents: list[str], n_steps: int, reason_chars: int) -> type[BaseModel]:
     return create_model(
@@ -204,6 +207,7 @@ def _json_max_tokens(reason_chars: int, agents: list[str] | None = None) -> int:
 
 
 # ---- the methods ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class BaselineOptions:
@@ -271,8 +275,7 @@ class AllAtOnce(_ModelBaseline):
 
         def messages(budget: int) -> list[dict[str, str]]:
             view = TraceView(trace, budget, hit)
-            prompt = render("baselines/all_at_once.j2", **base, steps=view.steps(0, n - 1, view.cap_for(0, n - 1)),
-                            agents=agents)
+            prompt = render("baselines/all_at_once.j2", **base, steps=view.steps(0, n - 1, view.cap_for(0, n - 1)), agents=agents)
             return [self._system(), {"role": "user", "content": prompt}]
 
         char_budget, note = _budget_chars(ctx, self.options.max_chars)
@@ -283,9 +286,17 @@ class AllAtOnce(_ModelBaseline):
         (resp,) = yield [req]
         ans = resp.value
         return ctx.diagnosis(
-            self.name, step=ans.step, agent=ans.agent, reasoning=ans.reason,
-            details={"content_cap": cap, "char_budget": char_budget, "budget_note": note,
-                     "ground_truth_shown": base["ground_truth"] is not None, "limits_hit": hit.as_details()},
+            self.name,
+            step=ans.step,
+            agent=ans.agent,
+            reasoning=ans.reason,
+            details={
+                "content_cap": cap,
+                "char_budget": char_budget,
+                "budget_note": note,
+                "ground_truth_shown": base["ground_truth"] is not None,
+                "limits_hit": hit.as_details(),
+            },
         )
 
 
@@ -298,8 +309,7 @@ class StepByStep(_ModelBaseline):
         base = self._vars(ctx, n)
 
         def messages(view: TraceView, cap: int | None, i: int) -> list[dict[str, str]]:
-            prompt = render("baselines/step_by_step.j2", **base, steps=view.steps(0, i, cap),
-                            current=i, current_agent=trace.steps[i].agent)
+            prompt = render("baselines/step_by_step.j2", **base, steps=view.steps(0, i, cap), current=i, current_agent=trace.steps[i].agent)
             return [self._system(), {"role": "user", "content": prompt}]
 
         def largest(budget: int) -> list[dict[str, str]]:
@@ -318,16 +328,25 @@ class StepByStep(_ModelBaseline):
             if resp.value == "yes":
                 flagged = i
                 break
-        details = {"content_cap": cap, "char_budget": char_budget, "budget_note": note,
-                   "ground_truth_shown": base["ground_truth"] is not None,
-                   "checked_steps": (flagged + 1) if flagged is not None else n, "limits_hit": hit.as_details()}
+        details = {
+            "content_cap": cap,
+            "char_budget": char_budget,
+            "budget_note": note,
+            "ground_truth_shown": base["ground_truth"] is not None,
+            "checked_steps": (flagged + 1) if flagged is not None else n,
+            "limits_hit": hit.as_details(),
+        }
         if flagged is None:
-            return ctx.diagnosis(self.name, step=n - 1, stop_reason="no_step_flagged",
-                                 reasoning="no step was judged decisive; the last step is predicted",
-                                 details=details)
-        return ctx.diagnosis(self.name, step=flagged,
-                             reasoning=f"step {flagged} is the first step judged the decisive error",
-                             details=details)
+            return ctx.diagnosis(
+                self.name,
+                step=n - 1,
+                stop_reason="no_step_flagged",
+                reasoning="no step was judged decisive; the last step is predicted",
+                details=details,
+            )
+        return ctx.diagnosis(
+            self.name, step=flagged, reasoning=f"step {flagged} is the first step judged the decisive error", details=details
+        )
 
 
 class BinarySearch(_ModelBaseline):
@@ -343,8 +362,9 @@ class BinarySearch(_ModelBaseline):
 
         def first_round(budget: int) -> list[dict[str, str]]:
             v = TraceView(trace, budget, hit)
-            prompt = render("baselines/binary_search.j2", **base, steps=v.steps(lo, hi, v.cap_for(lo, hi)),
-                            lo=lo, hi=hi, mid=lo + (hi - lo) // 2)
+            prompt = render(
+                "baselines/binary_search.j2", **base, steps=v.steps(lo, hi, v.cap_for(lo, hi)), lo=lo, hi=hi, mid=lo + (hi - lo) // 2
+            )
             return [self._system(), {"role": "user", "content": prompt}]
 
         char_budget, note = _budget_chars(ctx, self.options.max_chars)
@@ -355,10 +375,8 @@ class BinarySearch(_ModelBaseline):
         rnd = 0
         while hi - lo + 1 > self.options.final_window:
             mid = lo + (hi - lo) // 2
-            prompt = render("baselines/binary_search.j2", **base, steps=view.steps(lo, hi, view.cap_for(lo, hi)),
-                            lo=lo, hi=hi, mid=mid)
-            req = ctx.request(f"bs/round/{rnd}", [self._system(), {"role": "user", "content": prompt}],
-                              halves, self._sampling(4))
+            prompt = render("baselines/binary_search.j2", **base, steps=view.steps(lo, hi, view.cap_for(lo, hi)), lo=lo, hi=hi, mid=mid)
+            req = ctx.request(f"bs/round/{rnd}", [self._system(), {"role": "user", "content": prompt}], halves, self._sampling(4))
             (resp,) = yield [req]
             path.append({"segment": [lo, hi], "answer": resp.value})
             if resp.value == "upper":
@@ -366,16 +384,23 @@ class BinarySearch(_ModelBaseline):
             else:
                 lo = mid + 1
             rnd += 1
-        details = {"path": path, "char_budget": char_budget, "budget_note": note,
-                   "ground_truth_shown": base["ground_truth"] is not None, "limits_hit": hit.as_details()}
+        details = {
+            "path": path,
+            "char_budget": char_budget,
+            "budget_note": note,
+            "ground_truth_shown": base["ground_truth"] is not None,
+            "limits_hit": hit.as_details(),
+        }
         if lo == hi:  # the halving already ended on one step: nothing left to ask
-            return ctx.diagnosis(self.name, step=lo, details=details,
-                                 reasoning=f"binary search narrowed the trace to step {lo}")
+            return ctx.diagnosis(self.name, step=lo, details=details, reasoning=f"binary search narrowed the trace to step {lo}")
         grammar = Grammar.json(_step_model(lo, hi, self.options.reason_chars), name="binary_search_final")
-        prompt = render("baselines/binary_search_final.j2", **base, steps=view.steps(lo, hi, view.cap_for(lo, hi)),
-                        lo=lo, hi=hi)
-        req = ctx.request("bs/final", [self._system(), {"role": "user", "content": prompt}], grammar,
-                          self._sampling(_json_max_tokens(self.options.reason_chars)))
+        prompt = render("baselines/binary_search_final.j2", **base, steps=view.steps(lo, hi, view.cap_for(lo, hi)), lo=lo, hi=hi)
+        req = ctx.request(
+            "bs/final",
+            [self._system(), {"role": "user", "content": prompt}],
+            grammar,
+            self._sampling(_json_max_tokens(self.options.reason_chars)),
+        )
         (resp,) = yield [req]
         ans = resp.value
         return ctx.diagnosis(self.name, step=ans.step, reasoning=ans.reason, details=details)
@@ -393,8 +418,11 @@ class RandomFloor(BaseMethod):
     def run(self, ctx: MethodContext) -> Program:
         rng = random.Random(derive_seed(ctx.seed, ctx.trace.id, "random"))
         step = rng.randrange(len(ctx.trace.steps))
-        return (yield from _no_calls(ctx.diagnosis(
-            self.name, step=step, reasoning="uniformly random step (floor)", details={"rule": "uniform"})))
+        return (
+            yield from _no_calls(
+                ctx.diagnosis(self.name, step=step, reasoning="uniformly random step (floor)", details={"rule": "uniform"})
+            )
+        )
 
 
 def heuristic_step(trace: Trace) -> int:
@@ -418,7 +446,13 @@ class HeuristicFloor(BaseMethod):
 
     def run(self, ctx: MethodContext) -> Program:
         step = heuristic_step(ctx.trace)
-        return (yield from _no_calls(ctx.diagnosis(
-            self.name, step=step,
-            reasoning="first step of the most active non-human agent (fixed rule, floor)",
-            details={"rule": "first step of the most active non-human agent"})))
+        return (
+            yield from _no_calls(
+                ctx.diagnosis(
+                    self.name,
+                    step=step,
+                    reasoning="first step of the most active non-human agent (fixed rule, floor)",
+                    details={"rule": "first step of the most active non-human agent"},
+                )
+            )
+        )

@@ -104,8 +104,7 @@ def labelled_fault_step(trace: Trace) -> int | None:
     return min(labels.fault_steps) if labels.fault_steps else None
 
 
-def resolve_budget(text: str | Budget | None, trace: Trace,
-                   count_tokens: Callable[[str], int] | None = None, view: Any = None) -> Budget:
+def resolve_budget(text: str | Budget | None, trace: Trace, count_tokens: Callable[[str], int] | None = None, view: Any = None) -> Budget:
     """The budget in force for `trace`: parsed, and for `scale:F` resolved on the trace's tokens.
 
     Token positions are those of the numbered line view (`LineView.token_position_of_step`),
@@ -127,8 +126,7 @@ def resolve_budget(text: str | Budget | None, trace: Trace,
     return resolve_scale(budget, view.token_position_of_step(step))
 
 
-def measured_chars_per_token(text: str, count_tokens: Callable[[str], int] | None,
-                             sample_chars: int = 20000) -> float:
+def measured_chars_per_token(text: str, count_tokens: Callable[[str], int] | None, sample_chars: int = 20000) -> float:
     """Characters per token of `text` under the engine's tokenizer (CHARS_PER_TOKEN without one)."""
     sample = text[:sample_chars]
     if count_tokens is None or not sample.strip():

@@ -151,7 +151,7 @@ def extract_quotes(text: str, accept: Any = None) -> list[str]:
             continue
         chosen: tuple[str, int] | None = None
         for j in _closers(text, i, closer, single):
-            span = text[i + 1:j].strip()
+            span = text[i + 1 : j].strip()
             if len(span) < MIN_QUOTE_CHARS:
                 continue
             if accept is None:

@@ -136,8 +136,7 @@ def build_options(name: str, options_cls: type, given: dict[str, Any]) -> Any:
     known = [f.name for f in fields(options_cls)] if is_dataclass(options_cls) else []
     unknown = sorted(set(given) - set(known))
     if unknown:
-        raise MethodOptionError(f"method {name}: unknown option(s) {', '.join(unknown)} "
-                                f"(known: {', '.join(known) or 'none'})")
+        raise MethodOptionError(f"method {name}: unknown option(s) {', '.join(unknown)} (known: {', '.join(known) or 'none'})")
     if not known:
         return options_cls()
     try:

@@ -29,8 +29,7 @@ class Job:
     on_error: Callable[[str], Diagnosis]
 
 
-def method_job(engine: Engine, method: Method, ctx: MethodContext, key: str | None = None,
-               label: str | None = None) -> Job:
+def method_job(engine: Engine, method: Method, ctx: MethodContext, key: str | None = None, label: str | None = None) -> Job:
     """A job running `method` on `ctx`; a failure becomes a Diagnosis with `error` set.
 
     `ctx` gets the engine's token counter and context window when it has none yet.

@@ -65,8 +65,7 @@ class FaultPlan:
         try:
             if not 1 <= len(parts) <= 3:
                 raise ValueError
-            return cls(float(parts[0]), int(parts[1]) if len(parts) > 1 else 0,
-                       float(parts[2]) if len(parts) > 2 else 0.05)
+            return cls(float(parts[0]), int(parts[1]) if len(parts) > 1 else 0, float(parts[2]) if len(parts) > 2 else 0.05)
         except ValueError as exc:
             raise ValueError(f"{ENV_FAULTS}={text!r}: use RATE:SEED[:SLOW_S], e.g. 0.05:7 ({exc})") from None
 
@@ -136,8 +135,7 @@ class FaultyEngine:
         with self._lock:
             self.injected[kind] += 1
             if self.log_path:
-                line = json.dumps({"kind": kind, "key": req.key, "route": req.route, "attempt": attempt,
-                                   "pid": os.getpid()}) + "\n"
+                line = json.dumps({"kind": kind, "key": req.key, "route": req.route, "attempt": attempt, "pid": os.getpid()}) + "\n"
                 with open(self.log_path, "a", encoding="utf-8") as fh:  # one write: survives SIGKILL
                     fh.write(line)
 

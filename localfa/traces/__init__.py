@@ -19,7 +19,6 @@ __all__ = [
     "Step",
     "Trace",
     "TraceError",
-
     "iter_trace_files",
     "load_trace",
     "normalize_agent",

@@ -271,8 +271,10 @@ class LineView:
         stop = threading.Event()
         box: dict[str, Any] = {"hits": (), "truncated": False, "error": None, "timed_out": False}
         worker = threading.Thread(
-            target=self._scan, args=(compiled, box, max_results, timeout_s, t0 + timeout_s, stop),
-            name="lineview-search", daemon=True,
+            target=self._scan,
+            args=(compiled, box, max_results, timeout_s, t0 + timeout_s, stop),
+            name="lineview-search",
+            daemon=True,
         )
         worker.start()
         worker.join(timeout_s)
@@ -286,8 +288,7 @@ class LineView:
         res.elapsed_ms = (time.perf_counter() - t0) * 1000
         return res
 
-    def _scan(self, compiled: Any, box: dict[str, Any], max_results: int, timeout_s: float,
-              deadline: float, stop: threading.Event) -> None:
+    def _scan(self, compiled: Any, box: dict[str, Any], max_results: int, timeout_s: float, deadline: float, stop: threading.Event) -> None:
         """The search loop, in the worker thread; reports through `box` (the caller only reads
         it, and stops reading once it has given up on the worker)."""
         hits: list[tuple[int, str]] = []
@@ -318,8 +319,10 @@ class LineView:
         shown = repr(pattern) if isinstance(pattern, str) else "(not text)"
         if res.error and not res.hits:
             if res.timed_out:
-                return (f"[search {shown}: timed out after {timeout_s:g}s with no match found; "
-                        f"use a simpler pattern (a literal word, no nested repetition)]")
+                return (
+                    f"[search {shown}: timed out after {timeout_s:g}s with no match found; "
+                    f"use a simpler pattern (a literal word, no nested repetition)]"
+                )
             return f"[search {shown}: {res.error}; nothing searched]"
         if not res.hits:
             return f"[search {shown}: no matches in {self.total_lines} lines]"

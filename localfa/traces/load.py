@@ -71,8 +71,7 @@ def _read_text(path: Path, source: str, limit: int) -> str:
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         return_msg = (
-            f"not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} (line {line}) "
-            f"is not valid UTF-8; re-encode the file as UTF-8"
+            f"not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} (line {line}) is not valid UTF-8; re-encode the file as UTF-8"
         )
         raise TraceError(source, return_msg) from None
 
@@ -111,8 +110,7 @@ def _parse_json(text: str, source: str) -> Any:
             if _ends_early(e, text):
                 raise TraceError(
                     source,
-                    f"truncated JSON: the file ends before the value is complete "
-                    f"({e.msg}: line {e.lineno} column {e.colno})",
+                    f"truncated JSON: the file ends before the value is complete ({e.msg}: line {e.lineno} column {e.colno})",
                 ) from None
             raise TraceError(source, f"not valid JSON: {e.msg}: line {e.lineno} column {e.colno}") from None
     except RecursionError:
@@ -181,9 +179,7 @@ def _import(data: Any, format: str | None, p: Path, source: str) -> Trace:
                 raise TraceError(source, "empty history: the array holds no messages or spans")
             bad = next((i for i, x in enumerate(data) if not isinstance(x, dict)), None)
             if bad is not None:
-                raise TraceError(
-                    source, f"item {bad}: expected an object (a message or a span), got {type_name(data[bad])}"
-                )
+                raise TraceError(source, f"item {bad}: expected an object (a message or a span), got {type_name(data[bad])}")
         format = importers.detect(data)
         if format is None:
             empty = _empty_container(data)
@@ -195,9 +191,7 @@ def _import(data: Any, format: str | None, p: Path, source: str) -> Trace:
                 keys = "; top-level keys: " + ", ".join(sorted(map(str, data))[:10])
             elif isinstance(data[0], dict):
                 keys = "; first item keys: " + ", ".join(sorted(map(str, data[0]))[:10])
-            raise TraceError(
-                source, f"does not match any known trace format (tried: {', '.join(FORMATS)}){keys}"
-            )
+            raise TraceError(source, f"does not match any known trace format (tried: {', '.join(FORMATS)}){keys}")
     try:
         return importers.parse(format, data, p, source)
     except TraceError:
@@ -247,12 +241,7 @@ def _natural_key(path: Path) -> list[tuple[int, int | str]]:
 def is_trace_file(path: Path) -> bool:
     """A JSON/JSONL file that is not a README/LICENSE or hidden file."""
     name = path.name
-    return (
-        path.is_file()
-        and not name.startswith(".")
-        and not _SKIP_NAMES.match(name)
-        and name.lower().endswith(TRACE_SUFFIXES)
-    )
+    return path.is_file() and not name.startswith(".") and not _SKIP_NAMES.match(name) and name.lower().endswith(TRACE_SUFFIXES)
 
 
 def iter_trace_files(paths: Sequence[str | Path]) -> list[Path]:
@@ -275,8 +264,7 @@ def trace_files_with_roots(paths: Sequence[str | Path]) -> list[tuple[Path, Path
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            found = [f for f in p.rglob("*") if is_trace_file(f)
-                     and not any(part.startswith(".") for part in f.relative_to(p).parts)]
+            found = [f for f in p.rglob("*") if is_trace_file(f) and not any(part.startswith(".") for part in f.relative_to(p).parts)]
             found.sort(key=lambda f: _natural_key(f.relative_to(p)))
             root = p
         elif p.exists():
@@ -328,8 +316,10 @@ def distinct_ids(loaded: list[tuple[Path, Path, Trace]]) -> list[Trace]:
     for (_, _, t), new in zip(loaded, ids):
         trace = t if new == t.id else t.model_copy(update={"id": new})
         if new in owner:
-            raise TraceError(trace.source, f"trace id {new!r} is also the id of {owner[new].source}; "
-                                           "results are keyed by trace id, so ids must be distinct")
+            raise TraceError(
+                trace.source,
+                f"trace id {new!r} is also the id of {owner[new].source}; results are keyed by trace id, so ids must be distinct",
+            )
         owner[new] = trace
         out.append(trace)
     return out

@@ -18,8 +18,7 @@ MAX_NAMED = 8
 
 def step_is_empty(step: Step) -> bool:
     """A step that says nothing and does nothing: no text, no input, no output, no tool call."""
-    return not (step.content.strip() or (step.observation or "").strip() or (step.input or "").strip()
-                or step.tool_calls)
+    return not (step.content.strip() or (step.observation or "").strip() or (step.input or "").strip() or step.tool_calls)
 
 
 def empty_steps(trace: Trace) -> list[int]:
@@ -34,8 +33,7 @@ def empty_step_warning(trace: Trace) -> str | None:
     if len(empty) <= allowed:
         return None
     n = len(trace.steps)
-    msg = (f"{len(empty)} of {n} step{'s' if n != 1 else ''} have no content: "
-           f"this export may use attributes localfa does not read")
+    msg = f"{len(empty)} of {n} step{'s' if n != 1 else ''} have no content: this export may use attributes localfa does not read"
     unused = [str(a) for a in trace.metadata.get("unused_attributes") or []]
     if unused:
         more = f" and {len(unused) - MAX_NAMED} more" if len(unused) > MAX_NAMED else ""

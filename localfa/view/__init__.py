@@ -13,8 +13,13 @@ from typing import Any
 from localfa.traces.model import Trace
 
 
-def write_view(records: list[dict[str, Any]], out: str | Path, traces: dict[str, Trace] | None = None,
-               base: Path | None = None, title: str = "localfa diagnoses") -> Path:
+def write_view(
+    records: list[dict[str, Any]],
+    out: str | Path,
+    traces: dict[str, Trace] | None = None,
+    base: Path | None = None,
+    title: str = "localfa diagnoses",
+) -> Path:
     """Group `records` by trace, load the traces they name (unless given), write the page."""
     from localfa.view.page import write_page
     from localfa.view.records import group_records

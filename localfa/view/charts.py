@@ -56,9 +56,11 @@ def _short(text: str, n: int = 28) -> str:
 
 
 def _svg(width: int, height: int, title: str, kind: str) -> list[str]:
-    return [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="{kind}" width="{width}" '
-            f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}" style="{FONT}">',
-            f'<text x="8" y="18" font-size="13" font-weight="bold">{_e(title)}</text>']
+    return [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="{kind}" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}" style="{FONT}">',
+        f'<text x="8" y="18" font-size="13" font-weight="bold">{_e(title)}</text>',
+    ]
 
 
 def _y_axis(parts: list[str], left: float, top: float, pw: float, ph: float, label: str) -> None:
@@ -68,8 +70,7 @@ def _y_axis(parts: list[str], left: float, top: float, pw: float, ph: float, lab
         parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>')
         parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{v:g}</text>')
     cy = top + ph / 2
-    parts.append(f'<text x="12" y="{cy:.1f}" font-size="12" text-anchor="middle" '
-                 f'transform="rotate(-90 12 {cy:.1f})">{_e(label)}</text>')
+    parts.append(f'<text x="12" y="{cy:.1f}" font-size="12" text-anchor="middle" transform="rotate(-90 12 {cy:.1f})">{_e(label)}</text>')
 
 
 def _empty(parts: list[str], cx: float, cy: float) -> None:
@@ -78,8 +79,8 @@ def _empty(parts: list[str], cx: float, cy: float) -> None:
 
 # ---- bars with intervals -----------------------------------------------------------------------
 
-def bar_chart(bars: Sequence[Bar], title: str = "Step accuracy per method (95% interval)", width: int = 560,
-              bar_height: int = 22) -> str:
+
+def bar_chart(bars: Sequence[Bar], title: str = "Step accuracy per method (95% interval)", width: int = 560, bar_height: int = 22) -> str:
     """Horizontal bars in [0, 1], one per entry, each with its interval as a whisker."""
     left, right, top = 170, 50, 32
     pw = width - left - right
@@ -94,26 +95,33 @@ def bar_chart(bars: Sequence[Bar], title: str = "Step accuracy per method (95% i
         _empty(parts, left + pw / 2, top + ph / 2)
     for i, b in enumerate(bars):
         y = top + 4 + i * (bar_height + 8)
-        parts.append(f'<text x="{left - 8}" y="{y + bar_height * 0.7:.1f}" font-size="12" text-anchor="end">'
-                     f'<title>{_e(b.label)}</title>{_e(_short(b.label))}</text>')
+        parts.append(
+            f'<text x="{left - 8}" y="{y + bar_height * 0.7:.1f}" font-size="12" text-anchor="end">'
+            f"<title>{_e(b.label)}</title>{_e(_short(b.label))}</text>"
+        )
         if b.value is None:
             parts.append(f'<text x="{left + 4}" y="{y + bar_height * 0.7:.1f}" font-size="11" fill="#777">no label</text>')
             continue
         w = pw * min(max(b.value, 0.0), 1.0)
         tip = f"{b.label}: {b.value:.3f}" + (f" [{b.lo:.2f}, {b.hi:.2f}]" if b.lo is not None and b.hi is not None else "")
-        parts.append(f'<rect class="bar" x="{left}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{b.color}" '
-                     f'fill-opacity="0.8" data-value="{b.value:.4f}"><title>{_e(tip)}</title></rect>')
+        parts.append(
+            f'<rect class="bar" x="{left}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{b.color}" '
+            f'fill-opacity="0.8" data-value="{b.value:.4f}"><title>{_e(tip)}</title></rect>'
+        )
         if b.lo is not None and b.hi is not None:
             x1, x2, cy = left + pw * b.lo, left + pw * b.hi, y + bar_height / 2
-            parts.append(f'<g class="interval" stroke="#222" stroke-width="1.5"><line x1="{x1:.1f}" y1="{cy:.1f}" '
-                         f'x2="{x2:.1f}" y2="{cy:.1f}"/><line x1="{x1:.1f}" y1="{cy - 6:.1f}" x2="{x1:.1f}" '
-                         f'y2="{cy + 6:.1f}"/><line x1="{x2:.1f}" y1="{cy - 6:.1f}" x2="{x2:.1f}" y2="{cy + 6:.1f}"/></g>')
+            parts.append(
+                f'<g class="interval" stroke="#222" stroke-width="1.5"><line x1="{x1:.1f}" y1="{cy:.1f}" '
+                f'x2="{x2:.1f}" y2="{cy:.1f}"/><line x1="{x1:.1f}" y1="{cy - 6:.1f}" x2="{x1:.1f}" '
+                f'y2="{cy + 6:.1f}"/><line x1="{x2:.1f}" y1="{cy - 6:.1f}" x2="{x2:.1f}" y2="{cy + 6:.1f}"/></g>'
+            )
         parts.append(f'<text x="{left + pw + 6}" y="{y + bar_height * 0.7:.1f}" font-size="11">{b.value:.3f}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
 
 # ---- accuracy against cost ---------------------------------------------------------------------
+
 
 def pareto_front(points: Sequence[Point]) -> list[Point]:
     """The points no other point beats on both axes (cheaper or as cheap, and better or as good),
@@ -130,7 +138,7 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
     if a == b:
         b += 1
-    return [10.0 ** k for k in range(a, b + 1)]
+    return [10.0**k for k in range(a, b + 1)]
 
 
 def _tick_label(v: float) -> str:
@@ -140,9 +148,14 @@ def _tick_label(v: float) -> str:
     return f"{v:g}"
 
 
-def cost_chart(points: Sequence[Point], title: str = "Step accuracy against cost (★ cost frontier)",
-               x_label: str = "prompt tokens per trace (log scale)", y_label: str = "step accuracy",
-               width: int = 600, height: int = 340) -> str:
+def cost_chart(
+    points: Sequence[Point],
+    title: str = "Step accuracy against cost (★ cost frontier)",
+    x_label: str = "prompt tokens per trace (log scale)",
+    y_label: str = "step accuracy",
+    width: int = 600,
+    height: int = 340,
+) -> str:
     """Accuracy (y) against a cost (x, log scale), the cost frontier dashed through its points."""
     left, right, top, bottom = 58, 180, 32, 46
     pw, ph = width - left - right, height - top - bottom
@@ -166,8 +179,9 @@ def cost_chart(points: Sequence[Point], title: str = "Step accuracy against cost
         parts.append(f'<text x="{x(t):.1f}" y="{top + ph + 16}" font-size="11" text-anchor="middle">{_tick_label(t)}</text>')
     if zero_gap:
         parts.append(f'<text x="{x(0):.1f}" y="{top + ph + 16}" font-size="11" text-anchor="middle">0</text>')
-        parts.append(f'<line x1="{left + zero_gap:.1f}" y1="{top}" x2="{left + zero_gap:.1f}" y2="{top + ph}" '
-                     f'stroke="#bbb" stroke-dasharray="2,3"/>')
+        parts.append(
+            f'<line x1="{left + zero_gap:.1f}" y1="{top}" x2="{left + zero_gap:.1f}" y2="{top + ph}" stroke="#bbb" stroke-dasharray="2,3"/>'
+        )
     parts.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>')
     parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 8}" font-size="12" text-anchor="middle">{_e(x_label)}</text>')
     if not points:
@@ -179,22 +193,32 @@ def cost_chart(points: Sequence[Point], title: str = "Step accuracy against cost
     on_front = {id(p) for p in front}
     for i, p in enumerate(points):
         best = id(p) in on_front
-        parts.append(f'<circle class="point{" front" if best else ""}" cx="{x(p.x):.1f}" cy="{y(p.y):.1f}" '
-                     f'r="{6 if best else 4.5}" fill="{p.color}" stroke="{"#111" if best else "none"}">'
-                     f'<title>{_e(p.label)}: {p.y:.3f} at {p.x:,.0f} tokens</title></circle>')
+        parts.append(
+            f'<circle class="point{" front" if best else ""}" cx="{x(p.x):.1f}" cy="{y(p.y):.1f}" '
+            f'r="{6 if best else 4.5}" fill="{p.color}" stroke="{"#111" if best else "none"}">'
+            f"<title>{_e(p.label)}: {p.y:.3f} at {p.x:,.0f} tokens</title></circle>"
+        )
         ly = top + 14 + 18 * i
         parts.append(f'<circle cx="{left + pw + 18}" cy="{ly - 4}" r="5" fill="{p.color}"/>')
-        parts.append(f'<text x="{left + pw + 28}" y="{ly}" font-size="11"><title>{_e(p.label)}</title>'
-                     f'{_e(_short(p.label, 24))}{" ★" if best else ""}</text>')
+        parts.append(
+            f'<text x="{left + pw + 28}" y="{ly}" font-size="11"><title>{_e(p.label)}</title>'
+            f"{_e(_short(p.label, 24))}{' ★' if best else ''}</text>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 
 
 # ---- curves ------------------------------------------------------------------------------------
 
-def line_chart(series: Sequence[Series], title: str = "Accuracy within ±k steps",
-               x_label: str = "k (steps of tolerance; 0 = exact)", y_label: str = "accuracy",
-               width: int = 600, height: int = 340) -> str:
+
+def line_chart(
+    series: Sequence[Series],
+    title: str = "Accuracy within ±k steps",
+    x_label: str = "k (steps of tolerance; 0 = exact)",
+    y_label: str = "accuracy",
+    width: int = 600,
+    height: int = 340,
+) -> str:
     """Curves in [0, 1] over a shared numeric x axis, one per series, with a legend."""
     left, right, top, bottom = 58, 180, 32, 46
     pw, ph = width - left - right, height - top - bottom
@@ -220,8 +244,11 @@ def line_chart(series: Sequence[Series], title: str = "Accuracy within ±k steps
         if pts:
             coords = " ".join(f"{x(px):.1f},{y(py):.1f}" for px, py in pts)
             parts.append(f'<polyline class="curve" points="{coords}" fill="none" stroke="{s.color}" stroke-width="2"/>')
-            parts.extend(f'<circle cx="{x(px):.1f}" cy="{y(py):.1f}" r="3" fill="{s.color}"><title>{_e(s.label)}: '
-                         f'±{px:g} = {py:.3f}</title></circle>' for px, py in pts)
+            parts.extend(
+                f'<circle cx="{x(px):.1f}" cy="{y(py):.1f}" r="3" fill="{s.color}"><title>{_e(s.label)}: '
+                f"±{px:g} = {py:.3f}</title></circle>"
+                for px, py in pts
+            )
         ly = top + 14 + 18 * i
         parts.append(f'<line x1="{left + pw + 12}" y1="{ly - 4}" x2="{left + pw + 32}" y2="{ly - 4}" stroke="{s.color}" stroke-width="3"/>')
         parts.append(f'<text x="{left + pw + 38}" y="{ly}" font-size="11"><title>{_e(s.label)}</title>{_e(_short(s.label, 24))}</text>')
@@ -231,6 +258,7 @@ def line_chart(series: Sequence[Series], title: str = "Accuracy within ±k steps
 
 # ---- the report's three charts -----------------------------------------------------------------
 
+
 def report_charts(groups: Sequence[Any]) -> str:
     """The report's charts from its `GroupSummary`s (overall rows only), as one HTML fragment.
 
@@ -239,8 +267,7 @@ def report_charts(groups: Sequence[Any]) -> str:
     """
     overall = [g for g in groups if g.subset == "overall"]
     budgets = {g.budget for g in overall}
-    named = [(g.method + (f" ({g.budget})" if len(budgets) > 1 else ""), g, PALETTE[i % len(PALETTE)])
-             for i, g in enumerate(overall)]
+    named = [(g.method + (f" ({g.budget})" if len(budgets) > 1 else ""), g, PALETTE[i % len(PALETTE)]) for i, g in enumerate(overall)]
     bars, points = [], []
     for name, g, color in named:
         step = g.metrics.get("step")
@@ -249,10 +276,13 @@ def report_charts(groups: Sequence[Any]) -> str:
         if mean is not None:
             points.append(Point(name, float(g.cost.get("prompt_tokens", 0.0) or 0.0), mean, color))
     ks = sorted(int(k[4:]) for k in (overall[0].metrics if overall else {}) if k.startswith("tol_"))
-    curves = [Series(name, tuple((float(k), _mean(g, "step" if k == 0 else f"tol_{k}")) for k in [0, *ks]), color)
-              for name, g, color in named]
-    return ('<div class="charts" style="display:flex;flex-wrap:wrap;gap:1em 2em;align-items:flex-start">'
-            f"{bar_chart(bars)}{cost_chart(points)}{line_chart(curves)}</div>")
+    curves = [
+        Series(name, tuple((float(k), _mean(g, "step" if k == 0 else f"tol_{k}")) for k in [0, *ks]), color) for name, g, color in named
+    ]
+    return (
+        '<div class="charts" style="display:flex;flex-wrap:wrap;gap:1em 2em;align-items:flex-start">'
+        f"{bar_chart(bars)}{cost_chart(points)}{line_chart(curves)}</div>"
+    )
 
 
 def _mean(group: Any, metric: str) -> float | None:

@@ -33,15 +33,16 @@ def folded_text(text: str, limit: int = FOLD_CHARS, open_: bool = False, inner: 
     if len(text) <= limit:
         return f'<div class="text">{body}</div>'
     head = e(" ".join(text[:160].split()))
-    return (f'<details class="fold"{" open" if open_ else ""}><summary><span class="head">{head}…</span> '
-            f'<span class="muted">({len(text):,} characters)</span></summary><div class="text">{body}</div></details>')
+    return (
+        f'<details class="fold"{" open" if open_ else ""}><summary><span class="head">{head}…</span> '
+        f'<span class="muted">({len(text):,} characters)</span></summary><div class="text">{body}</div></details>'
+    )
 
 
 def json_block(value: Any, title: str = "JSON", open_: bool = False) -> str:
     """A collapsible pretty-printed JSON block (the fallback for anything unrecognised)."""
     text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    return (f'<details class="json"{" open" if open_ else ""}><summary>{e(title)}</summary>'
-            f'<pre>{e(text)}</pre></details>')
+    return f'<details class="json"{" open" if open_ else ""}><summary>{e(title)}</summary><pre>{e(text)}</pre></details>'
 
 
 def _is_scalar(v: Any) -> bool:
@@ -77,8 +78,7 @@ def value_html(value: Any, link: StepLink | None = None, key: str = "", depth: i
     if isinstance(value, dict):
         if not value:
             return '<span class="muted">{}</span>'
-        rows = "".join(f"<tr><th>{e(k)}</th><td>{value_html(v, link, str(k), depth + 1)}</td></tr>"
-                       for k, v in value.items())
+        rows = "".join(f"<tr><th>{e(k)}</th><td>{value_html(v, link, str(k), depth + 1)}</td></tr>" for k, v in value.items())
         return f'<table class="kv">{rows}</table>'
     items = list(value)
     if not items:
@@ -95,8 +95,7 @@ def value_html(value: Any, link: StepLink | None = None, key: str = "", depth: i
         for x in shown:
             cols.extend(k for k in x if k not in cols)
         head = "".join(f"<th>{e(c)}</th>" for c in cols)
-        body = "".join("<tr>" + "".join(f"<td>{value_html(x.get(c), link, c, depth + 1)}</td>" for c in cols) + "</tr>"
-                       for x in shown)
+        body = "".join("<tr>" + "".join(f"<td>{value_html(x.get(c), link, c, depth + 1)}</td>" for c in cols) + "</tr>" for x in shown)
         return f'<table class="grid"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{tail}'
     return "<ol start=0>" + "".join(f"<li>{value_html(x, link, key, depth + 1)}</li>" for x in shown) + f"</ol>{tail}"
 

@@ -60,6 +60,7 @@ def collect_quotes(group: TraceGroup) -> list[Quote]:
 
 # ---- the timeline ------------------------------------------------------------------------------
 
+
 def step_parts(step: Step) -> list[tuple[str, str]]:
     """(kind, text) of everything a step says, in reading order."""
     parts = [("content", step.content or "")]
@@ -86,8 +87,7 @@ def _span_steps(group: TraceGroup) -> set[int]:
     return steps
 
 
-def timeline_html(group: TraceGroup, gid: int, quotes: list[Quote], colors: dict[str, str],
-                  where: dict[int, list[int]]) -> str:
+def timeline_html(group: TraceGroup, gid: int, quotes: list[Quote], colors: dict[str, str], where: dict[int, list[int]]) -> str:
     """The trace's steps; `where` (quote number -> steps) is filled as quotes are found."""
     trace = group.trace
     assert trace is not None
@@ -99,19 +99,26 @@ def timeline_html(group: TraceGroup, gid: int, quotes: list[Quote], colors: dict
     items = []
     for step in trace.steps:
         i = step.index
-        classes = ["step"] + (["decisive"] if i in decisive else []) + (["labelled"] if i == labelled else []) \
+        classes = (
+            ["step"]
+            + (["decisive"] if i in decisive else [])
+            + (["labelled"] if i == labelled else [])
             + (["inspan"] if i in spans else [])
+        )
         badges = "".join(
             f'<span class="badge" style="--c:{colors[_label(group.records[k])]}">▶ {e(_label(group.records[k]))}</span>'
-            for k in decisive.get(i, []))
+            for k in decisive.get(i, [])
+        )
         if i == labelled:
             badges += '<span class="badge label">labelled fault</span>'
         elif i in set(label.get("fault_steps") or []):
             badges += '<span class="badge label">labelled fault (other)</span>'
         if i in spans:
             badges += '<span class="badge span">error span</span>'
-        head = (f'<div class="stephead"><a href="#t{gid}-s{i}">[{i}]</a> <b>{e(step.agent)}</b> · {e(step.role)}'
-                f'{" · " + e(step.name) if step.name else ""}{badges}</div>')
+        head = (
+            f'<div class="stephead"><a href="#t{gid}-s{i}">[{i}]</a> <b>{e(step.agent)}</b> · {e(step.role)}'
+            f"{' · ' + e(step.name) if step.name else ''}{badges}</div>"
+        )
         body = []
         for kind, text in step_parts(step):
             ranges: list[Range] = find_quotes(text, texts) if texts and text else []
@@ -128,6 +135,7 @@ def timeline_html(group: TraceGroup, gid: int, quotes: list[Quote], colors: dict
 
 
 # ---- the verdicts ------------------------------------------------------------------------------
+
 
 def _label(rec: dict[str, Any]) -> str:
     return str(rec.get("method") or "?")
@@ -161,29 +169,34 @@ def evidence_html(quotes: list[Quote], where: dict[int, list[int]], gid: int) ->
     return f'<ol class="evidence">{"".join(items)}</ol>'
 
 
-def diagnosis_html(rec: dict[str, Any], k: int, group: TraceGroup, gid: int, quotes: list[Quote],
-                   where: dict[int, list[int]], color: str, open_path: bool) -> str:
+def diagnosis_html(
+    rec: dict[str, Any], k: int, group: TraceGroup, gid: int, quotes: list[Quote], where: dict[int, list[int]], color: str, open_path: bool
+) -> str:
     """One diagnosis: verdict, cost, reasoning, evidence, and the method's path."""
     label = label_of(group)
     link = lambda i: f"#t{gid}-s{i}"  # noqa: E731
     u = rec.get("usage") or {}
     step = rec.get("step")
     step_html = f'<a href="{link(step)}">step {e(step)}</a>' if isinstance(step, int) else "no step"
-    parts = [f'<article class="diag" id="d{gid}-{k}" style="--c:{color}">',
-             f'<div class="verdict"><span class="badge">{e(_label(rec))}</span> '
-             f'<b>{step_html}</b>{_hit(step, label.get("mistake_step"))} by <b>{e(rec.get("agent"))}</b>'
-             f'{_hit(rec.get("agent"), label.get("mistake_agent"), agent=True)}</div>',
-             f'<div class="muted">seed {e(rec.get("seed"))} · budget {e(rec.get("budget") or "none")} · '
-             f'stop {e(rec.get("stop_reason"))} · {e(u.get("calls", 0))} calls · '
-             f'{int(u.get("prompt_tokens", 0) or 0):,} prompt + {int(u.get("completion_tokens", 0) or 0):,} completion tokens '
-             f'({int(u.get("cached_tokens", 0) or 0):,} cached) · {float(rec.get("wall_s") or 0):.1f} s</div>']
+    parts = [
+        f'<article class="diag" id="d{gid}-{k}" style="--c:{color}">',
+        f'<div class="verdict"><span class="badge">{e(_label(rec))}</span> '
+        f"<b>{step_html}</b>{_hit(step, label.get('mistake_step'))} by <b>{e(rec.get('agent'))}</b>"
+        f"{_hit(rec.get('agent'), label.get('mistake_agent'), agent=True)}</div>",
+        f'<div class="muted">seed {e(rec.get("seed"))} · budget {e(rec.get("budget") or "none")} · '
+        f"stop {e(rec.get('stop_reason'))} · {e(u.get('calls', 0))} calls · "
+        f"{int(u.get('prompt_tokens', 0) or 0):,} prompt + {int(u.get('completion_tokens', 0) or 0):,} completion tokens "
+        f"({int(u.get('cached_tokens', 0) or 0):,} cached) · {float(rec.get('wall_s') or 0):.1f} s</div>",
+    ]
     if rec.get("error"):
         parts.append(f'<div class="err">{e(str(rec["error"])[:3000])}</div>')
     if rec.get("reasoning"):
         parts.append(f'<h3>Reasoning</h3><div class="reasoning">{e(rec["reasoning"])}</div>')
     parts.append("<h3>Evidence</h3>" + evidence_html([q for q in quotes if q.record == k], where, gid))
-    parts.append(f'<details class="panel"{" open" if open_path else ""}><summary>How {e(base_name(rec) or "the method")} '
-                 f'got there</summary>{method_path(rec, link)}</details></article>')
+    parts.append(
+        f'<details class="panel"{" open" if open_path else ""}><summary>How {e(base_name(rec) or "the method")} '
+        f"got there</summary>{method_path(rec, link)}</details></article>"
+    )
     return "".join(parts)
 
 
@@ -193,23 +206,30 @@ def trace_section(group: TraceGroup, gid: int, colors: dict[str, str]) -> str:
     where: dict[int, list[int]] = {}
     label = label_of(group)
     trace: Trace | None = group.trace
-    timeline = (timeline_html(group, gid, quotes, colors, where) if trace is not None
-                else f'<p class="err">The trace could not be read: {e(group.problem)}</p>')
+    timeline = (
+        timeline_html(group, gid, quotes, colors, where)
+        if trace is not None
+        else f'<p class="err">The trace could not be read: {e(group.problem)}</p>'
+    )
     head = [f'<section class="trace" id="t{gid}"><h2>{e(group.trace_id)}</h2>']
     if trace is not None:
-        head.append(f'<p class="muted">{e(trace.format)} · {len(trace.steps)} steps · '
-                    f'{len(trace.agent_names())} agents · {e(group.source)}</p>')
+        head.append(
+            f'<p class="muted">{e(trace.format)} · {len(trace.steps)} steps · {len(trace.agent_names())} agents · {e(group.source)}</p>'
+        )
         if trace.task:
             head.append(f'<div class="task"><b>Task</b>{folded_text(trace.task, 400)}</div>')
     if label:
-        head.append(f'<p>Label: <a href="#t{gid}-s{label.get("mistake_step")}">step {e(label.get("mistake_step"))}</a> '
-                    f'by <b>{e(label.get("mistake_agent"))}</b>'
-                    f'{" — " + e(label["reason"]) if label.get("reason") else ""}</p>')
+        head.append(
+            f'<p>Label: <a href="#t{gid}-s{label.get("mistake_step")}">step {e(label.get("mistake_step"))}</a> '
+            f"by <b>{e(label.get('mistake_agent'))}</b>"
+            f"{' — ' + e(label['reason']) if label.get('reason') else ''}</p>"
+        )
     single = len(group.records) == 1
-    cards = "".join(diagnosis_html(r, k, group, gid, quotes, where, colors[_label(r)], single)
-                    for k, r in enumerate(group.records))
-    return (f'{"".join(head)}<div class="layout"><div class="verdicts">{cards}</div>'
-            f'<div class="trace-steps"><h3>Trace</h3>{timeline}</div></div></section>')
+    cards = "".join(diagnosis_html(r, k, group, gid, quotes, where, colors[_label(r)], single) for k, r in enumerate(group.records))
+    return (
+        f'{"".join(head)}<div class="layout"><div class="verdicts">{cards}</div>'
+        f'<div class="trace-steps"><h3>Trace</h3>{timeline}</div></div></section>'
+    )
 
 
 def index_html(groups: list[TraceGroup]) -> str:
@@ -218,14 +238,18 @@ def index_html(groups: list[TraceGroup]) -> str:
     for gid, g in enumerate(groups):
         label = label_of(g)
         for k, r in enumerate(g.records):
-            rows.append(f'<tr><td><a href="#d{gid}-{k}">{e(g.trace_id)}</a></td><td>{e(_label(r))}</td>'
-                        f'<td class="num">{e(r.get("seed"))}</td><td class="num">{e(r.get("step"))}'
-                        f'{_hit(r.get("step"), label.get("mistake_step"))}</td><td>{e(r.get("agent"))}</td>'
-                        f'<td class="num">{e(label.get("mistake_step"))}</td>'
-                        f'<td class="num">{int((r.get("usage") or {}).get("prompt_tokens", 0) or 0):,}</td>'
-                        f'<td>{"error" if r.get("error") else e(r.get("stop_reason"))}</td></tr>')
-    return ('<table class="grid"><thead><tr><th>trace</th><th>method</th><th>seed</th><th>step</th><th>agent</th>'
-            f'<th>label</th><th>prompt tokens</th><th>stop</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+            rows.append(
+                f'<tr><td><a href="#d{gid}-{k}">{e(g.trace_id)}</a></td><td>{e(_label(r))}</td>'
+                f'<td class="num">{e(r.get("seed"))}</td><td class="num">{e(r.get("step"))}'
+                f"{_hit(r.get('step'), label.get('mistake_step'))}</td><td>{e(r.get('agent'))}</td>"
+                f'<td class="num">{e(label.get("mistake_step"))}</td>'
+                f'<td class="num">{int((r.get("usage") or {}).get("prompt_tokens", 0) or 0):,}</td>'
+                f"<td>{'error' if r.get('error') else e(r.get('stop_reason'))}</td></tr>"
+            )
+    return (
+        '<table class="grid"><thead><tr><th>trace</th><th>method</th><th>seed</th><th>step</th><th>agent</th>'
+        f"<th>label</th><th>prompt tokens</th><th>stop</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def method_colors(groups: list[TraceGroup]) -> dict[str, str]:
@@ -242,17 +266,21 @@ def build_page(groups: list[TraceGroup], title: str = "localfa diagnoses") -> st
     """The whole page as one HTML document (no external resource of any kind)."""
     colors = method_colors(groups)
     n = sum(len(g.records) for g in groups)
-    body = [f"<h1>{e(title)}</h1>",
-            f'<p class="note">{n} diagnos{"is" if n == 1 else "es"} of {len(groups)} trace{"" if len(groups) == 1 else "s"}. '
-            "Highlighted in red: the step a method named; amber: the labelled fault; purple: error spans; "
-            "yellow marks: evidence quotes where they occur.</p>"]
+    body = [
+        f"<h1>{e(title)}</h1>",
+        f'<p class="note">{n} diagnos{"is" if n == 1 else "es"} of {len(groups)} trace{"" if len(groups) == 1 else "s"}. '
+        "Highlighted in red: the step a method named; amber: the labelled fault; purple: error spans; "
+        "yellow marks: evidence quotes where they occur.</p>",
+    ]
     if n > 1:
         body.append(index_html(groups))
     body += [trace_section(g, gid, colors) for gid, g in enumerate(groups)]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{e(title)}</title><style>{CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{e(title)}</title><style>{CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n"
+    )
 
 
 def write_page(groups: list[TraceGroup], out: str | Path, title: str = "localfa diagnoses") -> Path:

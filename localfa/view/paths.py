@@ -50,8 +50,7 @@ def _belongs(key: str, names: tuple[str, ...]) -> bool:
     return any(k == n or n in k for n in names)
 
 
-def staged_details(details: dict[str, Any], stages: tuple[Stage, ...], link: StepLink,
-                   skip: frozenset[str] = frozenset()) -> str:
+def staged_details(details: dict[str, Any], stages: tuple[Stage, ...], link: StepLink, skip: frozenset[str] = frozenset()) -> str:
     """`details` split into the given stages (first match wins), the rest as "other details"."""
     left = {k: v for k, v in details.items() if k not in SHOWN_ELSEWHERE and k not in skip}
     out = []
@@ -76,8 +75,7 @@ _LONG_PARAMS = frozenset({"reasoning", "questions"})
 
 def tool_call_text(tool: dict[str, Any]) -> str:
     """``read(offset=10, limit=40)``: the call without its long arguments (shown below it)."""
-    args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in tool.items()
-                     if k != "name" and k not in _LONG_PARAMS)
+    args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in tool.items() if k != "name" and k not in _LONG_PARAMS)
     return f"{tool.get('name', '?')}({args})"
 
 
@@ -105,10 +103,13 @@ def stm_after_each_turn(transcript: list[dict[str, Any]]) -> list[dict[str, Any]
 def _evaluation_html(evaluation: dict[str, Any]) -> str:
     rows = "".join(
         f'<tr><td>{e(v.get("question"))}</td><td class="num score">{e(v.get("score"))}</td><td>{e(v.get("feedback"))}</td></tr>'
-        for v in evaluation.get("verdicts") or [])
-    return (f'<div class="claims"><b>evaluate</b>: mean score <b>{e(evaluation.get("mean"))}</b>'
-            f'<table class="grid"><thead><tr><th>claim</th><th>score</th><th>feedback</th></tr></thead>'
-            f"<tbody>{rows}</tbody></table></div>")
+        for v in evaluation.get("verdicts") or []
+    )
+    return (
+        f'<div class="claims"><b>evaluate</b>: mean score <b>{e(evaluation.get("mean"))}</b>'
+        f'<table class="grid"><thead><tr><th>claim</th><th>score</th><th>feedback</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table></div>"
+    )
 
 
 def safari_turn_html(turn: dict[str, Any], stm_after: dict[str, Any] | None, link: StepLink) -> str:
@@ -117,17 +118,21 @@ def safari_turn_html(turn: dict[str, Any], stm_after: dict[str, Any] | None, lin
     n = turn.get("turn")
     if n == "final":
         step = out.get("step_id")
-        return (f'<li class="turn final"><div class="turnhead"><b>forced final answer</b>: '
-                f'{value_html(step, link, "step_id")}</div>{folded_text(str(out.get("reasoning") or ""))}</li>')
+        return (
+            f'<li class="turn final"><div class="turnhead"><b>forced final answer</b>: '
+            f"{value_html(step, link, 'step_id')}</div>{folded_text(str(out.get('reasoning') or ''))}</li>"
+        )
     tool = out.get("tool") or {}
     flags = "".join(f' <span class="flag">{name}</span>' for name in ("refused", "reminder") if turn.get(name))
-    cost = f'prompt {turn.get("prompt_tokens", "?")} tok, cached {turn.get("cached_tokens", "?")}'
-    parts = [f'<li class="turn"><div class="turnhead"><b>turn {e(n)}</b> <code class="call">{e(tool_call_text(tool))}</code>'
-             f'{flags} <span class="muted">{e(cost)}</span></div>']
+    cost = f"prompt {turn.get('prompt_tokens', '?')} tok, cached {turn.get('cached_tokens', '?')}"
+    parts = [
+        f'<li class="turn"><div class="turnhead"><b>turn {e(n)}</b> <code class="call">{e(tool_call_text(tool))}</code>'
+        f'{flags} <span class="muted">{e(cost)}</span></div>'
+    ]
     if out.get("next_action"):
         parts.append(f'<div class="why">{e(out["next_action"])}</div>')
     if tool.get("name") == "submit_step":
-        parts.append(f'<div>submits {value_html(tool.get("step_id"), link, "step_id")}: {e(tool.get("reasoning"))}</div>')
+        parts.append(f"<div>submits {value_html(tool.get('step_id'), link, 'step_id')}: {e(tool.get('reasoning'))}</div>")
     if tool.get("name") == "evaluate":
         parts.append(f'<div class="why">hypothesis: {e(tool.get("reasoning"))}</div>')
     if turn.get("evaluation"):
@@ -147,30 +152,34 @@ def safari_turn_html(turn: dict[str, Any], stm_after: dict[str, Any] | None, lin
 def safari_path(record: dict[str, Any], link: StepLink) -> str:
     """SAFARI's turns when the record has a transcript; else its scores and final STM."""
     details = record.get("details") or {}
-    head = (f'<p>{e(details.get("turns_used", "?"))} turns, stop: {e(record.get("stop_reason"))}, '
-            f'evaluate means: {e(details.get("evaluate_means") or "none")}, '
-            f'evicted turns: {e(details.get("evicted_turns", 0))}</p>')
+    head = (
+        f"<p>{e(details.get('turns_used', '?'))} turns, stop: {e(record.get('stop_reason'))}, "
+        f"evaluate means: {e(details.get('evaluate_means') or 'none')}, "
+        f"evicted turns: {e(details.get('evicted_turns', 0))}</p>"
+    )
     transcript = record.get("transcript") or []
     if transcript:
         stms = stm_after_each_turn(transcript)
         turns = "".join(safari_turn_html(t, s, link) for t, s in zip(transcript, stms))
         body = head + f'<ol class="turns">{turns}</ol>'
     else:
-        body = head + ('<p class="muted">No transcript in this record: run `localfa diagnose --transcript` '
-                       "(or `--html`) to see each turn.</p>")
+        body = head + (
+            '<p class="muted">No transcript in this record: run `localfa diagnose --transcript` (or `--html`) to see each turn.</p>'
+        )
     scores = details.get("evaluate_scores")
     if scores:
         rows = "".join(f"<tr><td>{i + 1}</td><td>{e(', '.join(map(str, s)))}</td></tr>" for i, s in enumerate(scores))
-        body += section("evaluate scores", f'<table class="grid"><tr><th>#</th><th>claim scores</th></tr>{rows}</table>',
-                        css="stage")
+        body += section("evaluate scores", f'<table class="grid"><tr><th>#</th><th>claim scores</th></tr>{rows}</table>', css="stage")
     if details.get("stm"):
         body += section("final STM", value_html(details["stm"], link), open_=not transcript, css="stage stm")
-    body += staged_details(details, (), link, skip=frozenset({
-        "turns_used", "evaluate_scores", "evaluate_means", "evicted_turns", "stm", "evidence_verbatim"}))
+    body += staged_details(
+        details, (), link, skip=frozenset({"turns_used", "evaluate_scores", "evaluate_means", "evicted_turns", "stm", "evidence_verbatim"})
+    )
     return body
 
 
 # ---- dispatch ----------------------------------------------------------------------------------
+
 
 def falat_path(record: dict[str, Any], link: StepLink) -> str:
     return staged_details(record.get("details") or {}, FALAT_STAGES, link)

@@ -72,8 +72,7 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
-def group_records(records: list[dict[str, Any]], traces: dict[str, Trace] | None = None,
-                  base: Path | None = None) -> list[TraceGroup]:
+def group_records(records: list[dict[str, Any]], traces: dict[str, Trace] | None = None, base: Path | None = None) -> list[TraceGroup]:
     """Records grouped by trace (first-seen order), each group with its trace loaded once.
 
     `traces` (id -> Trace) are used as given (`diagnose --html` has them in memory); otherwise a

@@ -6,8 +6,7 @@ browser itself guarantees the page makes no request, whatever text a trace conta
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
-PALETTE: tuple[str, ...] = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
-                            "#17becf", "#7f7f7f", "#bcbd22")
+PALETTE: tuple[str, ...] = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 
 CSS = """
 *{box-sizing:border-box}

@@ -33,8 +33,12 @@ def _imports(path: Path) -> set[str]:
 
 
 def _offenders(under: Path, forbidden: str) -> list[str]:
-    return [f"{p.relative_to(PKG)} imports {name}" for p in _modules(under) for name in sorted(_imports(p))
-            if name == forbidden or name.startswith(forbidden + ".")]
+    return [
+        f"{p.relative_to(PKG)} imports {name}"
+        for p in _modules(under)
+        for name in sorted(_imports(p))
+        if name == forbidden or name.startswith(forbidden + ".")
+    ]
 
 
 def test_traces_never_import_the_engine():
@@ -52,11 +56,15 @@ def test_typer_only_in_the_cli_package():
 
 def _string_constants(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-    return {n.value for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings}
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings}
 
 
 def _home(target: str) -> Path:
@@ -66,9 +74,11 @@ def _home(target: str) -> Path:
     return path.parent if path.parent != PKG / "methods" and path.parent != PKG / "engine" else path
 
 
-@pytest.mark.parametrize("registry,registry_file", [(METHODS, PKG / "methods" / "registry.py"),
-                                                    (ENGINES, PKG / "engine" / "factory.py")],
-                         ids=["methods", "backends"])
+@pytest.mark.parametrize(
+    "registry,registry_file",
+    [(METHODS, PKG / "methods" / "registry.py"), (ENGINES, PKG / "engine" / "factory.py")],
+    ids=["methods", "backends"],
+)
 def test_registered_names_appear_only_in_their_own_module_and_registry(registry, registry_file):
     found = []
     for path in [p for root in (PKG, PKG.parent / "grammars", PKG.parent / "serving") for p in _modules(root)]:

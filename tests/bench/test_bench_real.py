@@ -16,12 +16,27 @@ pytestmark = pytest.mark.real
 
 def test_bench_then_report_on_real_model(whowhen, tmp_path):
     run = tmp_path / "RUN"
-    cmd = [sys.executable, "-m", "localfa", "bench", str(whowhen), "--methods",
-           "all-at-once:max_chars=6000,safari:max_turns=3", "--limit", "4", "--seeds", "0",
-           "--out", str(run), "--engine", "vllm", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "localfa",
+        "bench",
+        str(whowhen),
+        "--methods",
+        "all-at-once:max_chars=6000,safari:max_turns=3",
+        "--limit",
+        "4",
+        "--seeds",
+        "0",
+        "--out",
+        str(run),
+        "--engine",
+        "vllm",
+        "--no-progress",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    records = [json.loads(l) for l in (run / "results.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     assert len(records) == 16  # 4 + 4 traces x 2 methods x 1 seed
     assert {r["subset"] for r in records} == {"algorithm-generated", "hand-crafted"}
     assert not [r for r in records if r["error"]]
@@ -30,8 +45,7 @@ def test_bench_then_report_on_real_model(whowhen, tmp_path):
     assert manifest["prompts"] and manifest["grammars"]
     assert sum(r["usage"]["cached_tokens"] for r in records) > 0
 
-    rep = subprocess.run([sys.executable, "-m", "localfa", "report", str(run)], capture_output=True, text=True,
-                         timeout=300)
+    rep = subprocess.run([sys.executable, "-m", "localfa", "report", str(run)], capture_output=True, text=True, timeout=300)
     assert rep.returncode == 0, rep.stderr[-3000:]
     assert "safari" in rep.stdout and "all-at-once" in rep.stdout and "|" in rep.stdout
     html = (run / "report.html").read_text()

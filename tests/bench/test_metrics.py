@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from localfa.results import ResultRecord
 from localfa.bench.metrics import (
     bootstrap_ci,
     score_record,
@@ -16,23 +15,54 @@ from localfa.bench.metrics import (
     summarize_group,
     tolerance_curve,
 )
+from localfa.results import ResultRecord
 
 
-def rec(trace, step, agent=None, *, label_step=None, label_agent=None, faults=None, high=None, spans=None,
-        method="m", seed=0, subset="s", error=None, budget="none", usage=None):
+def rec(
+    trace,
+    step,
+    agent=None,
+    *,
+    label_step=None,
+    label_agent=None,
+    faults=None,
+    high=None,
+    spans=None,
+    method="m",
+    seed=0,
+    subset="s",
+    error=None,
+    budget="none",
+    usage=None,
+):
     label = None
     if label_step is not None or faults is not None or label_agent is not None:
-        label = {"mistake_step": label_step, "mistake_agent": label_agent,
-                 "fault_steps": faults if faults is not None else ([label_step] if label_step is not None else []),
-                 "high_impact_steps": high or []}
-    return ResultRecord.model_validate({
-        "trace": trace, "method": method, "seed": seed, "budget": budget, "subset": subset, "step": step,
-        "agent": agent, "spans": spans, "error": error, "label": label,
-        "usage": usage or {"calls": 1, "prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 0},
-        "wall_s": 0.5})
+        label = {
+            "mistake_step": label_step,
+            "mistake_agent": label_agent,
+            "fault_steps": faults if faults is not None else ([label_step] if label_step is not None else []),
+            "high_impact_steps": high or [],
+        }
+    return ResultRecord.model_validate(
+        {
+            "trace": trace,
+            "method": method,
+            "seed": seed,
+            "budget": budget,
+            "subset": subset,
+            "step": step,
+            "agent": agent,
+            "spans": spans,
+            "error": error,
+            "label": label,
+            "usage": usage or {"calls": 1, "prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 0},
+            "wall_s": 0.5,
+        }
+    )
 
 
 # ---- per record ---------------------------------------------------------------------------------
+
 
 def test_exact_step_and_tolerances():
     s = score_record(rec("t", 4, label_step=3))
@@ -99,12 +129,13 @@ def test_span_f1_and_first_error():
 
 # ---- aggregation --------------------------------------------------------------------------------
 
+
 def test_seeds_are_averaged_within_a_trace_then_over_traces():
     records = [
-        rec("A", 3, "x", label_step=3, label_agent="x", seed=0),   # right
-        rec("A", 5, "y", label_step=3, label_agent="x", seed=1),   # wrong (off by 2)
-        rec("B", 1, "x", label_step=1, label_agent="x", seed=0),   # right
-        rec("B", 1, "x", label_step=1, label_agent="x", seed=1),   # right
+        rec("A", 3, "x", label_step=3, label_agent="x", seed=0),  # right
+        rec("A", 5, "y", label_step=3, label_agent="x", seed=1),  # wrong (off by 2)
+        rec("B", 1, "x", label_step=1, label_agent="x", seed=0),  # right
+        rec("B", 1, "x", label_step=1, label_agent="x", seed=1),  # right
     ]
     g = summarize_group("m", "none", "overall", records, n_boot=200)
     # trace A: step 0.5, trace B: 1.0 -> mean 0.75 over 2 traces
@@ -161,7 +192,7 @@ def test_empty_run():
 
 
 def test_a_failed_span_prediction_is_a_span_miss():
-    ok = rec("A", 3, label_step=3, faults=[3, 4], spans=[[3, 4]])            # F1 1.0, first error right
+    ok = rec("A", 3, label_step=3, faults=[3, 4], spans=[[3, 4]])  # F1 1.0, first error right
     failed = rec("B", None, label_step=2, faults=[2], error="EngineUnavailableError: refused")
     g = summarize_group("drift", "none", "overall", [ok, failed], n_boot=0)
     assert (g.metrics["span_f1"].mean, g.metrics["span_f1"].n) == (0.5, 2)

@@ -15,28 +15,51 @@ from localfa.results import ResultRecord
 LOCALFA = [sys.executable, "-m", "localfa"]  # the `localfa` command (localfa/__main__.py)
 
 
-def rec(trace, method, step, label_step, *, agent="A", subset="hand-crafted", seed=0, evidence=(), error=None,
-        reasoning="because", calls=2):
-    return ResultRecord.from_line(json.dumps({
-        "trace": trace, "method": method, "budget": "none", "seed": seed, "subset": subset, "step": step,
-        "agent": agent, "reasoning": reasoning, "evidence": list(evidence), "spans": None,
-        "stop_reason": "error" if error else "submitted", "error": error,
-        "usage": {"calls": calls, "prompt_tokens": 1000, "completion_tokens": 50, "cached_tokens": 400},
-        "wall_s": 1.0, "details": {},
-        "label": {"mistake_step": label_step, "mistake_agent": "A", "fault_steps": [label_step], "high_impact_steps": []}}))
+def rec(
+    trace, method, step, label_step, *, agent="A", subset="hand-crafted", seed=0, evidence=(), error=None, reasoning="because", calls=2
+):
+    return ResultRecord.from_line(
+        json.dumps(
+            {
+                "trace": trace,
+                "method": method,
+                "budget": "none",
+                "seed": seed,
+                "subset": subset,
+                "step": step,
+                "agent": agent,
+                "reasoning": reasoning,
+                "evidence": list(evidence),
+                "spans": None,
+                "stop_reason": "error" if error else "submitted",
+                "error": error,
+                "usage": {"calls": calls, "prompt_tokens": 1000, "completion_tokens": 50, "cached_tokens": 400},
+                "wall_s": 1.0,
+                "details": {},
+                "label": {"mistake_step": label_step, "mistake_agent": "A", "fault_steps": [label_step], "high_impact_steps": []},
+            }
+        )
+    )
 
 
 RECORDS = [
     rec("whowhen/hand-crafted/1", "safari", 7, 7, evidence=['the agent said "<b>done</b>" too early']),
-    rec("whowhen/hand-crafted/2", "safari", 17, 7),          # substring trap: counted only by the W&W scorer
+    rec("whowhen/hand-crafted/2", "safari", 17, 7),  # substring trap: counted only by the W&W scorer
     rec("whowhen/algorithm-generated/1", "safari", 2, 3, subset="algorithm-generated"),
     rec("whowhen/algorithm-generated/2", "safari", None, 1, subset="algorithm-generated", error="EngineError: boom"),
     rec("whowhen/hand-crafted/1", "all-at-once", 6, 7, agent="B", calls=1),
     rec("whowhen/hand-crafted/2", "all-at-once", 7, 7, calls=1),
 ]
-MANIFEST = {"model": {"name": "SmolLM2-135M-Instruct", "sha256": "f" * 64}, "engine": {"backend": "vllm"},
-            "localfa_version": "0.1.0", "git_revision": "abc", "created": "2026-01-01T00:00:00",
-            "seeds": [0], "budgets": ["none"], "methods": {"all-at-once": {}, "safari": {}}}
+MANIFEST = {
+    "model": {"name": "SmolLM2-135M-Instruct", "sha256": "f" * 64},
+    "engine": {"backend": "vllm"},
+    "localfa_version": "0.1.0",
+    "git_revision": "abc",
+    "created": "2026-01-01T00:00:00",
+    "seeds": [0],
+    "budgets": ["none"],
+    "methods": {"all-at-once": {}, "safari": {}},
+}
 
 
 def write_run(tmp_path: Path, records=RECORDS, manifest=MANIFEST) -> Path:
@@ -53,11 +76,25 @@ def test_markdown_table_values(tmp_path):
     lines = md.splitlines()
     header = next(x for x in lines if x.startswith("| method"))
     assert [c.strip() for c in header.strip("|").split("|")] == [
-        "method", "subset", "traces", "seeds × traces", "runs", "agent acc", "step acc", "±1", "±2", "±3", "±4", "±5",
-        "calls/trace", "tokens/trace", "cached/trace", "errors"]
+        "method",
+        "subset",
+        "traces",
+        "seeds × traces",
+        "runs",
+        "agent acc",
+        "step acc",
+        "±1",
+        "±2",
+        "±3",
+        "±4",
+        "±5",
+        "calls/trace",
+        "tokens/trace",
+        "cached/trace",
+        "errors",
+    ]
     # the report states its aggregation and interval method
-    assert ("Aggregation: per-trace mean over seeds, then mean over traces. "
-            "Intervals: 95% percentile bootstrap over traces") in md
+    assert ("Aggregation: per-trace mean over seeds, then mean over traces. Intervals: 95% percentile bootstrap over traces") in md
     # manifest order: all-at-once first; hand-crafted: 1 of 2 exact, with n=2 the interval spans [0, 1]
     rows = [x for x in lines if x.startswith("| all-at-once") or x.startswith("| safari")]
     assert rows[0].startswith("| all-at-once | hand-crafted | 2 | 1 × 2 | 2 | 0.500 [0.00, 1.00] | 0.500 [0.00, 1.00] |")
@@ -76,7 +113,8 @@ def test_markdown_table_values(tmp_path):
 
 def test_report_counts_engine_errors_and_shows_an_unbalanced_run():
     records = [
-        rec("t1", "m", 1, 1, seed=0), rec("t1", "m", 1, 1, seed=1),
+        rec("t1", "m", 1, 1, seed=0),
+        rec("t1", "m", 1, 1, seed=1),
         rec("t2", "m", None, 2, seed=0, error="EngineError: http://127.0.0.1:9/v1: HTTP 503: overloaded"),
         # t2 has no seed 1: a partial run
     ]
@@ -132,16 +170,21 @@ def test_html_is_self_contained_and_escaped(tmp_path):
 
 def test_report_cli_writes_html_and_prints_table(tmp_path):
     run = write_run(tmp_path)
-    p = subprocess.run([*LOCALFA, "report", str(run), "--substring", "--json", str(tmp_path / "m.json")],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [*LOCALFA, "report", str(run), "--substring", "--json", str(tmp_path / "m.json")], capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("## localfa bench report — SmolLM2-135M-Instruct on vllm")
     assert p.stdout == markdown_report(RECORDS, MANIFEST, substring=True)
     assert (run / "report.html").read_text() == html_report(RECORDS, MANIFEST, run_dir=str(run))
     metrics = json.loads((tmp_path / "m.json").read_text())
     assert [(g["method"], g["subset"]) for g in metrics] == [
-        ("all-at-once", "hand-crafted"), ("all-at-once", "overall"), ("safari", "algorithm-generated"),
-        ("safari", "hand-crafted"), ("safari", "overall")]
+        ("all-at-once", "hand-crafted"),
+        ("all-at-once", "overall"),
+        ("safari", "algorithm-generated"),
+        ("safari", "hand-crafted"),
+        ("safari", "overall"),
+    ]
     safari = metrics[-1]
     assert (safari["traces"], safari["records"], safari["errors"], safari["seeds"]) == (4, 4, 1, [0])
     assert safari["metrics"]["step"]["mean"] == 0.25 and safari["metrics"]["step"]["n"] == 4

@@ -40,8 +40,9 @@ VARIANTS = {
 
 
 def test_the_same_request_has_the_same_key():
-    again = Request(tuple(dict(m) for m in MESSAGES), Grammar.choice(["1", "2", "3"], name="step"),
-                    Sampling(0.7, 0.95, 16, seed=11), key="k")
+    again = Request(
+        tuple(dict(m) for m in MESSAGES), Grammar.choice(["1", "2", "3"], name="step"), Sampling(0.7, 0.95, 16, seed=11), key="k"
+    )
     assert request_key(IDENTITY, again) == request_key(IDENTITY, BASE)
 
 

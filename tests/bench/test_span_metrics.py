@@ -16,12 +16,29 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
 
 def rec(trace, step, *, spans=None, error=None, fault_steps=(), fault_spans=(), mistake=None, method="drift"):
-    label = {"mistake_step": mistake, "mistake_agent": None, "fault_steps": list(fault_steps),
-             "fault_spans": [list(s) for s in fault_spans], "high_impact_steps": []}
-    return ResultRecord.model_validate({
-        "trace": trace, "method": method, "seed": 0, "budget": "none", "subset": "s", "step": step, "agent": None,
-        "spans": spans, "error": error, "label": label,
-        "usage": {"calls": 1, "prompt_tokens": 10, "completion_tokens": 1, "cached_tokens": 0}, "wall_s": 0.1})
+    label = {
+        "mistake_step": mistake,
+        "mistake_agent": None,
+        "fault_steps": list(fault_steps),
+        "fault_spans": [list(s) for s in fault_spans],
+        "high_impact_steps": [],
+    }
+    return ResultRecord.model_validate(
+        {
+            "trace": trace,
+            "method": method,
+            "seed": 0,
+            "budget": "none",
+            "subset": "s",
+            "step": step,
+            "agent": None,
+            "spans": spans,
+            "error": error,
+            "label": label,
+            "usage": {"calls": 1, "prompt_tokens": 10, "completion_tokens": 1, "cached_tokens": 0},
+            "wall_s": 0.1,
+        }
+    )
 
 
 def test_step_runs_make_spans_of_consecutive_steps():

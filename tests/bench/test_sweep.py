@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from localfa.bench.store import ResultStore, StoreError, read_records, record_key
-from localfa.bench.sweep import (MethodSpec, SweepError, TIMING_FIELDS, load_traces, parse_budgets, parse_methods,
-                                 parse_seeds, run_sweep)
+from localfa.bench.sweep import TIMING_FIELDS, MethodSpec, SweepError, load_traces, parse_budgets, parse_methods, parse_seeds, run_sweep
 from localfa.engine.scripted import scripted_default
 from localfa.results import ResultRecord
 
@@ -36,8 +35,14 @@ def write_whowhen(root: Path, per_subset: int = 3, steps: int = 6) -> Path:
                 else:
                     step["role"] = agents[i % 3]
                 history.append(step)
-            data = {"question": f"Task {n}?", "ground_truth": str(n), "history": history,
-                    "mistake_agent": agents[(n + 1) % 3], "mistake_step": str(n + 1), "mistake_reason": "wrong"}
+            data = {
+                "question": f"Task {n}?",
+                "ground_truth": str(n),
+                "history": history,
+                "mistake_agent": agents[(n + 1) % 3],
+                "mistake_step": str(n + 1),
+                "mistake_reason": "wrong",
+            }
             data["is_correct" if speaker_key == "name" else "is_corrected"] = False
             (d / f"{n}.json").write_text(json.dumps(data))
     return root
@@ -54,10 +59,10 @@ def stored(trace: str, step: int | None = None, **fields) -> ResultRecord:
 
 # ---- parsing ------------------------------------------------------------------------------------
 
+
 def test_parse_methods_seeds_budgets():
     specs = parse_methods("safari, all-at-once:with_ground_truth=true,binary-search:final_window=3:reason_chars=80")
-    assert [s.label for s in specs] == ["safari", "all-at-once:with_ground_truth=true",
-                                        "binary-search:final_window=3:reason_chars=80"]
+    assert [s.label for s in specs] == ["safari", "all-at-once:with_ground_truth=true", "binary-search:final_window=3:reason_chars=80"]
     assert specs[1].options_dict == {"with_ground_truth": True}
     assert specs[2].options_dict == {"final_window": 3, "reason_chars": 80}
     assert MethodSpec.parse("x:b=1:a=2").label == "x:a=2:b=1"  # canonical: options sorted
@@ -77,12 +82,17 @@ def test_parse_methods_seeds_budgets():
 def test_limit_takes_the_first_n_of_each_subset(tmp_path):
     data = write_whowhen(tmp_path / "ww", per_subset=3)
     traces = load_traces([data], limit=2)
-    assert [t.id for t in traces] == ["whowhen/algorithm-generated/1", "whowhen/algorithm-generated/2",
-                                      "whowhen/hand-crafted/1", "whowhen/hand-crafted/2"]
+    assert [t.id for t in traces] == [
+        "whowhen/algorithm-generated/1",
+        "whowhen/algorithm-generated/2",
+        "whowhen/hand-crafted/1",
+        "whowhen/hand-crafted/2",
+    ]
     assert len(load_traces([data])) == 6
 
 
 # ---- in-process sweeps --------------------------------------------------------------------------
+
 
 def test_sweep_writes_one_record_per_unit_and_resumes(tmp_path):
     traces = load_traces([write_whowhen(tmp_path / "ww", per_subset=2)])
@@ -159,6 +169,7 @@ def test_unknown_method_or_option_is_a_sweep_error(tmp_path):
 
 # ---- the store ----------------------------------------------------------------------------------
 
+
 def test_store_cuts_a_partial_last_line_and_never_duplicates(tmp_path):
     run = tmp_path / "run"
     with ResultStore(run) as st:
@@ -180,8 +191,9 @@ def test_store_cuts_a_partial_last_line_and_never_duplicates(tmp_path):
 def test_store_reports_a_damaged_line_and_locks_the_run(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "results.jsonl").write_text('{"trace":"a","method":"m","budget":"none","seed":0}\nGARBAGE\n'
-                                       '{"trace":"b","method":"m","budget":"none","seed":0}\n')
+    (run / "results.jsonl").write_text(
+        '{"trace":"a","method":"m","budget":"none","seed":0}\nGARBAGE\n{"trace":"b","method":"m","budget":"none","seed":0}\n'
+    )
     with pytest.raises(StoreError, match="line 2"):
         ResultStore(run).open()
     run2 = tmp_path / "run2"
@@ -196,9 +208,9 @@ def test_store_reports_a_damaged_line_and_locks_the_run(tmp_path):
 
 # ---- the CLI, killed with SIGKILL and resumed ---------------------------------------------------
 
+
 def _cli(args, env=None, **kw):
-    return subprocess.Popen([*LOCALFA, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen([*LOCALFA, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
 def _lines(path: Path) -> int:
@@ -211,8 +223,23 @@ def _lines(path: Path) -> int:
 def test_sigkill_midway_then_resume(tmp_path):
     data = write_whowhen(tmp_path / "ww", per_subset=3)
     run = tmp_path / "run"
-    args = ["bench", str(data), "--methods", "all-at-once,binary-search", "--seeds", "0,1", "--limit", "2",
-            "--engine", "scripted", "--concurrency", "2", "--no-progress", "--out", str(run)]
+    args = [
+        "bench",
+        str(data),
+        "--methods",
+        "all-at-once,binary-search",
+        "--seeds",
+        "0,1",
+        "--limit",
+        "2",
+        "--engine",
+        "scripted",
+        "--concurrency",
+        "2",
+        "--no-progress",
+        "--out",
+        str(run),
+    ]
     total = 4 * 2 * 2
     env = {**os.environ, "LOCALFA_SCRIPTED_DELAY_S": "0.15"}
     proc = _cli(args, env=env)

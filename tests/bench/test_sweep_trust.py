@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from localfa.bench.store import read_records
-from localfa.bench.sweep import SweepError, TIMING_FIELDS, load_traces, parse_methods, run_sweep
+from localfa.bench.sweep import TIMING_FIELDS, SweepError, load_traces, parse_methods, run_sweep
 from localfa.engine.errors import EngineUnavailableError
 from localfa.engine.scripted import ScriptedEngine, scripted_default
 from localfa.results import ResultRecord, classify_error
@@ -23,8 +23,7 @@ LOCALFA = [sys.executable, "-m", "localfa"]
 
 
 def bench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*LOCALFA, "bench", *args, "--engine", "scripted", "--no-progress"],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([*LOCALFA, "bench", *args, "--engine", "scripted", "--no-progress"], capture_output=True, text=True, timeout=300)
 
 
 def upstream_copy(whowhen: Path, root: Path) -> Path:
@@ -37,6 +36,7 @@ def upstream_copy(whowhen: Path, root: Path) -> Path:
 
 # ---- point 1: the upstream layout and distinct ids ----------------------------------------------
 
+
 def test_upstream_layout_runs_into_one_run_with_one_record_per_file(whowhen, tmp_path):
     ww = upstream_copy(whowhen, tmp_path)
     files = sorted(ww.rglob("*.json"))
@@ -45,8 +45,7 @@ def test_upstream_layout_runs_into_one_run_with_one_record_per_file(whowhen, tmp
     assert p.returncode == 0, p.stderr
     recs = read_records(run / "results.jsonl")
     assert len(recs) == len(files) == len({r.trace for r in recs})
-    expected = {f"whowhen/{'algorithm-generated' if f.parent.name.startswith('A') else 'hand-crafted'}/{f.stem}"
-                for f in files}
+    expected = {f"whowhen/{'algorithm-generated' if f.parent.name.startswith('A') else 'hand-crafted'}/{f.stem}" for f in files}
     assert {r.trace for r in recs} == expected
     assert {r.source for r in recs} == {str(f) for f in files}
     assert {r.subset for r in recs} == {"algorithm-generated", "hand-crafted"}
@@ -65,19 +64,26 @@ def test_two_subset_folders_into_one_out_keep_both(whowhen, tmp_path):
     assert len(recs) == len({r.trace for r in recs}) == n_files
 
 
-@pytest.mark.parametrize("folder,subset", [
-    ("Algorithm-Generated", "algorithm-generated"), ("algorithm_generated", "algorithm-generated"),
-    ("AlgorithmGenerated", "algorithm-generated"), ("Hand-Crafted", "hand-crafted"), ("hand crafted", "hand-crafted"),
-    ("HAND_CRAFTED", "hand-crafted"), ("handcrafted-v2", None), ("algorithm", None),
-])
+@pytest.mark.parametrize(
+    "folder,subset",
+    [
+        ("Algorithm-Generated", "algorithm-generated"),
+        ("algorithm_generated", "algorithm-generated"),
+        ("AlgorithmGenerated", "algorithm-generated"),
+        ("Hand-Crafted", "hand-crafted"),
+        ("hand crafted", "hand-crafted"),
+        ("HAND_CRAFTED", "hand-crafted"),
+        ("handcrafted-v2", None),
+        ("algorithm", None),
+    ],
+)
 def test_subset_folder_names_ignore_case_and_separators(folder, subset):
     assert folder_subset(folder) == subset
 
 
 def messages_trace(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([{"role": "user", "content": "task"}, {"role": "assistant", "name": "Coder",
-                                                                       "content": text}]))
+    path.write_text(json.dumps([{"role": "user", "content": "task"}, {"role": "assistant", "name": "Coder", "content": text}]))
     return path
 
 
@@ -119,6 +125,7 @@ def test_an_id_equal_to_another_files_path_is_an_error(tmp_path):
 
 
 # ---- point 2: engine errors are retried, logic errors are final ----------------------------------
+
 
 def test_error_kinds():
     assert classify_error("EngineUnavailableError: http://127.0.0.1:9: connection refused") == "transient"
@@ -184,8 +191,9 @@ def test_bench_cli_retry_errors_flag(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     # a run whose one record failed on a method error (final)
-    rec = ResultRecord(trace="whowhen/hand-crafted/1", method="random", seed=0, error="ValueError: bug",
-                       error_kind="final", stop_reason="error")
+    rec = ResultRecord(
+        trace="whowhen/hand-crafted/1", method="random", seed=0, error="ValueError: bug", error_kind="final", stop_reason="error"
+    )
     assert bench(str(data), "--methods", "random", "--out", str(run)).returncode == 0
     lines = (run / "results.jsonl").read_text().splitlines()
     (run / "results.jsonl").write_text("\n".join(lines[:1]) + "\n" + rec.to_line())
@@ -198,6 +206,7 @@ def test_bench_cli_retry_errors_flag(tmp_path):
 
 # ---- point 4 and issue 17: a resumed run refuses what changes answers -----------------------------
 
+
 class Described(ScriptedEngine):
     """A scripted engine that reports in-process vLLM engine settings (for the manifest)."""
 
@@ -209,23 +218,25 @@ class Described(ScriptedEngine):
 
     def describe(self):
         s = self.settings
-        return {"backend": "scripted", "vllm_version": s["vllm_version"], "max_model_len": self.max_model_len,
-                "engine_args": {"dtype": s["dtype"], "structured_outputs_config": {"backend": s["backend"]}}}
+        return {
+            "backend": "scripted",
+            "vllm_version": s["vllm_version"],
+            "max_model_len": self.max_model_len,
+            "engine_args": {"dtype": s["dtype"], "structured_outputs_config": {"backend": s["backend"]}},
+        }
 
 
 def model_dir(root: Path, template: str = "{{ messages }}", temperature: float = 0.6) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "chat_template.jinja").write_text(template)
-    (root / "generation_config.json").write_text(json.dumps({"temperature": temperature, "top_p": 0.9,
-                                                            "bos_token_id": 1}))
+    (root / "generation_config.json").write_text(json.dumps({"temperature": temperature, "top_p": 0.9, "bos_token_id": 1}))
     return root
 
 
 CHANGES = {
     "max_model_len": (lambda m: Described(m, max_model_len=4096), "max_model_len: 8192 -> 4096"),
     "dtype": (lambda m: Described(m, dtype="float16"), "dtype: 'bfloat16' -> 'float16'"),
-    "structured_outputs_backend": (lambda m: Described(m, backend="xgrammar"),
-                                   "structured_outputs_backend: 'guidance' -> 'xgrammar'"),
+    "structured_outputs_backend": (lambda m: Described(m, backend="xgrammar"), "structured_outputs_backend: 'guidance' -> 'xgrammar'"),
     "vllm_version": (lambda m: Described(m, vllm_version="0.33.0"), "vllm_version: '0.32.0' -> '0.33.0'"),
     "chat_template": (lambda m: Described(model_dir(m, template="{{ other }}")), "chat_template: '"),
     "sampling_defaults": (lambda m: Described(model_dir(m, temperature=1.0)), "sampling_defaults: temperature differ"),
@@ -241,8 +252,13 @@ def test_resume_refuses_a_changed_engine_setting(tmp_path, field):
     run_sweep(run, traces, methods, [0], Described(mdir), progress=False)
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["answer_settings"] == {
-        "max_model_len": 8192, "dtype": "bfloat16", "structured_outputs_backend": "guidance", "vllm_version": "0.32.0",
-        "chat_template": manifest["answer_settings"]["chat_template"], "sampling_defaults": {"temperature": 0.6, "top_p": 0.9}}
+        "max_model_len": 8192,
+        "dtype": "bfloat16",
+        "structured_outputs_backend": "guidance",
+        "vllm_version": "0.32.0",
+        "chat_template": manifest["answer_settings"]["chat_template"],
+        "sampling_defaults": {"temperature": 0.6, "top_p": 0.9},
+    }
     assert len(manifest["answer_settings"]["chat_template"]) == 16
     run_sweep(run, traces, methods, [1], Described(mdir), progress=False)  # unchanged: resumes
     make, needle = CHANGES[field]
@@ -253,13 +269,16 @@ def test_resume_refuses_a_changed_engine_setting(tmp_path, field):
     assert run_sweep(run, traces, methods, [2], changed, force=True, progress=False).written == 2
 
 
-@pytest.mark.parametrize("edit,needle", [
-    (lambda m: m["prompts"].update({next(iter(m["prompts"])): "0" * 16}), "prompts: "),
-    (lambda m: m["grammars"].update({next(iter(m["grammars"])): "0" * 16}), "grammars: "),
-    (lambda m: m["methods"]["all-at-once"]["resolved"].update(max_chars=1), 'method all-at-once: '),
-    (lambda m: m["model"].update(sha256="0" * 16), "model: sha256 differ"),
-    (lambda m: m["engine"].update(backend="vllm"), "backend: 'vllm' -> 'scripted'"),
-])
+@pytest.mark.parametrize(
+    "edit,needle",
+    [
+        (lambda m: m["prompts"].update({next(iter(m["prompts"])): "0" * 16}), "prompts: "),
+        (lambda m: m["grammars"].update({next(iter(m["grammars"])): "0" * 16}), "grammars: "),
+        (lambda m: m["methods"]["all-at-once"]["resolved"].update(max_chars=1), "method all-at-once: "),
+        (lambda m: m["model"].update(sha256="0" * 16), "model: sha256 differ"),
+        (lambda m: m["engine"].update(backend="vllm"), "backend: 'vllm' -> 'scripted'"),
+    ],
+)
 def test_resume_refuses_a_changed_prompt_grammar_option_model_or_backend(tmp_path, edit, needle):
     """The run directory was made with other settings (edited into its manifest): refuse to mix."""
     traces = load_traces([write_whowhen(tmp_path / "ww", per_subset=1)])
@@ -277,6 +296,7 @@ def test_resume_refuses_a_changed_prompt_grammar_option_model_or_backend(tmp_pat
 
 # ---- issue 17: records do not depend on concurrency or on interruptions --------------------------
 
+
 def test_a_resumed_sweep_equals_an_uninterrupted_one(tmp_path):
     traces = load_traces([write_whowhen(tmp_path / "ww", per_subset=3)])
     methods = parse_methods("all-at-once,binary-search,step-by-step")
@@ -284,8 +304,7 @@ def test_a_resumed_sweep_equals_an_uninterrupted_one(tmp_path):
     run_sweep(split, traces[:2], methods, [0], scripted_default(), concurrency=3, progress=False)
     run_sweep(split, traces[:4], methods[:2], [0, 1], scripted_default(), concurrency=2, progress=False)
     run_sweep(split, traces, methods, [0, 1], scripted_default(), concurrency=5, progress=False)
-    whole = run_sweep(tmp_path / "whole", traces, methods, [0, 1], scripted_default(), concurrency=16,
-                      progress=False)
+    whole = run_sweep(tmp_path / "whole", traces, methods, [0, 1], scripted_default(), concurrency=16, progress=False)
     strip = lambda r: r.model_dump(exclude={*TIMING_FIELDS})  # noqa: E731
     got = {r.key: strip(r) for r in read_records(split / "results.jsonl")}
     assert len(got) == 6 * 3 * 2

@@ -18,14 +18,19 @@ ENV = {**os.environ, "COLUMNS": "400"}  # one summary line per trace, unwrapped
 
 
 def diagnose(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*LOCALFA, "diagnose", *args, "--engine", "scripted"], capture_output=True, text=True,
-                          timeout=300, env=ENV)
+    return subprocess.run([*LOCALFA, "diagnose", *args, "--engine", "scripted"], capture_output=True, text=True, timeout=300, env=ENV)
 
 
 def unlabelled(path: Path) -> Path:
-    path.write_text(json.dumps([{"role": "user", "content": "Find the file."},
-                                {"role": "assistant", "name": "Coder", "content": "I looked in /tmp."},
-                                {"role": "assistant", "name": "Checker", "content": "FINAL ANSWER: none"}]))
+    path.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "Find the file."},
+                {"role": "assistant", "name": "Coder", "content": "I looked in /tmp."},
+                {"role": "assistant", "name": "Checker", "content": "FINAL ANSWER: none"},
+            ]
+        )
+    )
     return path
 
 

@@ -16,8 +16,7 @@ def test_json_rows_match_the_numbered_view(whowhen):
     path = whowhen / "algorithm-generated" / "1.json"
     view = LineView(load_trace(path), width=200)
     plain = subprocess.run([*LOCALFA, "inspect", str(path), "--lines", "0:5"], capture_output=True, text=True, timeout=120)
-    js = subprocess.run([*LOCALFA, "inspect", str(path), "--lines", "0:5", "--json"], capture_output=True, text=True,
-                        timeout=120)
+    js = subprocess.run([*LOCALFA, "inspect", str(path), "--lines", "0:5", "--json"], capture_output=True, text=True, timeout=120)
     assert plain.returncode == js.returncode == 0, (plain.stderr, js.stderr)
     rows = json.loads(js.stdout)["lines"]
     assert [r["line"] for r in rows] == [0, 1, 2, 3, 4, 5]

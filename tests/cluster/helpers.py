@@ -18,8 +18,7 @@ LOCALFA = [sys.executable, "-m", "localfa"]
 
 def by_key(run: Path) -> dict:
     """Every record of a run (all results files), timing fields removed, by unit key."""
-    return {r.key: {k: v for k, v in r.model_dump().items() if k not in TIMING_FIELDS}
-            for r in read_run_records(run)}
+    return {r.key: {k: v for k, v in r.model_dump().items() if k not in TIMING_FIELDS} for r in read_run_records(run)}
 
 
 def raw_lines(run: Path) -> list[dict]:
@@ -31,8 +30,7 @@ def raw_lines(run: Path) -> list[dict]:
 
 
 def start_cli(args: list[str], **env: str) -> subprocess.Popen:
-    return subprocess.Popen([*LOCALFA, *args], env={**os.environ, **env}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([*LOCALFA, *args], env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout_s: float = 180) -> int:

@@ -39,9 +39,27 @@ def test_ray_sweep_with_two_workers_on_the_real_model(whowhen, tmp_path):
     run = tmp_path / "RUN"
     profile = tmp_path / "small-kv.toml"  # two engines on a shared 2-core box: 1 GiB of KV cache each
     profile.write_text("[engine]\ncpu_kv_cache_gib = 1\n")
-    args = ["bench", str(whowhen / "algorithm-generated"), "--methods", "all-at-once:max_chars=6000", "--limit", "4",
-            "--seeds", "0", "--engine", "vllm", "--profile", str(profile), "--ray", "local", "--workers", "2",
-            "--no-progress", "--out", str(run)]
+    args = [
+        "bench",
+        str(whowhen / "algorithm-generated"),
+        "--methods",
+        "all-at-once:max_chars=6000",
+        "--limit",
+        "4",
+        "--seeds",
+        "0",
+        "--engine",
+        "vllm",
+        "--profile",
+        str(profile),
+        "--ray",
+        "local",
+        "--workers",
+        "2",
+        "--no-progress",
+        "--out",
+        str(run),
+    ]
     script = tmp_path / "audit.py"
     script.write_text(AUDIT.format(args=args))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900, cwd=tmp_path)
@@ -54,6 +72,6 @@ def test_ray_sweep_with_two_workers_on_the_real_model(whowhen, tmp_path):
     assert cluster["workers"] == 2 and cluster["nodes"] == ["127.0.0.1"]
     assert all(w["resources"].get("CPU") == 1 for w in cluster["worker_hosts"])  # 2 cores shared out
     line = next(x for x in proc.stdout.splitlines() if x.startswith("AUDIT "))
-    events = json.loads(line[len("AUDIT "):])
+    events = json.loads(line[len("AUDIT ") :])
     outbound = [e for e in events if not any(tok in e[1] for tok in LOCAL) and e[1] not in ("None", "''")]
     assert outbound == [], f"non-loopback network use: {outbound}"

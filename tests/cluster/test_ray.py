@@ -40,8 +40,21 @@ def test_ray_sweep_with_two_workers_equals_the_single_process_sweep(tmp_path):
 
 
 def _bench_args(data, run, ray=True):
-    return ["bench", str(data), "--methods", "all-at-once,binary-search", "--seeds", "0,1", "--engine", "scripted",
-            "--concurrency", "2", "--no-progress", "--out", str(run)] + (["--ray", "local", "--workers", "2"] if ray else [])
+    return [
+        "bench",
+        str(data),
+        "--methods",
+        "all-at-once,binary-search",
+        "--seeds",
+        "0,1",
+        "--engine",
+        "scripted",
+        "--concurrency",
+        "2",
+        "--no-progress",
+        "--out",
+        str(run),
+    ] + (["--ray", "local", "--workers", "2"] if ray else [])
 
 
 def test_a_worker_killed_mid_sweep_loses_no_trace(tmp_path):
@@ -83,8 +96,9 @@ def test_a_driver_killed_with_sigkill_resumes_without_duplicates(tmp_path):
 def test_reap_session_only_touches_orphans_holding_files_of_that_session(tmp_path):
     session = tmp_path / "session_x"
     (session / "logs").mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", "import sys,time; f=open(sys.argv[1],'a'); time.sleep(60)",
-                               str(session / "logs" / "agent.log")])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys,time; f=open(sys.argv[1],'a'); time.sleep(60)", str(session / "logs" / "agent.log")]
+    )
     try:
         time.sleep(0.5)
         assert reap_session(str(session)) == []  # its parent (this test) is alive: not an orphan
@@ -96,10 +110,12 @@ def test_reap_session_only_touches_orphans_holding_files_of_that_session(tmp_pat
 
 
 def test_ray_usage_statistics_are_off_before_ray_is_imported():
-    code = ("import os, sys; import localfa; assert 'ray' not in sys.modules; "
-            "print(os.environ['RAY_USAGE_STATS_ENABLED']); "
-            "from localfa.cluster.ray_driver import import_ray; ray = import_ray(); "
-            "from ray._common.usage import usage_lib; print(usage_lib.usage_stats_enabled(), os.environ['RAY_AUTH_MODE'])")
+    code = (
+        "import os, sys; import localfa; assert 'ray' not in sys.modules; "
+        "print(os.environ['RAY_USAGE_STATS_ENABLED']); "
+        "from localfa.cluster.ray_driver import import_ray; ray = import_ray(); "
+        "from ray._common.usage import usage_lib; print(usage_lib.usage_stats_enabled(), os.environ['RAY_AUTH_MODE'])"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr

@@ -40,10 +40,11 @@ def test_two_shards_equal_the_unsharded_run(tmp_path):
     methods = parse_methods("all-at-once,binary-search,random")
     whole = run_sweep(tmp_path / "whole", traces, methods, [0, 1], scripted_default(), progress=False)
     run = tmp_path / "sharded"
-    parts = [run_units_sweep(run, traces, methods, [0, 1], LocalExecutor(scripted_default(), methods),
-                             shard=Shard(i, 2), progress=False) for i in (1, 2)]
-    assert sorted(p.name for p in run.glob("results*.jsonl")) == ["results.shard-1-of-2.jsonl",
-                                                                   "results.shard-2-of-2.jsonl"]
+    parts = [
+        run_units_sweep(run, traces, methods, [0, 1], LocalExecutor(scripted_default(), methods), shard=Shard(i, 2), progress=False)
+        for i in (1, 2)
+    ]
+    assert sorted(p.name for p in run.glob("results*.jsonl")) == ["results.shard-1-of-2.jsonl", "results.shard-2-of-2.jsonl"]
     assert sum(p.written for p in parts) == whole.written == 36 and min(p.written for p in parts) > 0
     assert by_key(run) == by_key(tmp_path / "whole")
     assert len(raw_lines(run)) == 36  # no key written by both shards
@@ -53,24 +54,21 @@ def test_two_shards_equal_the_unsharded_run(tmp_path):
     again = run_sweep(run, traces, methods, [0, 1], scripted_default(), progress=False)
     assert again.written == 0 and again.skipped == 36
     # and a shard re-run after a kill skips what it finished
-    redo = run_units_sweep(run, traces, methods, [0, 1], LocalExecutor(scripted_default(), methods),
-                           shard=Shard(1, 2), progress=False)
+    redo = run_units_sweep(run, traces, methods, [0, 1], LocalExecutor(scripted_default(), methods), shard=Shard(1, 2), progress=False)
     assert redo.written == 0 and redo.skipped == parts[0].written
 
 
 def test_shard_cli_and_bad_flags(tmp_path):
     data = write_whowhen(tmp_path / "ww", per_subset=2)
     run = tmp_path / "run"
-    base = ["bench", str(data), "--methods", "all-at-once,random", "--engine", "scripted", "--no-progress",
-            "--out", str(run)]
+    base = ["bench", str(data), "--methods", "all-at-once,random", "--engine", "scripted", "--no-progress", "--out", str(run)]
     for i in (1, 2):
         p = subprocess.run([*LOCALFA, *base, "--shard", f"{i}/2"], capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stderr
     assert len(by_key(run)) == 8 and not (run / "results.jsonl").exists()
     rep = subprocess.run([*LOCALFA, "report", str(run)], capture_output=True, text=True, timeout=120)
     assert rep.returncode == 0 and "all-at-once" in rep.stdout, rep.stderr
-    for extra, needle in ((["--shard", "3/2"], "--shard"), (["--shard", "x"], "--shard"),
-                          (["--workers", "2"], "--ray")):
+    for extra, needle in ((["--shard", "3/2"], "--shard"), (["--shard", "x"], "--shard"), (["--workers", "2"], "--ray")):
         p = subprocess.run([*LOCALFA, *base, *extra], capture_output=True, text=True, timeout=120)
         err = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(err) == 1 and err[0].startswith("error: ") and needle in err[0], p.stderr

@@ -16,10 +16,10 @@ class Verdict(BaseModel):
     note: str = Field(min_length=1, max_length=40)
 
 
-ARITH = '''start: "(" expr ")"
+ARITH = """start: "(" expr ")"
 expr: NUMBER ("+" NUMBER)*
 NUMBER: /[0-9]{1,3}/
-'''
+"""
 
 GRAMMARS = [
     Grammar.json(Verdict),
@@ -28,8 +28,9 @@ GRAMMARS = [
     Grammar.cfg(ARITH, name="arith"),
 ]
 
-LONG_PREFIX = ("You are auditing a multi-agent run. Each step lists an agent and what it did. "
-               "Judge carefully and answer in the required format. ") * 40
+LONG_PREFIX = (
+    "You are auditing a multi-agent run. Each step lists an agent and what it did. Judge carefully and answer in the required format. "
+) * 40
 
 
 def mixed_batch(n: int = 8, seed_base: int = 0, prefix: str = "") -> list[Request]:

@@ -51,8 +51,15 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeOpenAI(_Server):
     """Answers every chat completion with `content`; `mode` = "ok" | "malformed" | "500"."""
 
-    def __init__(self, model: str = "m", root: str = "/models/m", max_model_len: int = 2048, content: str = "ok",
-                 mode: str = "ok", tokens_details: bool = True) -> None:
+    def __init__(
+        self,
+        model: str = "m",
+        root: str = "/models/m",
+        max_model_len: int = 2048,
+        content: str = "ok",
+        mode: str = "ok",
+        tokens_details: bool = True,
+    ) -> None:
         self.model, self.root, self.max_model_len = model, root, max_model_len
         self.content, self.mode, self.tokens_details = content, mode, tokens_details
         owner = self

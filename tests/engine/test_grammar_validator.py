@@ -23,17 +23,21 @@ def test_validator_is_built_once_however_many_responses(monkeypatch):
 
     monkeypatch.setattr(jsonschema.validators, "validator_for", counting)
     monkeypatch.setattr(jsonschema, "validate", lambda *a, **k: pytest.fail("per-response jsonschema.validate"))
-    g = Grammar.json({"type": "object", "properties": {"n": {"type": "integer", "maximum": 5},
-                                                       "tag": {"type": "string", "maxLength": 3}},
-                      "required": ["n"]}, name="count_me")
+    g = Grammar.json(
+        {
+            "type": "object",
+            "properties": {"n": {"type": "integer", "maximum": 5}, "tag": {"type": "string", "maxLength": 3}},
+            "required": ["n"],
+        },
+        name="count_me",
+    )
     for i in range(50):
         assert g.parse(f'{{"n":{i % 5}}}') == {"n": i % 5}
     assert len(built) == 1
 
 
 def test_error_messages_are_jsonschemas_best_match():
-    g = Grammar.json({"type": "object", "properties": {"n": {"type": "integer", "maximum": 5}}, "required": ["n"]},
-                     name="bounded")
+    g = Grammar.json({"type": "object", "properties": {"n": {"type": "integer", "maximum": 5}}, "required": ["n"]}, name="bounded")
     with pytest.raises(InvalidOutputError, match=r"bounded.*7 is greater than the maximum of 5"):
         g.parse('{"n":7}')
     with pytest.raises(InvalidOutputError, match=r"'n' is a required property"):

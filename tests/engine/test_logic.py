@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from localfa.engine.cache import CachingEngine, ResponseCache
-from localfa.engine.errors import (ContextLengthError, EngineError, GrammarError, InvalidOutputError, ModelPathError,
-                                   TruncatedOutputError)
+from localfa.engine.errors import ContextLengthError, EngineError, GrammarError, InvalidOutputError, ModelPathError, TruncatedOutputError
 from localfa.engine.examples import example_text
 from localfa.engine.grammar import Grammar
 from localfa.engine.model import resolve_model
@@ -61,7 +60,10 @@ VERDICT_SCHEMA = {  # Verdict as vLLM must receive it, written out by hand: clos
         "label": {"enum": ["fault", "fine", "unsure"], "title": "Label", "type": "string"},
         "note": {"maxLength": 40, "minLength": 1, "title": "Note", "type": "string"},
     },
-    "required": ["score", "label", "note"], "title": "Verdict", "type": "object", "additionalProperties": False,
+    "required": ["score", "label", "note"],
+    "title": "Verdict",
+    "type": "object",
+    "additionalProperties": False,
     "x-guidance": {"whitespace_flexible": False, "key_separator": ":", "item_separator": ","},
 }
 
@@ -126,8 +128,7 @@ def test_seed_derivation_is_stable_and_order_free():
 def test_examples_satisfy_their_grammar():
     texts = [[example_text(g, seed) for seed in range(3)] for g in GRAMMARS[:3]]
     assert texts == [
-        ['{"score":49,"label":"fine","note":"x"}', '{"score":17,"label":"unsure","note":"x"}',
-         '{"score":7,"label":"fault","note":"x"}'],
+        ['{"score":49,"label":"fine","note":"x"}', '{"score":17,"label":"unsure","note":"x"}', '{"score":7,"label":"fault","note":"x"}'],
         ["step 0", "step 0", "step 0"],  # a regex takes its minimum repetition
         ["no", "yes", "yes"],
     ]
@@ -147,8 +148,9 @@ def test_response_cache_replays_exactly(tmp_path):
     inner = ScriptedEngine(answer)
     cached = CachingEngine(inner, ResponseCache(tmp_path / "r.sqlite"), "scripted:test")
     first = cached.generate(reqs)
-    again = CachingEngine(ScriptedEngine(lambda r: pytest.fail("must not be called")),
-                          ResponseCache(tmp_path / "r.sqlite"), "scripted:test")
+    again = CachingEngine(
+        ScriptedEngine(lambda r: pytest.fail("must not be called")), ResponseCache(tmp_path / "r.sqlite"), "scripted:test"
+    )
     second = again.generate(reqs)
     assert [r.text for r in first] == [r.text for r in second]
     assert all(r.from_cache for r in second) and len(calls) == 3
@@ -171,10 +173,17 @@ def test_profiles_load_and_reject_unknown_fields(tmp_path):
 
 
 OFFLINE_EXPECTED = {  # written out by hand: a change to offline.py must show up here as well
-    "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-    "HF_HUB_DISABLE_TELEMETRY": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1",
-    "DO_NOT_TRACK": "1", "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
-    "TOKENIZERS_PARALLELISM": "false", "VLLM_HOST_IP": "127.0.0.1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+    "DO_NOT_TRACK": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "token",
+    "TOKENIZERS_PARALLELISM": "false",
+    "VLLM_HOST_IP": "127.0.0.1",
 }
 
 
@@ -194,10 +203,19 @@ def test_offline_setup_overrides_a_users_online_settings_but_keeps_their_host_ip
     network switch) keeps the user's own value, and an empty one counts as unset."""
     from localfa import offline
 
-    online = {"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0",
-              "HF_HUB_DISABLE_TELEMETRY": "0", "VLLM_NO_USAGE_STATS": "0", "VLLM_DO_NOT_TRACK": "0",
-              "DO_NOT_TRACK": "0", "RAY_USAGE_STATS_ENABLED": "1", "RAY_AUTH_MODE": "disabled",
-              "TOKENIZERS_PARALLELISM": "true", "VLLM_HOST_IP": "10.1.2.3"}
+    online = {
+        "HF_HUB_OFFLINE": "0",
+        "TRANSFORMERS_OFFLINE": "0",
+        "HF_DATASETS_OFFLINE": "0",
+        "HF_HUB_DISABLE_TELEMETRY": "0",
+        "VLLM_NO_USAGE_STATS": "0",
+        "VLLM_DO_NOT_TRACK": "0",
+        "DO_NOT_TRACK": "0",
+        "RAY_USAGE_STATS_ENABLED": "1",
+        "RAY_AUTH_MODE": "disabled",
+        "TOKENIZERS_PARALLELISM": "true",
+        "VLLM_HOST_IP": "10.1.2.3",
+    }
     for key, value in online.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("LOCALFA_UNRELATED", "kept")
@@ -213,10 +231,19 @@ def test_offline_setup_overrides_a_users_online_settings_but_keeps_their_host_ip
 def test_importing_localfa_applies_the_offline_setup():
     """A fresh interpreter with online settings comes out offline after `import localfa` alone."""
     env = {**os.environ, "HF_HUB_OFFLINE": "0", "VLLM_NO_USAGE_STATS": "0", "RAY_USAGE_STATS_ENABLED": "1"}
-    code = ("import json, os, localfa; print(json.dumps({k: os.environ.get(k) for k in "
-            "('HF_HUB_OFFLINE', 'VLLM_NO_USAGE_STATS', 'RAY_USAGE_STATS_ENABLED')}))")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
+    code = (
+        "import json, os, localfa; print(json.dumps({k: os.environ.get(k) for k in "
+        "('HF_HUB_OFFLINE', 'VLLM_NO_USAGE_STATS', 'RAY_USAGE_STATS_ENABLED')}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert json.loads(out.stdout) == {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
@@ -239,13 +266,11 @@ def test_batch_session_isolates_a_failing_request():
 def test_caching_session_replays_hits_without_the_engine(tmp_path):
 
     reqs = mixed_batch(6)[:3]
-    first = CachingEngine(ScriptedEngine(lambda r: example_text(r.grammar, r.sampling.seed)),
-                          ResponseCache(tmp_path / "r.sqlite"), "id")
+    first = CachingEngine(ScriptedEngine(lambda r: example_text(r.grammar, r.sampling.seed)), ResponseCache(tmp_path / "r.sqlite"), "id")
     s1 = first.session()
     t1 = s1.submit(reqs)
     got1 = dict(s1.wait())
-    second = CachingEngine(ScriptedEngine(lambda r: pytest.fail("must not be called")),
-                           ResponseCache(tmp_path / "r.sqlite"), "id")
+    second = CachingEngine(ScriptedEngine(lambda r: pytest.fail("must not be called")), ResponseCache(tmp_path / "r.sqlite"), "id")
     s2 = second.session()
     t2 = s2.submit(reqs)
     got2 = dict(s2.wait())

@@ -18,8 +18,7 @@ OK = Grammar.choice(["ok"], name="ok")
 
 
 def _req(route: str, i: int) -> Request:
-    return Request(({"role": "user", "content": f"{route} call {i}"},), OK, Sampling(max_tokens=4, seed=i),
-                   key=f"call/{i}", route=route)
+    return Request(({"role": "user", "content": f"{route} call {i}"},), OK, Sampling(max_tokens=4, seed=i), key=f"call/{i}", route=route)
 
 
 def _routes_by_server(servers) -> dict[str, set[str]]:
@@ -52,8 +51,7 @@ def test_a_dead_server_leaves_the_rotation_and_the_others_answer():
         out = engine.generate([_req(f"t{i}", i) for i in range(8)])
         assert [r.value for r in out] == ["ok"] * 8
         assert engine.live() == [live.url + "/v1"]
-        assert said[0] == (f"localfa: server {dead}/v1 taken out of rotation: cannot list models "
-                           "([Errno 111] Connection refused)")
+        assert said[0] == (f"localfa: server {dead}/v1 taken out of rotation: cannot list models ([Errno 111] Connection refused)")
         engine.close()
 
 
@@ -109,9 +107,11 @@ def test_a_server_without_prompt_tokens_details_fails_the_self_check(monkeypatch
         said: list[str] = []
         engine = make_engine("openai", base_urls=[s.url], say=said.append)
         assert engine.self_checks == {"prompt_tokens_details": False}
-        assert said[-1] == (f"localfa: warning: engine self-check failed (prompt_tokens_details: {s.url}/v1 reported "
-                            "no prompt_tokens_details: start vLLM with --enable-prompt-tokens-details (localfa serve "
-                            "does) or cached tokens read as 0); continuing because LOCALFA_ALLOW_UNCHECKED=1")
+        assert said[-1] == (
+            f"localfa: warning: engine self-check failed (prompt_tokens_details: {s.url}/v1 reported "
+            "no prompt_tokens_details: start vLLM with --enable-prompt-tokens-details (localfa serve "
+            "does) or cached tokens read as 0); continuing because LOCALFA_ALLOW_UNCHECKED=1"
+        )
         engine.close()
 
 

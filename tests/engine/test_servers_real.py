@@ -30,8 +30,7 @@ def test_each_trace_stays_on_one_of_two_real_endpoints(vllm_server):
             assert len(out) == 18
         finally:
             engine.close()
-    via_proxy = {b["messages"][-1]["content"].split("]")[0] + "]" for b in proxy.seen
-                 if b["messages"][-1]["content"].startswith("[trace")}
+    via_proxy = {b["messages"][-1]["content"].split("]")[0] + "]" for b in proxy.seen if b["messages"][-1]["content"].startswith("[trace")}
     counts = {t: sum(1 for b in proxy.seen if b["messages"][-1]["content"].startswith(t)) for t in via_proxy}
     assert via_proxy and len(via_proxy) < 6  # both endpoints carried traces
     assert all(n == 3 for n in counts.values()), counts  # a trace is wholly on the proxy or not at all
@@ -39,9 +38,26 @@ def test_each_trace_stays_on_one_of_two_real_endpoints(vllm_server):
 
 def test_bench_with_a_live_and_a_dead_server_finishes_every_trace(vllm_server, whowhen, tmp_path):
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "localfa", "bench", str(whowhen / "algorithm-generated"), "--limit", "3",
-           "--methods", "all-at-once:max_chars=3000", "--engine", "openai", "--base-url", vllm_server,
-           "--base-url", dead_url(), "--out", str(run), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "localfa",
+        "bench",
+        str(whowhen / "algorithm-generated"),
+        "--limit",
+        "3",
+        "--methods",
+        "all-at-once:max_chars=3000",
+        "--engine",
+        "openai",
+        "--base-url",
+        vllm_server,
+        "--base-url",
+        dead_url(),
+        "--out",
+        str(run),
+        "--no-progress",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "taken out of rotation" in proc.stderr

@@ -12,11 +12,26 @@ from typing import Any
 TIMING_KEYS = {"wall_s", "finished_at"}
 
 
-def diagnose_cli(traces: list[Path], out: Path, method: str, *extra: str, seed: int = 7,
-                 timeout_s: int = 1200) -> tuple[list[dict[str, Any]], str]:
+def diagnose_cli(
+    traces: list[Path], out: Path, method: str, *extra: str, seed: int = 7, timeout_s: int = 1200
+) -> tuple[list[dict[str, Any]], str]:
     """(records, stderr) of `localfa diagnose TRACES --method METHOD --engine vllm --seed SEED`."""
-    cmd = [sys.executable, "-m", "localfa", "diagnose", *map(str, traces), "--method", method,
-           "--engine", "vllm", "--seed", str(seed), "--out", str(out), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "localfa",
+        "diagnose",
+        *map(str, traces),
+        "--method",
+        method,
+        "--engine",
+        "vllm",
+        "--seed",
+        str(seed),
+        "--out",
+        str(out),
+        *extra,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return [json.loads(line) for line in out.read_text().splitlines()], proc.stderr

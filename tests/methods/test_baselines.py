@@ -21,8 +21,7 @@ def make_trace(speakers, contents=None, tid="t1", label_step=None, label_agent=N
     labels = None
     if label_step is not None:
         labels = Labels(mistake_step=label_step, mistake_agent=label_agent or speakers[label_step], fault_steps=[label_step])
-    return Trace(id=tid, source=f"{tid}.json", format="messages", subset="sub", task=task, steps=steps,
-                 ground_truth=gt, labels=labels)
+    return Trace(id=tid, source=f"{tid}.json", format="messages", subset="sub", task=task, steps=steps, ground_truth=gt, labels=labels)
 
 
 def run_one(method, trace, engine, seed=0, budget=None, **ctx_kw):
@@ -36,6 +35,7 @@ SPEAKERS = ["human", "Orchestrator (thought)", "Orchestrator (-> WebSurfer)", "W
 
 
 # ---- all-at-once --------------------------------------------------------------------------------
+
 
 def test_all_at_once_grammar_is_built_from_the_trace():
     eng = ScriptedEngine([{"agent": "WebSurfer", "step": 3, "reason": "clicked the wrong link"}])
@@ -66,9 +66,15 @@ def test_all_at_once_rejects_answers_outside_the_trace():
         assert d.step is None and "InvalidOutputError" in (d.error or "")
     with pytest.raises(InvalidOutputError):
         ScriptedEngine([{"agent": "WebSurfer", "step": -1, "reason": ""}]).generate(
-            [MethodContext(make_trace(SPEAKERS)).request("x", [{"role": "user", "content": "q"}],
-                                                         baselines.Grammar.json(baselines._agent_step_model(["WebSurfer"], 6, 10)),
-                                                         baselines.Sampling())])
+            [
+                MethodContext(make_trace(SPEAKERS)).request(
+                    "x",
+                    [{"role": "user", "content": "q"}],
+                    baselines.Grammar.json(baselines._agent_step_model(["WebSurfer"], 6, 10)),
+                    baselines.Sampling(),
+                )
+            ]
+        )
 
 
 def test_with_ground_truth_option_adds_the_answer():
@@ -107,8 +113,11 @@ def test_prompt_is_shrunk_to_fit_the_context_window():
     used = sum(count(m["content"]) + 8 for m in req.messages)
     assert used + req.sampling.max_tokens <= 2048
     # default max_chars: as much as the window holds, then measured and shrunk to fit
-    for name, script in (("all-at-once", [{"agent": "WebSurfer", "step": 1, "reason": ""}]), ("step-by-step", ["no"] * 6),
-                         ("binary-search", ["upper", "upper", {"step": 0, "reason": ""}])):
+    for name, script in (
+        ("all-at-once", [{"agent": "WebSurfer", "step": 1, "reason": ""}]),
+        ("step-by-step", ["no"] * 6),
+        ("binary-search", ["upper", "upper", {"step": 0, "reason": ""}]),
+    ):
         eng = ScriptedEngine(script)
         d = run_one(get_method(name), t, eng, count_tokens=count, max_model_len=2048)
         assert d.error is None, d.error
@@ -132,6 +141,7 @@ def test_char_budget_from_the_sweep_budget():
 
 
 # ---- step-by-step -------------------------------------------------------------------------------
+
 
 def test_step_by_step_stops_at_the_first_yes():
     eng = ScriptedEngine(["no", "no", "yes", "no"])
@@ -168,6 +178,7 @@ def test_many_traces_share_batches():
 
 # ---- binary search ------------------------------------------------------------------------------
 
+
 def test_binary_search_halves_then_picks():
     speakers = ["A", "B"] * 4  # 8 steps
     eng = ScriptedEngine(["lower", "upper", {"step": 5, "reason": "wrong sum"}])
@@ -198,6 +209,7 @@ def test_binary_search_final_window_option():
 
 
 # ---- floors -------------------------------------------------------------------------------------
+
 
 def test_random_floor_is_seeded_and_makes_no_call():
     t = make_trace(["A", "B", "C", "D", "E", "F", "G", "H", "I", "J"])

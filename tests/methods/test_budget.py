@@ -17,16 +17,19 @@ from localfa.traces.lineview import LineView
 from localfa.traces.model import Labels, Step, Trace
 
 
-@pytest.mark.parametrize(("text", "unit", "limit", "label"), [
-    ("1.5k", "tokens", 1500, "1500"),
-    ("25kt", "tokens", 25000, "25000"),
-    ("25k", "tokens", 25000, "25000"),
-    ("2M", "tokens", 2_000_000, "2000000"),
-    ("100000c", "chars", 100000, "100000c"),
-    ("1.5kc", "chars", 1500, "1500c"),
-    ("12chars", "chars", 12, "12c"),
-    ("300tokens", "tokens", 300, "300"),
-])
+@pytest.mark.parametrize(
+    ("text", "unit", "limit", "label"),
+    [
+        ("1.5k", "tokens", 1500, "1500"),
+        ("25kt", "tokens", 25000, "25000"),
+        ("25k", "tokens", 25000, "25000"),
+        ("2M", "tokens", 2_000_000, "2000000"),
+        ("100000c", "chars", 100000, "100000c"),
+        ("1.5kc", "chars", 1500, "1500c"),
+        ("12chars", "chars", 12, "12c"),
+        ("300tokens", "tokens", 300, "300"),
+    ],
+)
 def test_sizes(text, unit, limit, label):
     b = parse_budget(text)
     assert (b.unit, b.limit, b.scale, b.label) == (unit, limit, None, label)
@@ -37,17 +40,20 @@ def test_no_budget(text):
     assert parse_budget(text) == Budget() and parse_budget(text).label == "none"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("scale:0", "must be a positive number"),
-    ("scale:-2", "must be a positive number"),
-    ("scale:x", "must be a number"),
-    ("-5k", "use none, 25k"),
-    ("-1", "use none, 25k"),
-    ("0", "at least 1 token"),
-    ("0.4", "at least 1 token"),
-    ("0c", "at least 1 char"),
-    ("25kk", "use none, 25k"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("scale:0", "must be a positive number"),
+        ("scale:-2", "must be a positive number"),
+        ("scale:x", "must be a number"),
+        ("-5k", "use none, 25k"),
+        ("-1", "use none, 25k"),
+        ("0", "at least 1 token"),
+        ("0.4", "at least 1 token"),
+        ("0c", "at least 1 char"),
+        ("25kk", "use none, 25k"),
+    ],
+)
 def test_refused(text, message):
     with pytest.raises(ValueError, match=message):
         parse_budget(text)
@@ -55,8 +61,7 @@ def test_refused(text, message):
 
 def _trace(labels: Labels | None) -> Trace:
     steps = [Step(index=i, agent="A", role="assistant", content="w " * 50) for i in range(10)]
-    return Trace(id="b", source="b.json", format="messages", subset=None, task="t", agents=[], steps=steps,
-                 labels=labels)
+    return Trace(id="b", source="b.json", format="messages", subset=None, task="t", agents=[], steps=steps, labels=labels)
 
 
 def test_scale_is_the_fault_token_position_over_the_factor_with_no_floor():

@@ -37,8 +37,14 @@ CONTENTS = [
 
 def make_trace(contents=CONTENTS, tid: str = "d1") -> Trace:
     steps = [Step(index=i, agent=a, role="assistant", content=c) for i, (a, c) in enumerate(contents)]
-    return Trace(id=tid, source=f"{tid}.json", format="messages", task="Double the 2020 population of Springfield.",
-                 steps=steps, final_output="340,000")
+    return Trace(
+        id=tid,
+        source=f"{tid}.json",
+        format="messages",
+        task="Double the 2020 population of Springfield.",
+        steps=steps,
+        final_output="340,000",
+    )
 
 
 def new_claim(text, i, j, uses=(), status="consequential", typ="entity"):
@@ -61,8 +67,7 @@ class Script:
         if stage == "ledger":
             return self.ledger[int(rest)]
         if stage == "support":
-            return self.support.get(rest, {"status": "DIRECT", "evidence": "Final answer: 340,000.", "span": 5,
-                                          "reason": "shown"})
+            return self.support.get(rest, {"status": "DIRECT", "evidence": "Final answer: 340,000.", "span": 5, "reason": "shown"})
         return self.tracer.get(rest, {"harmful": False, "marks": []})
 
 
@@ -77,10 +82,10 @@ def run_one(script, trace=None, **options):
 
 # ---- the ledger -----------------------------------------------------------------------------------
 
+
 def test_ledger_merges_the_same_claim_across_chunks_into_one_entry():
     first = {"new_claims": [new_claim("The population is 170,000.", 1, 1, [2])]}
-    again = {"new_claims": [new_claim("the population is 170,000", 4, 4, [5], status="finalized")],
-             "updates": []}
+    again = {"new_claims": [new_claim("the population is 170,000", 4, 4, [5], status="finalized")], "updates": []}
     diag, engine = run_one(Script(ledger=[first, again]), chunk_max_spans=3)
     ledger = diag.details["ledger"]
     assert len(ledger) == 1
@@ -90,30 +95,38 @@ def test_ledger_merges_the_same_claim_across_chunks_into_one_entry():
     assert diag.details["ledger_chunks"] == [[0, 2], [3, 5]]
     # the second chunk was shown the carried ledger and may only update real ids
     second = next(r for r in engine.requests if r.key == "drift/ledger/1")
-    assert ("Claim C1 (entity, consequential; introduced in span 1, relied on from span 1, used in spans 2):\n"
-            "<<<CLAIM C1>>>\nThe population is 170,000.\n<<<END CLAIM C1>>>") in second.messages[1]["content"]
+    assert (
+        "Claim C1 (entity, consequential; introduced in span 1, relied on from span 1, used in spans 2):\n"
+        "<<<CLAIM C1>>>\nThe population is 170,000.\n<<<END CLAIM C1>>>"
+    ) in second.messages[1]["content"]
     assert second.grammar.spec["properties"]["updates"]["items"]["properties"]["claim"]["enum"] == ["C1"]
 
 
 def test_ledger_update_by_id_commits_at_its_first_use():
     led = Ledger()
-    led.merge({"new_claims": [new_claim("Doubling is the right operation.", 0, 0, [], status="tentative",
-                                        typ="constraint")]}, chunk=0)
+    led.merge({"new_claims": [new_claim("Doubling is the right operation.", 0, 0, [], status="tentative", typ="constraint")]}, chunk=0)
     assert led.claims[0].consequential is None  # tentative: not yet relied on
     led.merge({"new_claims": [], "updates": [{"claim": "C1", "status": "consequential", "uses": [4, 3]}]}, chunk=1)
     c = led.claims[0]
     assert (c.status, c.introduced, c.consequential, c.uses) == ("consequential", 0, 3, [3, 4])
     # status never moves back; an unknown id is ignored
-    led.merge({"new_claims": [], "updates": [{"claim": "C1", "status": "exploratory", "uses": [5]},
-                                             {"claim": "C9", "status": "finalized", "uses": [5]}]}, chunk=2)
+    led.merge(
+        {
+            "new_claims": [],
+            "updates": [{"claim": "C1", "status": "exploratory", "uses": [5]}, {"claim": "C9", "status": "finalized", "uses": [5]}],
+        },
+        chunk=2,
+    )
     assert c.status == "consequential" and c.uses == [3, 4, 5] and len(led) == 1
 
 
 def test_ledger_grammar_enforces_ordering_and_real_span_ids():
     limits = DriftLimits()
     g = ledger_grammar(2, 5, ["C1"], limits)
-    ok = '{"new_claims":[{"text":"A claim here","type":"entity","status":"consequential",' \
-         '"at":{"introduced":2,"consequential":4,"uses":[4,5]}}],"updates":[{"claim":"C1","status":"finalized","uses":[3]}]}'
+    ok = (
+        '{"new_claims":[{"text":"A claim here","type":"entity","status":"consequential",'
+        '"at":{"introduced":2,"consequential":4,"uses":[4,5]}}],"updates":[{"claim":"C1","status":"finalized","uses":[3]}]}'
+    )
     assert g.parse(ok)["new_claims"][0]["at"]["consequential"] == 4
     bad = [
         ok.replace('"introduced":2,"consequential":4', '"introduced":4,"consequential":2'),  # consequential < introduced
@@ -131,10 +144,17 @@ def test_ledger_grammar_enforces_ordering_and_real_span_ids():
 
 # ---- support --------------------------------------------------------------------------------------
 
+
 def _two_claims():
-    return [{"new_claims": [new_claim("Springfield had 167,882 residents in 2020.", 1, 1, [2]),
-                            new_claim("The population is 170,000.", 2, 2, [3, 5], typ="computation"),
-                            new_claim("Another source may differ.", 4, 4, [], status="exploratory")]}]
+    return [
+        {
+            "new_claims": [
+                new_claim("Springfield had 167,882 residents in 2020.", 1, 1, [2]),
+                new_claim("The population is 170,000.", 2, 2, [3, 5], typ="computation"),
+                new_claim("Another source may differ.", 4, 4, [], status="exploratory"),
+            ]
+        }
+    ]
 
 
 def test_support_checks_all_claims_in_one_batch_sharing_one_prefix():
@@ -151,8 +171,12 @@ def test_support_checks_all_claims_in_one_batch_sharing_one_prefix():
 
 def test_claims_without_support_are_marked_and_unverified_direct_is_demoted():
     support = {
-        "C1": {"status": "DIRECT", "evidence": "Springfield had 167,882 residents in the 2020 census.", "span": 1,
-               "reason": "the search result says so"},
+        "C1": {
+            "status": "DIRECT",
+            "evidence": "Springfield had 167,882 residents in the 2020 census.",
+            "span": 1,
+            "reason": "the search result says so",
+        },
         "C2": {"status": "DIRECT", "evidence": "the census says 170,000", "span": 1, "reason": "made up quote"},
     }
     diag, engine = run_one(Script(ledger=_two_claims(), support=support))
@@ -172,24 +196,36 @@ def test_claims_without_support_are_marked_and_unverified_direct_is_demoted():
 def test_support_grammar_bounds_span_and_evidence():
     g = support_grammar(6, DriftLimits(evidence_chars=20))
     assert g.parse('{"status":"WEAK","evidence":"","span":5,"reason":"r"}')["span"] == 5
-    for text in ('{"status":"WEAK","evidence":"","span":6,"reason":"r"}',
-                 '{"status":"SURE","evidence":"","span":0,"reason":"r"}',
-                 '{"status":"WEAK","evidence":"' + "x" * 21 + '","span":0,"reason":"r"}'):
+    for text in (
+        '{"status":"WEAK","evidence":"","span":6,"reason":"r"}',
+        '{"status":"SURE","evidence":"","span":0,"reason":"r"}',
+        '{"status":"WEAK","evidence":"' + "x" * 21 + '","span":0,"reason":"r"}',
+    ):
         with pytest.raises(InvalidOutputError):
             g.parse(text)
 
 
 # ---- tracer, first error, step and agent ---------------------------------------------------------
 
-RISKY = {"C1": {"status": "WEAK", "evidence": "", "span": 1, "reason": "partial"},
-         "C2": {"status": "CONFLICTING", "evidence": "Springfield had 167,882 residents", "span": 1,
-                "reason": "the search says 167,882"}}
+RISKY = {
+    "C1": {"status": "WEAK", "evidence": "", "span": 1, "reason": "partial"},
+    "C2": {"status": "CONFLICTING", "evidence": "Springfield had 167,882 residents", "span": 1, "reason": "the search says 167,882"},
+}
 
 
 def test_tracer_marks_commit_reuse_finalize_spans_and_first_error():
-    tracer = {"C1": {"harmful": False, "marks": [{"span": 1, "role": "commit"}]},  # harmless: ignored
-              "C2": {"harmful": True, "marks": [{"span": 5, "role": "finalize"}, {"span": 2, "role": "commit"},
-                                                {"span": 3, "role": "reuse"}, {"span": 3, "role": "amplify"}]}}
+    tracer = {
+        "C1": {"harmful": False, "marks": [{"span": 1, "role": "commit"}]},  # harmless: ignored
+        "C2": {
+            "harmful": True,
+            "marks": [
+                {"span": 5, "role": "finalize"},
+                {"span": 2, "role": "commit"},
+                {"span": 3, "role": "reuse"},
+                {"span": 3, "role": "amplify"},
+            ],
+        },
+    }
     diag, _ = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer))
     assert diag.spans == [(2, 2), (3, 3), (5, 5)]
     assert diag.details["error_spans"] == [2, 3, 5] and diag.details["first_error_span"] == 2
@@ -208,8 +244,9 @@ def test_harmful_claim_without_marks_is_marked_where_committed():
 
 
 def test_tracer_ledger_mode_is_one_call_and_drops_marks_of_harmless_claims():
-    tracer = {"ledger": {"harmful": ["C2"], "marks": [{"claim": "C1", "span": 1, "role": "commit"},
-                                                       {"claim": "C2", "span": 3, "role": "reuse"}]}}
+    tracer = {
+        "ledger": {"harmful": ["C2"], "marks": [{"claim": "C1", "span": 1, "role": "commit"}, {"claim": "C2", "span": 3, "role": "reuse"}]}
+    }
     diag, engine = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer), tracer="ledger")
     assert [r.key for r in engine.requests if r.key.startswith("drift/tracer")] == ["drift/tracer/ledger"]
     assert diag.details["error_spans"] == [3] and diag.step == 3 and diag.agent == "Coder"
@@ -219,9 +256,11 @@ def test_tracer_grammars_only_allow_spans_from_the_claims_introduction():
     limits = DriftLimits()
     g = tracer_claim_grammar(2, 6, limits)
     assert g.parse('{"harmful":true,"marks":[{"span":2,"role":"commit"}]}')["marks"][0]["span"] == 2
-    for text in ('{"harmful":true,"marks":[{"span":1,"role":"commit"}]}',
-                 '{"harmful":true,"marks":[{"span":6,"role":"reuse"}]}',
-                 '{"harmful":true,"marks":[{"span":3,"role":"blame"}]}'):
+    for text in (
+        '{"harmful":true,"marks":[{"span":1,"role":"commit"}]}',
+        '{"harmful":true,"marks":[{"span":6,"role":"reuse"}]}',
+        '{"harmful":true,"marks":[{"span":3,"role":"blame"}]}',
+    ):
         with pytest.raises(InvalidOutputError):
             g.parse(text)
     g = tracer_ledger_grammar({"C1": 1, "C2": 3}, 6, limits)
@@ -252,6 +291,7 @@ def test_span_to_step_mapping_picks_the_step_that_makes_the_claim():
 
 # ---- segmentation ---------------------------------------------------------------------------------
 
+
 def test_segmentation_grammar_only_allows_contiguous_covering_ordered_ranges():
     g = segment_grammar(3, 7)
     assert spans_from_starts(g.parse("3,5,6"), 3, 7) == [(3, 4), (5, 5), (6, 7)]
@@ -269,8 +309,9 @@ def test_segment_option_groups_steps_in_one_batched_pass():
     segment = {0: "0,2", 1: "3,5"}
     ledger = [{"new_claims": [new_claim("The population is 170,000.", 1, 1, [2])]}]
     tracer = {"C1": {"harmful": True, "marks": [{"span": 1, "role": "commit"}]}}
-    diag, engine = run_one(Script(segment=segment, ledger=ledger, support={"C1": RISKY["C1"]}, tracer=tracer),
-                           segment=True, segment_max_steps=3)
+    diag, engine = run_one(
+        Script(segment=segment, ledger=ledger, support={"C1": RISKY["C1"]}, tracer=tracer), segment=True, segment_max_steps=3
+    )
     seg = [b for b in engine.batches if b[0].key.startswith("drift/segment/")]
     assert len(seg) == 1 and len(seg[0]) == 2  # both chunks in ONE batch
     assert diag.details["spans"] == [[0, 1], [2, 2], [3, 4], [5, 5]]
@@ -289,6 +330,7 @@ def test_segmented_span_maps_to_the_step_whose_agent_made_the_claim():
 
 
 # ---- options and chunking ----------------------------------------------------------------------------
+
 
 def test_options_are_validated_and_recorded():
     with pytest.raises(MethodOptionError, match="tracer"):

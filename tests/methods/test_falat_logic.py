@@ -18,11 +18,22 @@ AGENTS = ["Planner", "Coder", "Terminal"]
 
 
 def make_trace(n: int = 12, tid: str = "t1", long: int = 0, gt: str | None = "8") -> Trace:
-    steps = [Step(index=i, agent=AGENTS[i % 3], role="assistant",
-                  content=f"step {i} says the count is {i} " + ("lorem ipsum " * long)) for i in range(n)]
-    return Trace(id=tid, source=f"{tid}.json", format="messages", subset=None, task="Count the even addresses.",
-                 agents=[], steps=steps, final_output="4", ground_truth=gt,
-                 labels=Labels(mistake_agent="Coder", mistake_step=min(4, n - 1), fault_steps=[], high_impact_steps=[]))
+    steps = [
+        Step(index=i, agent=AGENTS[i % 3], role="assistant", content=f"step {i} says the count is {i} " + ("lorem ipsum " * long))
+        for i in range(n)
+    ]
+    return Trace(
+        id=tid,
+        source=f"{tid}.json",
+        format="messages",
+        subset=None,
+        task="Count the even addresses.",
+        agents=[],
+        steps=steps,
+        final_output="4",
+        ground_truth=gt,
+        labels=Labels(mistake_agent="Coder", mistake_step=min(4, n - 1), fault_steps=[], high_impact_steps=[]),
+    )
 
 
 class Script:
@@ -34,8 +45,9 @@ class Script:
     the step the re-search ranks first when it is in the window (default: t̂).
     """
 
-    def __init__(self, flags=None, labels=None, verdicts=None, research_top=None, significance=None,
-                 focus=None, quote="the count is") -> None:
+    def __init__(
+        self, flags=None, labels=None, verdicts=None, research_top=None, significance=None, focus=None, quote="the count is"
+    ) -> None:
         self.flags = flags or {}
         self.labels = labels or {}
         self.verdicts = verdicts or {}
@@ -57,9 +69,15 @@ class Script:
             for key, node in props.items():
                 i = int(key)
                 o, p, e = self.flags.get(i, (False, False, False))
-                steps[key] = {"agent": node["properties"]["agent"]["const"], "action": f"a{i}", "decision": f"d{i}",
-                              "significance": self.significance.get(i, 1), "outcome_relevance": o,
-                              "prior_inconsistency": p, "execution_inconsistency": e}
+                steps[key] = {
+                    "agent": node["properties"]["agent"]["const"],
+                    "action": f"a{i}",
+                    "decision": f"d{i}",
+                    "significance": self.significance.get(i, 1),
+                    "outcome_relevance": o,
+                    "prior_inconsistency": p,
+                    "execution_inconsistency": e,
+                }
             ids = [int(k) for k in props]
             focus = next((f for f in self.focus.values() if f in ids), ids[0])
             return {"steps": steps, "stage": {"summary": f"window {ids[0]}", "focus_step": focus}}
@@ -75,9 +93,12 @@ class Script:
             t_hat = int(req.messages[-1]["content"].split("points at step ")[1].split(".")[0])
             top = self.research_top if self.research_top in ids else t_hat
             ranking = [top] + [i for i in ids if i != top]
-            return {"steps": {str(i): {"for": f"for {i}", "against": f"against {i}",
-                                       "role": "ROOT_CAUSE" if i == top else "PROPAGATION"} for i in ids},
-                    "ranking": ranking}
+            return {
+                "steps": {
+                    str(i): {"for": f"for {i}", "against": f"against {i}", "role": "ROOT_CAUSE" if i == top else "PROPAGATION"} for i in ids
+                },
+                "ranking": ranking,
+            }
         raise AssertionError(f"unexpected grammar {name}")
 
 
@@ -99,6 +120,7 @@ def mid(i: int, o=False, p=False, e=False, sig=1) -> StepSummary:
 
 
 # ---- stage 1: windows, candidates, regions ---------------------------------------------------
+
 
 def test_split_windows_short_last_window_and_one_step_trace():
     assert [list(w) for w in split_windows(12, 5)] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]]
@@ -164,6 +186,7 @@ def test_step_text_is_clipped_to_the_step_token_cap_in_window_prompts():
 
 # ---- stage 2: pairs and pruning --------------------------------------------------------------
 
+
 def test_pair_cap_keeps_nearest_pairs_and_records_the_cut():
     kept, cut = candidate_pairs([1, 2, 4, 8], cap=3)
     assert kept == [(1, 2), (2, 4), (1, 4)] and cut == [(4, 8), (2, 8), (1, 8)]
@@ -177,12 +200,15 @@ def test_pair_cap_keeps_nearest_pairs_and_records_the_cut():
     assert len(shared) == 1
 
 
-@pytest.mark.parametrize("label, pruned_step, why", [
-    ("correction", 2, "corrected"),
-    ("redundancy", 5, "redundant"),
-    ("dead_end", 2, "dead_end"),
-    ("no_influence", 2, "no_influence"),
-])
+@pytest.mark.parametrize(
+    "label, pruned_step, why",
+    [
+        ("correction", 2, "corrected"),
+        ("redundancy", 5, "redundant"),
+        ("dead_end", 2, "dead_end"),
+        ("no_influence", 2, "no_influence"),
+    ],
+)
 def test_each_pruning_label(label, pruned_step, why):
     result = prune([2, 5], {(2, 5): label}, {})
     assert result.pruned == {pruned_step: why}
@@ -227,6 +253,7 @@ def test_pruning_runs_on_the_model_labels_end_to_end():
 
 
 # ---- stage 3: ranking and verification --------------------------------------------------------
+
 
 def test_suspicion_is_a_bounded_pure_function():
     assert suspicion(mid(0), on_path=False) == 1
@@ -284,6 +311,7 @@ def test_verification_sees_neighbours_in_full_and_the_pair_labels():
 
 # ---- stage 4: re-search, expected output, evidence -------------------------------------------
 
+
 @pytest.mark.parametrize("t_hat, window", [(0, [0, 1, 2]), (1, [0, 1, 2, 3]), (9, [7, 8, 9]), (5, [3, 4, 5, 6, 7])])
 def test_research_window_is_two_steps_each_side_clipped_at_the_edges(t_hat, window):
     flags = {t_hat: (True, True, True)}
@@ -339,7 +367,7 @@ def test_cost_is_recorded_per_stage():
 def test_a_truncated_stage_ends_the_trace_with_an_error_record():
     def script(req):
         if req.grammar.name == "falat_window":
-            return ("{\"steps\":", "length")
+            return ('{"steps":', "length")
         return Script()(req)
 
     engine = ScriptedEngine(script)
@@ -362,8 +390,7 @@ def test_same_seed_same_requests():
     flags = {2: (True, True, False), 5: (False, False, True)}
     _, a = run_one(Script(flags=flags), make_trace(10))
     _, b = run_one(Script(flags=flags), make_trace(10))
-    assert [(r.key, r.sampling.seed, r.messages) for r in a.requests] == [(r.key, r.sampling.seed, r.messages)
-                                                                          for r in b.requests]
+    assert [(r.key, r.sampling.seed, r.messages) for r in a.requests] == [(r.key, r.sampling.seed, r.messages) for r in b.requests]
     assert len({r.key for r in a.requests}) == len(a.requests)  # keys unique per trace
 
 

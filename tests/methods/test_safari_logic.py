@@ -17,11 +17,24 @@ from localfa.traces.model import Labels, Step, Trace
 
 
 def make_trace(n: int = 12, tid: str = "t1", long: int = 0) -> Trace:
-    steps = [Step(index=i, agent=["Planner", "Coder", "Terminal"][i % 3], role="assistant",
-                  content=f"step {i} content " + ("lorem ipsum " * long)) for i in range(n)]
-    return Trace(id=tid, source=f"{tid}.json", format="messages", subset=None, task="Count the even addresses.",
-                 agents=[], steps=steps, final_output="4", ground_truth="8",
-                 labels=Labels(mistake_agent="Coder", mistake_step=4, fault_steps=[4], high_impact_steps=[], reason="r"))
+    steps = [
+        Step(
+            index=i, agent=["Planner", "Coder", "Terminal"][i % 3], role="assistant", content=f"step {i} content " + ("lorem ipsum " * long)
+        )
+        for i in range(n)
+    ]
+    return Trace(
+        id=tid,
+        source=f"{tid}.json",
+        format="messages",
+        subset=None,
+        task="Count the even addresses.",
+        agents=[],
+        steps=steps,
+        final_output="4",
+        ground_truth="8",
+        labels=Labels(mistake_agent="Coder", mistake_step=4, fault_steps=[4], high_impact_steps=[], reason="r"),
+    )
 
 
 def turn(tool: dict, stm: dict | None = None, action: str = "next") -> dict:
@@ -33,8 +46,11 @@ def turn(tool: dict, stm: dict | None = None, action: str = "next") -> dict:
 
 READ = {"name": "read", "offset": 0, "limit": 5}
 SEARCH = {"name": "search", "pattern": "step 4"}
-EVAL = {"name": "evaluate", "questions": ["Is step 4 wrong?", "Is it the first?", "Never corrected?"],
-        "reasoning": "Step 4 said 'step 4 content' which is wrong."}
+EVAL = {
+    "name": "evaluate",
+    "questions": ["Is step 4 wrong?", "Is it the first?", "Never corrected?"],
+    "reasoning": "Step 4 said 'step 4 content' which is wrong.",
+}
 SUBMIT = {"name": "submit_step", "step_id": 4, "reasoning": "Step 4 is the first uncorrected error."}
 
 
@@ -76,8 +92,7 @@ def test_stm_sparse_merge_matches_faults_by_step_id():
     stm = ShortTermMemory(task_goal="goal")
     stm.merge({"faults_identified_so_far": [{"step_id": 3, "reason": "a", "evidence": "x"}]})
     stm.merge({"faults_identified_so_far": [{"step_id": 5, "reason": "b", "evidence": "y"}]})
-    changed = stm.merge({"faults_identified_so_far": [{"step_id": 3, "reason": "a2", "evidence": "x2"}],
-                         "still_need": ["read step 2"]})
+    changed = stm.merge({"faults_identified_so_far": [{"step_id": 3, "reason": "a2", "evidence": "x2"}], "still_need": ["read step 2"]})
     assert [f.step_id for f in stm.faults] == [3, 5]
     assert stm.fault(3).reason == "a2" and stm.fault(5).reason == "b"
     assert stm.task_goal == "goal"  # untouched key stays
@@ -115,9 +130,16 @@ def test_low_evaluate_score_returns_every_claims_verdict_with_its_number():
 
 
 def test_after_three_evaluations_it_must_submit():
-    script = Script([turn(EVAL, {}), turn(dict(EVAL, reasoning="again, first retry"), {}),
-                     turn(dict(EVAL, reasoning="again, second retry"), {}), turn(dict(EVAL, reasoning="again, third retry"), {}),
-                     turn(SUBMIT, {})], scores=[10])
+    script = Script(
+        [
+            turn(EVAL, {}),
+            turn(dict(EVAL, reasoning="again, first retry"), {}),
+            turn(dict(EVAL, reasoning="again, second retry"), {}),
+            turn(dict(EVAL, reasoning="again, third retry"), {}),
+            turn(SUBMIT, {}),
+        ],
+        scores=[10],
+    )
     diag, engine = run_one(script)
     obs = observations(engine)
     assert "no evaluations left" in obs[3]
@@ -133,8 +155,7 @@ def test_identical_call_gets_a_reminder_not_a_result():
 
 
 def test_turn_counter_and_forced_finalisation():
-    diag, engine = run_one(Script([turn({"name": "read", "offset": i, "limit": 3}, {}) for i in range(4)],
-                                  final_step=7), max_turns=4)
+    diag, engine = run_one(Script([turn({"name": "read", "offset": i, "limit": 3}, {}) for i in range(4)], final_step=7), max_turns=4)
     obs = observations(engine)
     assert obs[1].startswith("[Turn 1/4 — 3 turns remaining]")
     assert obs[4].startswith("[Turn 4/4 — 0 turns remaining]")
@@ -156,8 +177,7 @@ def test_grammar_is_built_for_the_trace():
 
 
 def test_history_is_append_only_and_stm_rides_at_the_end():
-    _, engine = run_one(Script([turn(READ, {"task_goal": "count evens"}), turn(SEARCH, {}), turn(EVAL, {}),
-                                turn(SUBMIT, {})]))
+    _, engine = run_one(Script([turn(READ, {"task_goal": "count evens"}), turn(SEARCH, {}), turn(EVAL, {}), turn(SUBMIT, {})]))
     turns = [r for r in engine.requests if r.grammar.name == "safari_turn"]
     for a, b in zip(turns, turns[1:]):
         assert "<<<STM>>>" in a.messages[-1]["content"]

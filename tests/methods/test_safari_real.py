@@ -12,6 +12,7 @@ from tests.methods.real_cli import diagnose_cli, without_timing
 
 pytestmark = pytest.mark.real
 
+
 def _diagnose(traces, out, *extra):
     return diagnose_cli(traces, out, "safari", "--max-turns", "3", "--transcript", *extra)
 

@@ -37,6 +37,7 @@ def run_error(trace, budget, engine=None, **options):
 
 # ---- 1. no hidden length caps ------------------------------------------------------------------
 
+
 def _bounds(schema, name="", out=None):
     """(field name, bound) for every maxLength / maxItems in a JSON schema."""
     out = [] if out is None else out
@@ -63,18 +64,28 @@ def test_every_bound_the_turn_grammar_enforces_is_stated_in_the_system_prompt():
     system = req.messages[0]["content"]
     bounds = _bounds(req.grammar.spec)
     names = {n for n, _ in bounds}
-    assert {"task_goal", "final_output", "faults_identified_so_far", "still_need", "next_action", "pattern",
-            "questions", "reasoning", "reason", "evidence"} <= names
+    assert {
+        "task_goal",
+        "final_output",
+        "faults_identified_so_far",
+        "still_need",
+        "next_action",
+        "pattern",
+        "questions",
+        "reasoning",
+        "reason",
+        "evidence",
+    } <= names
     missing = [(n, b) for n, b in bounds if not _stated(system, n, b)]
     assert missing == []
-    max_read = next(t for t in req.grammar.spec["properties"]["tool"]["anyOf"]
-                    if t["properties"]["name"]["const"] == "read")["properties"]["limit"]["maximum"]
+    max_read = next(t for t in req.grammar.spec["properties"]["tool"]["anyOf"] if t["properties"]["name"]["const"] == "read")["properties"][
+        "limit"
+    ]["maximum"]
     assert f'"limit": 1 to {max_read}' in system
 
 
 def test_evaluator_and_final_bounds_are_stated_in_their_prompts():
-    _, engine = run_one(Script([turn(EVAL, {})] + [turn({"name": "read", "offset": i, "limit": 3}, {})
-                                                   for i in range(3)]), max_turns=4)
+    _, engine = run_one(Script([turn(EVAL, {})] + [turn({"name": "read", "offset": i, "limit": 3}, {}) for i in range(3)]), max_turns=4)
     verdict = next(r for r in engine.requests if r.grammar.name == "safari_verdict")
     assert _bounds(verdict.grammar.spec) == [("feedback", 800)]
     assert "at most 800 characters" in verdict.messages[0]["content"]
@@ -84,40 +95,52 @@ def test_evaluator_and_final_bounds_are_stated_in_their_prompts():
 
 
 # The paper's own examples (Appendix E/F) must fit the grammar's bounds.
-PAPER_QUESTION = ("Does the quoted content from step 3 confirm the agent hallucinated the identity of the dinosaur "
-                  "article as Tyrannosaurus rex without performing any web search, stating 'I know that the only "
-                  "dinosaur article to ever reach Featured Article status on English Wikipedia is the Tyrannosaurus "
-                  "rex article'?")
-PAPER_REASONING = ("At step 3, the agent's action was 'go to shelf 1'. The task required 'put a clean bowl in shelf', "
-                   "meaning the bowl had to be cleaned first at the sinkbasin. The agent picked up the bowl at step 2 "
-                   "but went directly to the shelf at step 3, skipping the sinkbasin entirely. Steps 1 and 2 were "
-                   "correct (finding and picking up the bowl). No later step visited the sinkbasin - from step 4 "
-                   "onwards the agent repeatedly examined the shelf, believing the task complete.")
-PAPER_FINAL_OUTPUT = ("The agent's final answer was 'User:Darwin'. The correct answer is likely 'FunkMonk' (the actual "
-                      "nominator of the Tyrannosaurus rex FA nomination promoted in November 2016). The agent "
-                      "hallucinated the answer without ever successfully retrieving the information from Wikipedia.")
+PAPER_QUESTION = (
+    "Does the quoted content from step 3 confirm the agent hallucinated the identity of the dinosaur "
+    "article as Tyrannosaurus rex without performing any web search, stating 'I know that the only "
+    "dinosaur article to ever reach Featured Article status on English Wikipedia is the Tyrannosaurus "
+    "rex article'?"
+)
+PAPER_REASONING = (
+    "At step 3, the agent's action was 'go to shelf 1'. The task required 'put a clean bowl in shelf', "
+    "meaning the bowl had to be cleaned first at the sinkbasin. The agent picked up the bowl at step 2 "
+    "but went directly to the shelf at step 3, skipping the sinkbasin entirely. Steps 1 and 2 were "
+    "correct (finding and picking up the bowl). No later step visited the sinkbasin - from step 4 "
+    "onwards the agent repeatedly examined the shelf, believing the task complete."
+)
+PAPER_FINAL_OUTPUT = (
+    "The agent's final answer was 'User:Darwin'. The correct answer is likely 'FunkMonk' (the actual "
+    "nominator of the Tyrannosaurus rex FA nomination promoted in November 2016). The agent "
+    "hallucinated the answer without ever successfully retrieving the information from Wikipedia."
+)
 
 
 def test_the_papers_examples_fit_the_grammar():
     assert len(PAPER_QUESTION) > 250 and len(PAPER_REASONING) > 400 and len(PAPER_FINAL_OUTPUT) > 250
     grammar = turn_grammar(12, 40, 100, SafariLimits())
-    out = turn({"name": "evaluate", "questions": [PAPER_QUESTION] * 3, "reasoning": PAPER_REASONING},
-               {"task_goal": "Find who nominated the only Featured Article about a dinosaur promoted in November 2016",
-                "final_output": PAPER_FINAL_OUTPUT,
-                "still_need": ["Confirm the agent never actually called search_agent - need to check if there's a "
-                               "search_agent tool call span"]})
+    out = turn(
+        {"name": "evaluate", "questions": [PAPER_QUESTION] * 3, "reasoning": PAPER_REASONING},
+        {
+            "task_goal": "Find who nominated the only Featured Article about a dinosaur promoted in November 2016",
+            "final_output": PAPER_FINAL_OUTPUT,
+            "still_need": ["Confirm the agent never actually called search_agent - need to check if there's a search_agent tool call span"],
+        },
+    )
     assert grammar.parse(json.dumps(out))["tool"]["questions"][0] == PAPER_QUESTION
 
 
 def test_max_tokens_fits_the_longest_turn_the_grammar_admits():
     limits = SafariLimits()
-    longest = turn({"name": "evaluate", "questions": ["q" * limits.question_chars] * limits.max_questions,
-                    "reasoning": "r" * limits.reasoning_chars},
-                   {"task_goal": "g" * limits.note_chars, "final_output": "f" * limits.note_chars,
-                    "faults_identified_so_far": [{"step_id": 11, "reason": "r" * limits.reason_chars,
-                                                  "evidence": "e" * limits.evidence_chars}],
-                    "still_need": ["n" * limits.still_need_chars] * limits.still_need_items},
-                   action="a" * limits.next_action_chars)
+    longest = turn(
+        {"name": "evaluate", "questions": ["q" * limits.question_chars] * limits.max_questions, "reasoning": "r" * limits.reasoning_chars},
+        {
+            "task_goal": "g" * limits.note_chars,
+            "final_output": "f" * limits.note_chars,
+            "faults_identified_so_far": [{"step_id": 11, "reason": "r" * limits.reason_chars, "evidence": "e" * limits.evidence_chars}],
+            "still_need": ["n" * limits.still_need_chars] * limits.still_need_items,
+        },
+        action="a" * limits.next_action_chars,
+    )
     text = json.dumps(turn_grammar(12, 40, 100, limits).parse(json.dumps(longest)), separators=(",", ":"))
     assert len(text) <= limits.turn_max_tokens() * OUTPUT_CHARS_PER_TOKEN
     final = json.dumps({"reasoning": "r" * limits.submit_reasoning_chars, "step_id": 11}, separators=(",", ":"))
@@ -135,10 +158,13 @@ def test_a_long_task_is_shortened_with_a_marker_never_silently():
 
 # ---- 2. budgets that are what they say -------------------------------------------------------
 
+
 def test_without_a_budget_the_window_still_evicts_and_the_record_says_so():
     trace = make_trace(60, long=40)
-    engine = ScriptedEngine(Script([turn({"name": "read", "offset": 9 * i, "limit": 9}, {}) for i in range(10)]
-                                   + [turn(EVAL, {}), turn(SUBMIT, {})]), max_model_len=6000)
+    engine = ScriptedEngine(
+        Script([turn({"name": "read", "offset": 9 * i, "limit": 9}, {}) for i in range(10)] + [turn(EVAL, {}), turn(SUBMIT, {})]),
+        max_model_len=6000,
+    )
     diag, _ = run_error(trace, None, engine=engine)
     limit = 6000 - 2 * SafariLimits().turn_max_tokens() - 64
     assert diag.error is None
@@ -174,8 +200,7 @@ def test_a_token_budget_counts_the_chat_template_per_message():
     reads = [turn({"name": "read", "offset": 10 * i, "limit": 5}, {}) for i in range(8)]
     diag, engine = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="2500")
     assert diag.details["evicted_turns"] >= 4
-    sizes = [sum(engine.count_tokens(m["content"]) + TEMPLATE_TOKENS_PER_MESSAGE for m in req.messages)
-             for req in turns_of(engine)]
+    sizes = [sum(engine.count_tokens(m["content"]) + TEMPLATE_TOKENS_PER_MESSAGE for m in req.messages) for req in turns_of(engine)]
     assert max(sizes) <= 2500 and max(sizes) > 2500 - 100  # filled to the budget, never past it
 
 
@@ -192,8 +217,7 @@ def test_scale_on_an_unlabelled_trace_fails_that_trace_only():
     labelled.labels.mistake_step = 70
     unlabelled = make_trace(12, tid="nolabel")
     unlabelled.labels = None
-    jobs = [method_job(engine, method, MethodContext(t, seed=0, budget="scale:2"), key=t.id)
-            for t in (labelled, unlabelled)]
+    jobs = [method_job(engine, method, MethodContext(t, seed=0, budget="scale:2"), key=t.id) for t in (labelled, unlabelled)]
     results = dict(run_jobs(engine, jobs))
     assert results["nolabel"].stop_reason == "error"
     assert "BudgetError: budget scale:2: the trace has no labelled fault step" in results["nolabel"].error
@@ -214,17 +238,21 @@ def test_a_traces_investigation_is_built_only_when_first_advanced():
 
 # ---- 3. evicted text can be fetched again ----------------------------------------------------
 
+
 def test_a_repeat_gets_a_reminder_while_held_and_the_result_once_evicted():
     trace = make_trace(40, long=30)
     search = {"name": "search", "pattern": "step 3 content"}
-    script = ([turn(search, {}), turn(search, {})]
-              + [turn({"name": "read", "offset": 10 * i, "limit": 5}, {}) for i in range(6)]
-              + [turn(search, {}), turn(EVAL, {}), turn(SUBMIT, {})])
+    script = (
+        [turn(search, {}), turn(search, {})]
+        + [turn({"name": "read", "offset": 10 * i, "limit": 5}, {}) for i in range(6)]
+        + [turn(search, {}), turn(EVAL, {}), turn(SUBMIT, {})]
+    )
     diag, engine = run_one(Script(script), trace=trace, budget="2500")
     obs = observations(engine)
     assert "REMINDER" in obs[2] and "at turn 1" in obs[2]  # turn 1's result is still in context
-    assert not any("search(" in m["content"] and "returned" in m["content"]
-                   for m in turns_of(engine)[8].messages[4:-1])  # turn 1 evicted by turn 9
+    assert not any(
+        "search(" in m["content"] and "returned" in m["content"] for m in turns_of(engine)[8].messages[4:-1]
+    )  # turn 1 evicted by turn 9
     assert 'search(pattern="step 3 content") returned:' in obs[9] and "shown again" in obs[9]
     assert "REMINDER" not in obs[9]
     assert diag.transcript[8]["refetched"] is True
@@ -232,23 +260,33 @@ def test_a_repeat_gets_a_reminder_while_held_and_the_result_once_evicted():
 
 # ---- 4. evidence that verifies -----------------------------------------------------------------
 
+
 def test_quotes_with_apostrophes_and_inner_quotes_become_verified_evidence():
     trace = make_trace(6)
-    trace.steps[4].content = 'The coder said: the list\'s total is "8", so I\'ll report 4 instead.'
-    reasoning = ("Step 4 wrote 'the list's total is \"8\", so I'll report 4' and then \"a quote that is nowhere\".")
+    trace.steps[4].content = "The coder said: the list's total is \"8\", so I'll report 4 instead."
+    reasoning = "Step 4 wrote 'the list's total is \"8\", so I'll report 4' and then \"a quote that is nowhere\"."
     diag, _ = run_one(Script([turn(EVAL, {}), turn(dict(SUBMIT, reasoning=reasoning), {})]), trace=trace)
-    assert diag.evidence == ['the list\'s total is "8", so I\'ll report 4']
+    assert diag.evidence == ["the list's total is \"8\", so I'll report 4"]
     assert diag.details["evidence_verbatim"] == [True]
 
 
 # ---- 5. step ids never confused with line numbers -------------------------------------------
 
+
 def test_every_line_the_model_sees_shows_its_step():
     trace = make_trace(12, long=40)  # records wrap onto continuation lines
     view = LineView(trace)
-    _, engine = run_one(Script([turn({"name": "read", "offset": 3, "limit": 9}, {}),
-                                turn({"name": "search", "pattern": "lorem ipsum lorem"}, {}),
-                                turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace)
+    _, engine = run_one(
+        Script(
+            [
+                turn({"name": "read", "offset": 3, "limit": 9}, {}),
+                turn({"name": "search", "pattern": "lorem ipsum lorem"}, {}),
+                turn(EVAL, {}),
+                turn(SUBMIT, {}),
+            ]
+        ),
+        trace=trace,
+    )
     shown = []
     for req in turns_of(engine)[:3]:
         block = [text for label, text in fenced_blocks(req.messages[-1]["content"]) if label == "RUN LINES"][-1]
@@ -263,6 +301,7 @@ def test_every_line_the_model_sees_shows_its_step():
 
 
 # ---- 6. a clean no-STM ablation ----------------------------------------------------------------
+
 
 def test_no_stm_prompts_never_mention_the_memory():
     script = [turn(SEARCH), turn(SEARCH), turn(SUBMIT), turn(EVAL)] + [turn(READ)] * 3
@@ -283,10 +322,10 @@ def test_with_stm_the_past_tool_calls_ride_inside_the_memory():
 
 # ---- 7. the paper's investigation rules --------------------------------------------------------
 
+
 def test_evaluate_waits_for_the_minimum_investigating_turns():
     reads = [turn({"name": "read", "offset": i, "limit": 3}, {}) for i in range(3)]
-    diag, engine = run_one(Script([turn(EVAL, {})] + reads + [turn(EVAL, {}), turn(SUBMIT, {})]),
-                           min_investigate_turns=3)
+    diag, engine = run_one(Script([turn(EVAL, {})] + reads + [turn(EVAL, {}), turn(SUBMIT, {})]), min_investigate_turns=3)
     obs = observations(engine)
     assert "evaluate refused" in obs[1] and "At least 3 turns of read or search" in obs[1]
     assert "average confidence" in obs[5]
@@ -296,11 +335,9 @@ def test_evaluate_waits_for_the_minimum_investigating_turns():
 
 
 def test_the_minimum_leaves_room_for_evaluate_and_submit():
-    diag, _ = run_one(Script([turn(READ, {}), turn(EVAL, {}), turn(SUBMIT, {})]),
-                      min_investigate_turns=10, max_turns=4)
+    diag, _ = run_one(Script([turn(READ, {}), turn(EVAL, {}), turn(SUBMIT, {})]), min_investigate_turns=10, max_turns=4)
     assert diag.details["min_investigate_turns"] == 2
-    diag, engine = run_one(Script([turn(SUBMIT, {}), turn(EVAL, {}), turn(SUBMIT, {})]),
-                           min_investigate_turns=10, max_turns=3)
+    diag, engine = run_one(Script([turn(SUBMIT, {}), turn(EVAL, {}), turn(SUBMIT, {})]), min_investigate_turns=10, max_turns=3)
     assert diag.stop_reason == "submitted" and "average confidence" in observations(engine)[2]
 
 
@@ -325,10 +362,14 @@ def test_a_loop_warning_when_the_model_goes_round_in_circles():
 
 # ---- 8. one bad turn does not lose the trace -------------------------------------------------
 
-@pytest.mark.parametrize(("bad", "error"), [
-    (('{"next_action": "cut', "length"), "TruncatedOutputError"),
-    ("this is not JSON", "InvalidOutputError"),
-])
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        (('{"next_action": "cut', "length"), "TruncatedOutputError"),
+        ("this is not JSON", "InvalidOutputError"),
+    ],
+)
 def test_a_turn_the_engine_cannot_produce_goes_to_forced_finalisation(bad, error):
     def script(req):
         if req.key == "turn/2":
@@ -356,6 +397,7 @@ def test_a_failed_final_answer_is_still_an_error_record():
 
 # ---- 9. every claim's verdict returns ---------------------------------------------------------
 
+
 def test_a_passed_evaluate_also_shows_every_claim():
     _, engine = run_one(Script([turn(EVAL, {}), turn(SUBMIT, {})], scores=[90, 60, 95]))
     obs = observations(engine)[1]
@@ -364,9 +406,12 @@ def test_a_passed_evaluate_also_shows_every_claim():
 
 # ---- 11. agent names as the trace spells them ------------------------------------------------
 
+
 def test_the_user_prompt_keeps_the_traces_agent_spelling():
-    steps = [Step(index=i, agent=a, role="assistant", content=f"c{i}")
-             for i, a in enumerate(["Orchestrator (thought)", "WebSurfer", "Orchestrator (-> WebSurfer)", "WebSurfer"])]
+    steps = [
+        Step(index=i, agent=a, role="assistant", content=f"c{i}")
+        for i, a in enumerate(["Orchestrator (thought)", "WebSurfer", "Orchestrator (-> WebSurfer)", "WebSurfer"])
+    ]
     trace = Trace(id="m1", source="m1.json", format="messages", subset=None, task="t", agents=[], steps=steps)
     _, engine = run_one(Script([turn(EVAL, {}), turn(SUBMIT, {"task_goal": "t"})]), trace=trace)
     assert "Agents, as the run names them: Orchestrator, WebSurfer." in turns_of(engine)[0].messages[1]["content"]
@@ -377,8 +422,7 @@ def test_in_window_mode_traces_share_one_system_prompt_for_the_prefix_cache():
     method = get_method("safari", min_investigate_turns=0)
     short, long = make_trace(8, tid="a"), make_trace(60, tid="b", long=40)
     long.steps[3].content = "数字 " * 400  # a different characters-per-token ratio
-    results = dict(run_jobs(engine, [method_job(engine, method, MethodContext(t, seed=0), key=t.id)
-                                     for t in (short, long)]))
+    results = dict(run_jobs(engine, [method_job(engine, method, MethodContext(t, seed=0), key=t.id) for t in (short, long)]))
     assert [results[k].details["budget"] for k in "ab"] == ["window", "window"]
     systems = {r.messages[0]["content"] for r in turns_of(engine)}
     assert len(systems) == 1

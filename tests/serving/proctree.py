@@ -12,7 +12,7 @@ def _stat(pid: int) -> tuple[str, int] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     return fields[0], int(fields[1])
 
 

@@ -41,8 +41,14 @@ def served(embedded_model_dir, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "vllm.log"
     port = free_port()
     env = {**os.environ, "LOCALFA_API_KEY": KEY}
-    proc = subprocess.Popen([sys.executable, "-m", "localfa", "serve", "--port", str(port), "--log", str(log)],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "localfa", "serve", "--port", str(port), "--log", str(log)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     url = _read_line(proc, 420)
     if url != f"http://127.0.0.1:{port}":
         proc.kill()
@@ -67,8 +73,9 @@ def test_a_request_without_the_key_gets_401_and_with_it_succeeds(served, monkeyp
     engine = make_engine("openai", base_urls=[url])
     try:
         grammar = Grammar.choice(["yes", "no"], name="yes_no")
-        (resp,) = engine.generate([Request([{"role": "user", "content": "Is water wet? Answer yes or no."}],
-                                           grammar, Sampling(max_tokens=4, seed=0))])
+        (resp,) = engine.generate(
+            [Request([{"role": "user", "content": "Is water wet? Answer yes or no."}], grammar, Sampling(max_tokens=4, seed=0))]
+        )
         assert resp.value in ("yes", "no") and resp.usage.prompt_tokens > 0
     finally:
         engine.close()

@@ -24,8 +24,7 @@ KEY = "k-3f9a1c7e-not-a-real-secret"
 def localfa_process(*args: str) -> subprocess.CompletedProcess:
     """The real entry point in a fresh process (exit status as a shell sees it), no key around."""
     env = {k: v for k, v in os.environ.items() if k != "LOCALFA_API_KEY"}
-    return subprocess.run([sys.executable, "-m", "localfa", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "localfa", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture
@@ -47,11 +46,21 @@ def localfa(monkeypatch):
     return run
 
 
-@pytest.mark.parametrize("host,expected", [
-    ("127.0.0.1", True), ("127.3.4.5", True), ("::1", True), ("[::1]", True), ("localhost", True),
-    ("0.0.0.0", False), ("::", False), ("10.1.2.3", False), ("192.168.0.7", False),
-    ("no-such-host.invalid", False),
-])
+@pytest.mark.parametrize(
+    "host,expected",
+    [
+        ("127.0.0.1", True),
+        ("127.3.4.5", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("10.1.2.3", False),
+        ("192.168.0.7", False),
+        ("no-such-host.invalid", False),
+    ],
+)
 def test_loopback_is_judged_by_address(host, expected):
     assert is_loopback(host) is expected
 

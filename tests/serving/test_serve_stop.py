@@ -27,8 +27,13 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 def start_fake_serve() -> tuple[subprocess.Popen, set[int]]:
     """`localfa serve` over the fake server, healthy; returns it and its process tree."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.serving.fake_server", "serve", "--port", str(port)],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.serving.fake_server", "serve", "--port", str(port)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stdout.readline().strip()  # the URL, printed once healthy
     assert line == f"http://127.0.0.1:{port}", proc.stderr.read() if not line else line
     deadline = time.monotonic() + 10

@@ -56,9 +56,16 @@ def test_faults_follow_the_rate_and_the_seed():
     assert all(FaultyEngine(scripted_default(), FaultPlan(0.0)).fault_for(req(i), 0) is None for i in range(500))
 
 
-@pytest.mark.parametrize("kind,error", [("timeout", EngineUnavailableError), ("connection", EngineUnavailableError),
-                                        ("mid_batch", EngineUnavailableError), ("truncated", TruncatedOutputError),
-                                        ("invalid", InvalidOutputError)])
+@pytest.mark.parametrize(
+    "kind,error",
+    [
+        ("timeout", EngineUnavailableError),
+        ("connection", EngineUnavailableError),
+        ("mid_batch", EngineUnavailableError),
+        ("truncated", TruncatedOutputError),
+        ("invalid", InvalidOutputError),
+    ],
+)
 def test_each_fault_raises_the_error_a_sweep_can_classify(kind, error):
     inner = scripted_default()
     engine = FaultyEngine(inner, FaultPlan(0.5, seed=4))
@@ -116,10 +123,24 @@ def test_the_hook_wraps_the_scripted_engine_only_when_asked(monkeypatch, tmp_pat
 
 
 def traces(n: int) -> list[Trace]:
-    return [Trace(id=f"t{i}", source=f"t{i}.json", format="messages", task="Count the rows.",
-                  steps=[Step(index=j, agent=("Planner", "Coder", "Verifier")[j % 3], role="assistant",
-                              content=f"step {j}: the table has {j + i} rows") for j in range(6 + i % 5)])
-            for i in range(n)]
+    return [
+        Trace(
+            id=f"t{i}",
+            source=f"t{i}.json",
+            format="messages",
+            task="Count the rows.",
+            steps=[
+                Step(
+                    index=j,
+                    agent=("Planner", "Coder", "Verifier")[j % 3],
+                    role="assistant",
+                    content=f"step {j}: the table has {j + i} rows",
+                )
+                for j in range(6 + i % 5)
+            ],
+        )
+        for i in range(n)
+    ]
 
 
 def test_a_sweep_over_faults_recovers_every_transient_failure_on_resume(tmp_path):
@@ -143,9 +164,13 @@ def test_a_sweep_over_faults_recovers_every_transient_failure_on_resume(tmp_path
 
 
 def test_soak_script_kills_twice_and_loses_nothing(tmp_path):
-    out = subprocess.run([sys.executable, "scripts/soak.py", "--traces", "4", "--rate", "0.08",
-                          "--delay", "0.02", "--out", str(tmp_path / "soak")],
-                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "scripts/soak.py", "--traces", "4", "--rate", "0.08", "--delay", "0.02", "--out", str(tmp_path / "soak")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     said = out.stdout + out.stderr
     lines = out.stdout.strip().splitlines()
     figures = dict(line.split("=", 1) for line in lines[-6:] if "=" in line)

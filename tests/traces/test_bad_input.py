@@ -18,7 +18,7 @@ def _load_err(path: Path, **kw) -> str:
     assert msg.startswith(f"{path}: "), msg
     assert "\n" not in msg
     assert info.value.path == str(path)
-    return msg[len(str(path)) + 2:]
+    return msg[len(str(path)) + 2 :]
 
 
 def _write(tmp_path: Path, name: str, text: str | bytes) -> Path:
@@ -31,8 +31,13 @@ def _write(tmp_path: Path, name: str, text: str | bytes) -> Path:
 
 
 WW_OK = {
-    "question": "q", "ground_truth": "a", "is_correct": False, "mistake_agent": "A", "mistake_step": "1",
-    "mistake_reason": "r", "history": [{"content": "hi", "role": "user", "name": "A"}, {"content": "x", "role": "assistant", "name": "B"}],
+    "question": "q",
+    "ground_truth": "a",
+    "is_correct": False,
+    "mistake_agent": "A",
+    "mistake_step": "1",
+    "mistake_reason": "r",
+    "history": [{"content": "hi", "role": "user", "name": "A"}, {"content": "x", "role": "assistant", "name": "B"}],
 }
 
 
@@ -44,8 +49,7 @@ def test_not_json(tmp_path: Path) -> None:
 def test_truncated_json(tmp_path: Path) -> None:
     text = json.dumps(WW_OK, indent=1)
     msg = _load_err(_write(tmp_path, "t.json", text[: len(text) // 2]))
-    assert msg == ("truncated JSON: the file ends before the value is complete "
-                   "(Unterminated string starting at: line 8 column 2)")
+    assert msg == ("truncated JSON: the file ends before the value is complete (Unterminated string starting at: line 8 column 2)")
 
 
 def test_truncated_jsonl_line(tmp_path: Path) -> None:
@@ -73,8 +77,10 @@ def test_invalid_jsonl_line(tmp_path: Path) -> None:
         ({"history": [{"content": "x"}]}, "history[0]: step names no agent"),
         ({"messages": [{"role": "user", "content": 5}]}, "messages[0]: message 'content' must be text, got a number"),
         ({"spans": "nope"}, "does not match any known trace format"),
-        ({"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "a", "name": "x", "attributes": []}]}]}]},
-         "does not match any known trace format"),
+        (
+            {"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "a", "name": "x", "attributes": []}]}]}]},
+            "does not match any known trace format",
+        ),
     ],
 )
 def test_wrong_shape(tmp_path: Path, value: object, expect: str) -> None:
@@ -175,8 +181,12 @@ def test_spans_without_known_attributes(tmp_path: Path) -> None:
 
 
 def test_malformed_span_is_located(tmp_path: Path) -> None:
-    span = {"span_id": "a", "span_name": "x", "span_attributes": {"openinference.span.kind": "LLM"},
-            "child_spans": [{"span_id": ["not", "an", "id"], "span_name": "y"}]}
+    span = {
+        "span_id": "a",
+        "span_name": "x",
+        "span_attributes": {"openinference.span.kind": "LLM"},
+        "child_spans": [{"span_id": ["not", "an", "id"], "span_name": "y"}],
+    }
     msg = _load_err(_write(tmp_path, "t.json", json.dumps({"spans": [span]})))
     assert msg == "spans[0].child_spans[0]: 'span_id' must be text, got an array"
 

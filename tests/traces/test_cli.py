@@ -25,7 +25,9 @@ def test_bad_input_subprocess_exit_2_one_line(tmp_path: Path) -> None:
     bad.write_text('{"history": [', encoding="utf-8")
     proc = subprocess.run(
         [sys.executable, "-m", "localfa", "inspect", str(bad)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert proc.stdout == ""
@@ -44,26 +46,44 @@ def no_embedded_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
 
 SUMMARIES = {
     "otel_genai_otlp.json": [
-        "trace:        otel_genai_otlp", "format:       otel-genai, detected",
-        "task:         Should I pack an umbrella for Paris tomorrow?", "steps:        5",
-        "agents:       travel_planner, reviewer (2)", "lines:        11 (width 200)", "characters:   1,505",
-        "tokens:       380 (approx)", "labels:       none", "final output: No umbrella needed: sunny tomorrow.",
+        "trace:        otel_genai_otlp",
+        "format:       otel-genai, detected",
+        "task:         Should I pack an umbrella for Paris tomorrow?",
+        "steps:        5",
+        "agents:       travel_planner, reviewer (2)",
+        "lines:        11 (width 200)",
+        "characters:   1,505",
+        "tokens:       380 (approx)",
+        "labels:       none",
+        "final output: No umbrella needed: sunny tomorrow.",
         "ground truth: -",
     ],
     "openinference_trail_row.json": [
-        "trace:        openinference_trail_row", "format:       openinference, detected",
-        "task:         What is the capital of the country whose flag has a cedar tree?", "steps:        8",
-        "agents:       agent, CodeAgent (2)", "lines:        16 (width 200)", "characters:   2,260",
+        "trace:        openinference_trail_row",
+        "format:       openinference, detected",
+        "task:         What is the capital of the country whose flag has a cedar tree?",
+        "steps:        8",
+        "agents:       agent, CodeAgent (2)",
+        "lines:        16 (width 200)",
+        "characters:   2,260",
         "tokens:       570 (approx)",
         "labels:       mistake_agent=CodeAgent mistake_step=2 (agent there: CodeAgent) fault_steps=[2, 6] "
         "high_impact_steps=[6] categories=['Formatting Errors', 'Language-only']",
-        "reason:       The step prints instead of keeping the result.", "final output: Tripoli", "ground truth: -",
+        "reason:       The step prints instead of keeping the result.",
+        "final output: Tripoli",
+        "ground truth: -",
     ],
     "magentic_one_log.jsonl": [
-        "trace:        magentic_one_log", "format:       messages, detected",
-        "task:         Which martial arts classes are near the NYSE after work?", "steps:        5",
-        "agents:       human, Orchestrator, WebSurfer (3)", "lines:        5 (width 200)", "characters:   797",
-        "tokens:       203 (approx)", "labels:       none", "final output: Renzo Gracie Jiu-Jitsu Wall Street",
+        "trace:        magentic_one_log",
+        "format:       messages, detected",
+        "task:         Which martial arts classes are near the NYSE after work?",
+        "steps:        5",
+        "agents:       human, Orchestrator, WebSurfer (3)",
+        "lines:        5 (width 200)",
+        "characters:   797",
+        "tokens:       203 (approx)",
+        "labels:       none",
+        "final output: Renzo Gracie Jiu-Jitsu Wall Street",
         "ground truth: -",
     ],
 }
@@ -77,8 +97,9 @@ def test_inspect_summary(name: str, capsys: pytest.CaptureFixture[str], no_embed
     assert [lines[0], *lines[2:]] == SUMMARIES[name]
 
 
-def test_inspect_counts_tokens_with_the_tokenizer_it_names(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                           no_embedded_tokenizer: None) -> None:
+def test_inspect_counts_tokens_with_the_tokenizer_it_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_embedded_tokenizer: None
+) -> None:
     """A whitespace tokenizer makes the count checkable by hand: the records of the two steps are
     '{"step_id": 0, "agent": "human", "role": "user", "content": "a b c"}' (10 pieces) and
     '{"step_id": 1, "agent": "bot", "role": "assistant", "content": "d"}' (8 pieces)."""
@@ -90,8 +111,7 @@ def test_inspect_counts_tokens_with_the_tokenizer_it_names(tmp_path: Path, capsy
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.save(str(folder / "tokenizer.json"))
     trace = tmp_path / "two.jsonl"
-    trace.write_text('{"role": "user", "name": "human", "content": "a b c"}\n'
-                     '{"role": "assistant", "name": "bot", "content": "d"}\n')
+    trace.write_text('{"role": "user", "name": "human", "content": "a b c"}\n{"role": "assistant", "name": "bot", "content": "d"}\n')
     assert run_cli(["inspect", str(trace), "--json", "--tokenizer", str(folder)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert (info["tokenizer"], info["tokens"]) == ("ws-tokenizer", 10 + 8)
@@ -120,12 +140,15 @@ def test_inspect_lines(capsys: pytest.CaptureFixture[str]) -> None:
     assert [r["line"] for r in rows] == [2] and rows[0]["step"] == 2
 
 
-@pytest.mark.parametrize(("args", "expect"), [
-    (["--lines", "abc"], "--lines 'abc' is not A:B (line numbers from 0, e.g. 0:40)"),
-    (["--lines", "5:2"], "--lines '5:2': need 0 <= A <= B"),
-    (["--lines", "9999:10000"], "--lines '9999:10000' is outside the line view (lines 0..5)"),
-    (["--format", "csv"], "unknown format 'csv' (known: whowhen, openinference, otel-genai, messages)"),
-])
+@pytest.mark.parametrize(
+    ("args", "expect"),
+    [
+        (["--lines", "abc"], "--lines 'abc' is not A:B (line numbers from 0, e.g. 0:40)"),
+        (["--lines", "5:2"], "--lines '5:2': need 0 <= A <= B"),
+        (["--lines", "9999:10000"], "--lines '9999:10000' is outside the line view (lines 0..5)"),
+        (["--format", "csv"], "unknown format 'csv' (known: whowhen, openinference, otel-genai, messages)"),
+    ],
+)
 def test_inspect_bad_options(args: list[str], expect: str, capsys: pytest.CaptureFixture[str]) -> None:
     path = str(FIX / "ag2_groupchat.json")
     assert run_cli(["inspect", path, *args]) == 2
@@ -136,5 +159,6 @@ def test_inspect_missing_file_and_bad_tokenizer(tmp_path: Path, capsys: pytest.C
     assert run_cli(["inspect", str(tmp_path / "none.json")]) == 2
     assert capsys.readouterr().err == f"error: {tmp_path / 'none.json'}: no such file\n"
     assert run_cli(["inspect", str(FIX / "ag2_groupchat.json"), "--tokenizer", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == (f"error: {tmp_path}: no tokenizer.json in this folder "
-                                       "(--tokenizer takes a local Hugging Face model folder)\n")
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path}: no tokenizer.json in this folder (--tokenizer takes a local Hugging Face model folder)\n"
+    )

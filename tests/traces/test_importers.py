@@ -131,8 +131,10 @@ def test_ag2_chat_result_wrapper() -> None:
     t = load_trace(FIX / "ag2_chat_result.json")
     assert len(t.steps) == 4 and t.final_output == "The function is done."
     assert t.task == "Write a function that returns the n-th prime."
-    assert t.metadata == {"cost": {"usage_including_cached_inference": {"total_cost": 0},
-                                   "usage_excluding_cached_inference": {"total_cost": 0}}, "human_input": []}
+    assert t.metadata == {
+        "cost": {"usage_including_cached_inference": {"total_cost": 0}, "usage_excluding_cached_inference": {"total_cost": 0}},
+        "human_input": [],
+    }
 
 
 def test_openai_jsonl_messages() -> None:
@@ -147,7 +149,11 @@ def test_openai_jsonl_messages() -> None:
 def test_magentic_one_log() -> None:
     t = load_trace(FIX / "magentic_one_log.jsonl")
     assert [s.agent for s in t.steps] == [
-        "human", "Orchestrator (thought)", "Orchestrator (-> WebSurfer)", "WebSurfer", "Orchestrator (final answer)",
+        "human",
+        "Orchestrator (thought)",
+        "Orchestrator (-> WebSurfer)",
+        "WebSurfer",
+        "Orchestrator (final answer)",
     ]
     assert t.metadata["skipped_records"] == {"LLMCallEvent": 1, "WebSurferEvent": 1}
     assert t.steps[0].role == "user" and t.steps[0].start_time == "2024-10-01T10:00:00.000001"
@@ -166,8 +172,16 @@ def test_openinference_trail_tree() -> None:
     t = load_trace(FIX / "openinference_trail.json")
     names = [s.name for s in t.steps]
     # start-time order, though the fixture lists Step 1's children tool-first
-    assert names == ["main", "CodeAgent.run", "Step 1", "LiteLLMModel.__call__", "web_search", "Step 2",
-                     "LiteLLMModel.__call__", "final_answer"]
+    assert names == [
+        "main",
+        "CodeAgent.run",
+        "Step 1",
+        "LiteLLMModel.__call__",
+        "web_search",
+        "Step 2",
+        "LiteLLMModel.__call__",
+        "final_answer",
+    ]
     assert [s.span_id[-1] for s in t.steps] == list("mas12t34")
     assert {s.span_id[:-1] for s in t.steps} == {"a1b2c3d4e5f6000"}
     assert t.steps[3].parent_span_id == t.steps[2].span_id
@@ -205,8 +219,9 @@ def test_openinference_phoenix_jsonl() -> None:
     call = t.steps[1]
     assert call.tool_calls == [{"id": "call_9", "name": "lookup_order", "arguments": {"order_id": "1234"}}]
     assert call.content == 'lookup_order({"order_id": "1234"})'
-    assert t.steps[2].observation == ("[status ERROR] TimeoutError: order service did not answer\n"
-                                      "[exception] TimeoutError: order service did not answer")
+    assert t.steps[2].observation == (
+        "[status ERROR] TimeoutError: order service did not answer\n[exception] TimeoutError: order service did not answer"
+    )
     assert t.steps[3].input == "[tool] error: timeout"
     assert t.agents[0].system_prompt == "You help customers with orders."
     assert t.agents[0].tools == ["lookup_order"]
@@ -215,7 +230,11 @@ def test_openinference_phoenix_jsonl() -> None:
 def test_otel_genai_otlp() -> None:
     t = load_trace(FIX / "otel_genai_otlp.json")
     assert [s.name for s in t.steps] == [
-        "invoke_agent travel_planner", "chat gpt-4o", "get_weather", "chat gpt-4o", "invoke_agent reviewer",
+        "invoke_agent travel_planner",
+        "chat gpt-4o",
+        "get_weather",
+        "chat gpt-4o",
+        "invoke_agent reviewer",
     ]
     assert [s.role for s in t.steps] == ["invoke_agent", "assistant", "tool", "assistant", "invoke_agent"]
     assert [s.agent for s in t.steps] == ["travel_planner"] * 4 + ["reviewer"]
@@ -244,8 +263,11 @@ def test_detect_on_parsed_values() -> None:
 def test_flatten_and_time_helpers() -> None:
     nested = {"llm": {"input_messages": [{"message": {"role": "user", "content": "hi"}}]}, "openinference": {"span": {"kind": "LLM"}}}
     flat = flatten_attributes(nested)
-    assert flat == {"llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": "hi",
-                    "openinference.span.kind": "LLM"}
+    assert flat == {
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "hi",
+        "openinference.span.kind": "LLM",
+    }
     assert iso_to_ns("1970-01-01T00:00:01Z") == 1_000_000_000
     assert iso_to_ns("1970-01-01T00:00:00.123456789+00:00") == 123_456_000
     assert iso_to_ns("not a time") is None
@@ -261,7 +283,8 @@ def test_iter_trace_files_natural_order(tmp_path: Path) -> None:
     assert [f.relative_to(tmp_path).as_posix() for f in files] == ["1.json", "2.json", "10.json", "b/3.jsonl"]
     # an explicit file is kept whatever its name; duplicates are dropped
     assert iter_trace_files([tmp_path / "notes.txt", tmp_path / "1.json", tmp_path / "1.json"]) == [
-        tmp_path / "notes.txt", tmp_path / "1.json",
+        tmp_path / "notes.txt",
+        tmp_path / "1.json",
     ]
     with pytest.raises(TraceError, match="no such file"):
         iter_trace_files([tmp_path / "missing"])

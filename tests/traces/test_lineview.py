@@ -17,17 +17,47 @@ FIX = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
 
 def _trace(contents: list[str], **step_kw) -> Trace:
     steps = [Step(index=i, agent=f"Agent{i % 3}", role="assistant", content=c, **step_kw) for i, c in enumerate(contents)]
-    return Trace(id="t", source="t", format="messages", subset=None, task="", agents=[], steps=steps,
-                 final_output=None, ground_truth=None, labels=None)
+    return Trace(
+        id="t",
+        source="t",
+        format="messages",
+        subset=None,
+        task="",
+        agents=[],
+        steps=steps,
+        final_output=None,
+        ground_truth=None,
+        labels=None,
+    )
 
 
 def test_record_starts_with_step_id_agent_role() -> None:
-    s = Step(index=7, agent="Orchestrator (-> WebSurfer)", role="assistant", content="go", span_id="ab", parent_span_id="cd",
-             name="chat", tool_calls=[{"name": "f", "arguments": {"x": 1}}], observation="ok", input="[user] hi")
+    s = Step(
+        index=7,
+        agent="Orchestrator (-> WebSurfer)",
+        role="assistant",
+        content="go",
+        span_id="ab",
+        parent_span_id="cd",
+        name="chat",
+        tool_calls=[{"name": "f", "arguments": {"x": 1}}],
+        observation="ok",
+        input="[user] hi",
+    )
     rec = step_record(s)
     assert rec.startswith('{"step_id": 7, "agent": "Orchestrator (-> WebSurfer)", "role": "assistant", ')
-    assert list(json.loads(rec)) == ["step_id", "agent", "role", "name", "span_id", "parent_span_id", "content",
-                                      "tool_calls", "input", "observation"]
+    assert list(json.loads(rec)) == [
+        "step_id",
+        "agent",
+        "role",
+        "name",
+        "span_id",
+        "parent_span_id",
+        "content",
+        "tool_calls",
+        "input",
+        "observation",
+    ]
     bare = json.loads(step_record(Step(index=0, agent="a", role="user", content="")))
     assert list(bare) == ["step_id", "agent", "role", "content"]
 
@@ -53,7 +83,7 @@ def test_lines_are_deterministic_and_map_to_steps() -> None:
         assert a.lines[first].startswith(f'{{"step_id": {step}, ')
         assert all(a.step_at_line(n) == step for n in range(first, last + 1))
         # the step's lines rebuild its record exactly
-        assert json.loads("".join(a.lines[first:last + 1]))["content"] == t.steps[step].content
+        assert json.loads("".join(a.lines[first : last + 1]))["content"] == t.steps[step].content
     assert a.line_of_step(0) == 0 and a.lines_of_step(3)[1] == a.total_lines - 1
     assert a.text() == "\n".join(a.lines)
     with pytest.raises(IndexError):
@@ -90,12 +120,15 @@ def test_read_numbered_windows() -> None:
     assert tail[-2].startswith("  29 (step 29)| ") and tail[-1].endswith("end of trace]")
 
 
-@pytest.mark.parametrize(("offset", "limit", "expect"), [
-    (30, 5, "[read error: offset 30 is past the end; the trace has lines 0..29]"),
-    (-2, 5, "[read error: offset -2 is negative; the trace has lines 0..29]"),
-    (1, 0, "[read error: limit must be at least 1; the trace has lines 0..29]"),
-    ("x", 3, "[read error: offset and limit must be whole numbers; the trace has lines 0..29]"),
-])
+@pytest.mark.parametrize(
+    ("offset", "limit", "expect"),
+    [
+        (30, 5, "[read error: offset 30 is past the end; the trace has lines 0..29]"),
+        (-2, 5, "[read error: offset -2 is negative; the trace has lines 0..29]"),
+        (1, 0, "[read error: limit must be at least 1; the trace has lines 0..29]"),
+        ("x", 3, "[read error: offset and limit must be whole numbers; the trace has lines 0..29]"),
+    ],
+)
 def test_read_out_of_range_is_an_observation(offset, limit, expect) -> None:
     v = LineView(_trace([f"content {i}" for i in range(30)]))
     assert v.read(offset, limit) == expect
@@ -133,18 +166,22 @@ def test_search_result_cap_and_snippet_size() -> None:
     assert res.hits[0][1] == head + "z" * 82 + "..."
     assert {len(snip) for _, snip in res.hits} == {163}
     assert v.search("match", max_results=10).splitlines()[-1] == (
-        "[search 'match': first 10 matching lines shown; more exist, narrow the pattern]")
+        "[search 'match': first 10 matching lines shown; more exist, narrow the pattern]"
+    )
 
 
-@pytest.mark.parametrize(("pattern", "expect"), [
-    ("(unclosed", "invalid pattern: missing ) at position 9"),
-    ("[", "invalid pattern: unterminated character set at position 1"),
-    ("a**", "invalid pattern: multiple repeat at position 2"),
-    ("", "empty pattern"),
-    ("(a{1000}){1000}", "counted repeats multiply to 1000000, too large (at most 10000); use + or *"),
-    ("a{10001}", "repeat count 10001 too large (at most 10000)"),
-    ("a" * 5000, "pattern too long (5000 characters, at most 2000)"),
-])
+@pytest.mark.parametrize(
+    ("pattern", "expect"),
+    [
+        ("(unclosed", "invalid pattern: missing ) at position 9"),
+        ("[", "invalid pattern: unterminated character set at position 1"),
+        ("a**", "invalid pattern: multiple repeat at position 2"),
+        ("", "empty pattern"),
+        ("(a{1000}){1000}", "counted repeats multiply to 1000000, too large (at most 10000); use + or *"),
+        ("a{10001}", "repeat count 10001 too large (at most 10000)"),
+        ("a" * 5000, "pattern too long (5000 characters, at most 2000)"),
+    ],
+)
 def test_bad_patterns_give_observations(pattern: str, expect: str) -> None:
     assert MAX_REPEAT == 10000
     v = LineView(_trace(["abc"]))
@@ -165,16 +202,18 @@ def test_catastrophic_pattern_times_out_with_an_observation() -> None:
     assert got, "the search did not return: its timeout is not enforced"
     assert (got[0].timed_out, got[0].hits) == (True, [])
     assert v.search("(a+)+$", timeout_s=0.3) == (
-        "[search '(a+)+$': timed out after 0.3s with no match found; "
-        "use a simpler pattern (a literal word, no nested repetition)]")
+        "[search '(a+)+$': timed out after 0.3s with no match found; use a simpler pattern (a literal word, no nested repetition)]"
+    )
 
 
 def test_view_of_real_fixture() -> None:
     t = load_trace(FIX / "openinference_trail.json")
     v = LineView(t)
     assert (v.line_of_step(3), v.line_of_step(4)) == (6, 8)
-    assert v.lines[6].startswith('{"step_id": 3, "agent": "CodeAgent", "role": "assistant", "name": "LiteLLMModel.__call__", '
-                                 '"span_id": "a1b2c3d4e5f60001", "parent_span_id": "a1b2c3d4e5f6000s", "content": ')
+    assert v.lines[6].startswith(
+        '{"step_id": 3, "agent": "CodeAgent", "role": "assistant", "name": "LiteLLMModel.__call__", '
+        '"span_id": "a1b2c3d4e5f60001", "parent_span_id": "a1b2c3d4e5f6000s", "content": '
+    )
     assert [h[0] for h in v.search_hits('"span_id": "a1b2c3d4e5f60002"').hits] == [8]
 
 

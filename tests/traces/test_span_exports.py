@@ -15,9 +15,16 @@ from localfa.traces.quality import empty_step_warning, empty_steps
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
 SPAN_FIXTURES = [
-    "openinference_smolagents_otlp.jsonl", "openinference_openai_agents.jsonl", "openinference_langgraph.json",
-    "otel_genai_any_agent.json", "otel_genai_dialects.json", "otel_console_export.json", "spans_parent_shapes.json",
-    "openinference_trail.json", "openinference_phoenix.jsonl", "otel_genai_otlp.json",
+    "openinference_smolagents_otlp.jsonl",
+    "openinference_openai_agents.jsonl",
+    "openinference_langgraph.json",
+    "otel_genai_any_agent.json",
+    "otel_genai_dialects.json",
+    "otel_console_export.json",
+    "spans_parent_shapes.json",
+    "openinference_trail.json",
+    "openinference_phoenix.jsonl",
+    "otel_genai_otlp.json",
 ]
 
 
@@ -37,17 +44,22 @@ def test_no_step_is_empty_and_no_warning(name: str) -> None:
 
 # 1. GenAI attribute dialects ---------------------------------------------------------------------
 
+
 def test_any_agent_call_llm_tool_args_output() -> None:
     t = load_trace(FIX / "otel_genai_any_agent.json")
     assert t.format == "otel-genai"
-    assert [s.name for s in t.steps] == ["call_llm gpt-4.1-mini", "search_flights", "call_llm gpt-4.1-mini",
-                                         "book_flight", "call_llm gpt-4.1-mini"]
+    assert [s.name for s in t.steps] == [
+        "call_llm gpt-4.1-mini",
+        "search_flights",
+        "call_llm gpt-4.1-mini",
+        "book_flight",
+        "call_llm gpt-4.1-mini",
+    ]
     assert [s.role for s in t.steps] == ["assistant", "tool", "assistant", "tool", "assistant"]
     # the invoke_agent span only groups the others: it names their agent, it is no step
     assert {s.agent for s in t.steps} == {"flight_agent"} and t.metadata["grouping_spans"] == 1
     first, search, second, book, last = t.steps
-    assert first.tool_calls == [{"name": "search_flights",
-                                 "arguments": {"origin": "LIS", "destination": "OSL", "date": "2025-06-03"}}]
+    assert first.tool_calls == [{"name": "search_flights", "arguments": {"origin": "LIS", "destination": "OSL", "date": "2025-06-03"}}]
     assert first.input == "[user] Find the cheapest flight from Lisbon to Oslo on 3 June and book it."
     assert json.loads(search.content) == {"origin": "LIS", "destination": "OSL", "date": "2025-06-03"}
     assert json.loads(search.observation) == [{"flight": "TP1234", "price_eur": 189}, {"flight": "SK1801", "price_eur": 142}]
@@ -79,8 +91,7 @@ def test_genai_json_attributes_events_and_indexed_form() -> None:
     assert indexed.input == "[user] Summarise: It collapsed on 28 December 1897."
     assert [s.agent for s in t.steps] == ["researcher"] * 3 + ["summary-writer"]
     prompts = {a.name: a.system_prompt for a in t.agents}
-    assert prompts == {"researcher": "You research facts and cite sources.",
-                       "summary-writer": "You write one-line summaries."}
+    assert prompts == {"researcher": "You research facts and cite sources.", "summary-writer": "You write one-line summaries."}
 
 
 def test_genai_role_events_and_choice_blocks(tmp_path: Path) -> None:
@@ -88,11 +99,24 @@ def test_genai_role_events_and_choice_blocks(tmp_path: Path) -> None:
     events = [
         {"name": "gen_ai.system.message", "attributes": {"content": json.dumps([{"text": "Be brief."}])}},
         {"name": "gen_ai.user.message", "attributes": {"content": json.dumps([{"text": "Weather in Oslo?"}])}},
-        {"name": "gen_ai.choice", "attributes": {"finish_reason": "tool_use", "message": json.dumps(
-            [{"text": "Checking."}, {"toolUse": {"toolUseId": "t1", "name": "weather", "input": {"city": "Oslo"}}}])}},
+        {
+            "name": "gen_ai.choice",
+            "attributes": {
+                "finish_reason": "tool_use",
+                "message": json.dumps(
+                    [{"text": "Checking."}, {"toolUse": {"toolUseId": "t1", "name": "weather", "input": {"city": "Oslo"}}}]
+                ),
+            },
+        },
     ]
-    span = {"name": "chat", "context": {"span_id": "0x01"}, "parent_id": None, "start_time": "2025-01-01T00:00:00Z",
-            "attributes": {"gen_ai.operation.name": "chat", "gen_ai.agent.name": "Strands Agents"}, "events": events}
+    span = {
+        "name": "chat",
+        "context": {"span_id": "0x01"},
+        "parent_id": None,
+        "start_time": "2025-01-01T00:00:00Z",
+        "attributes": {"gen_ai.operation.name": "chat", "gen_ai.agent.name": "Strands Agents"},
+        "events": events,
+    }
     p = tmp_path / "strands.json"
     p.write_text(json.dumps([span]))
     (step,) = load_trace(p).steps
@@ -103,12 +127,16 @@ def test_genai_role_events_and_choice_blocks(tmp_path: Path) -> None:
 
 # 2. Parents in every shape ------------------------------------------------------------------------
 
+
 def test_parents_in_every_shape() -> None:
     t = load_trace(FIX / "spans_parent_shapes.json")
     # parent_span_id bare hex -> 0x id; parentSpanId "0xA1"; parent: {span_id: 195 (decimal 0xc3)};
     # parentSpanId base64 of 0xd4 (212); a root chat span falls back to its service name
     assert [(s.agent, s.name) for s in t.steps] == [
-        ("planner", "chat"), ("coder", "chat"), ("coder", "run_tests"), ("review-bot", "chat"),
+        ("planner", "chat"),
+        ("coder", "chat"),
+        ("coder", "run_tests"),
+        ("review-bot", "chat"),
     ]
     assert t.steps[2].observation == "1 failed: test_add"
     assert t.steps[3].parent_span_id is None
@@ -128,12 +156,15 @@ def test_agent_ancestor_beats_service_name() -> None:
 
 # 3. OpenInference LLM spans whose output messages carry only a role --------------------------------
 
+
 def test_smolagents_role_only_output_from_output_value() -> None:
     t = load_trace(FIX / "openinference_smolagents_otlp.jsonl")
     assert t.format == "openinference"
     llm = [s for s in t.steps if s.role == "assistant"]
-    assert [s.content for s in llm] == ["I need the bridge length first.",
-                                        'final_answer({"answer": "About 2.7 seconds (155 m at 58 km/h)."})']
+    assert [s.content for s in llm] == [
+        "I need the bridge length first.",
+        'final_answer({"answer": "About 2.7 seconds (155 m at 58 km/h)."})',
+    ]
     assert llm[0].tool_calls == [{"id": "call_a", "name": "web_search", "arguments": {"query": "Pont des Arts length"}}]
     assert llm[1].tool_calls[0]["name"] == "final_answer"
     assert {s.agent for s in t.steps} == {"ToolCallingAgent"}
@@ -145,8 +176,11 @@ def test_smolagents_role_only_output_from_output_value() -> None:
 def test_openai_agents_sdk_handoff() -> None:
     t = load_trace(FIX / "openinference_openai_agents.jsonl")
     assert [(s.agent, s.role, s.name) for s in t.steps] == [
-        ("Triage", "assistant", "response"), ("Triage", "tool", "handoff to Billing"),
-        ("Billing", "assistant", "response"), ("Billing", "tool", "refund"), ("Billing", "assistant", "response"),
+        ("Triage", "assistant", "response"),
+        ("Triage", "tool", "handoff to Billing"),
+        ("Billing", "assistant", "response"),
+        ("Billing", "tool", "refund"),
+        ("Billing", "assistant", "response"),
     ]
     assert t.steps[0].content == "transfer_to_billing()"
     assert t.steps[2].tool_calls == [{"id": "call_r1", "name": "refund", "arguments": {"order_id": "5521", "amount": 40}}]
@@ -159,10 +193,14 @@ def test_openai_agents_sdk_handoff() -> None:
 
 # 4. One model call, one step; CHAIN state does not repeat the history ------------------------------
 
+
 def test_langgraph_one_call_one_step_and_no_repeated_history() -> None:
     t = load_trace(FIX / "openinference_langgraph.json")
     assert [(s.role, s.name) for s in t.steps] == [
-        ("assistant", "ChatOpenAI"), ("chain", "should_continue"), ("tool", "get_weather"), ("assistant", "ChatOpenAI"),
+        ("assistant", "ChatOpenAI"),
+        ("chain", "should_continue"),
+        ("tool", "get_weather"),
+        ("assistant", "ChatOpenAI"),
     ]
     assert t.metadata["merged_spans"] == 2  # the ChatCompletion spans inside ChatOpenAI
     assert t.metadata["grouping_spans"] == 4  # LangGraph, agent, tools, agent: state already in the steps
@@ -176,9 +214,15 @@ def test_langgraph_one_call_one_step_and_no_repeated_history() -> None:
 
 def test_label_on_a_merged_or_grouping_span_lands_on_its_step(tmp_path: Path) -> None:
     spans = json.loads((FIX / "openinference_langgraph.json").read_text())
-    row = {"trace": {"trace_id": "x", "spans": spans},
-           "labels": {"errors": [{"location": "0000000000000b0a", "category": "Hallucination", "impact": "HIGH"},
-                                 {"location": "0000000000000b06", "category": "Tool", "impact": "LOW"}]}}
+    row = {
+        "trace": {"trace_id": "x", "spans": spans},
+        "labels": {
+            "errors": [
+                {"location": "0000000000000b0a", "category": "Hallucination", "impact": "HIGH"},
+                {"location": "0000000000000b06", "category": "Tool", "impact": "LOW"},
+            ]
+        },
+    }
     p = tmp_path / "row.json"
     p.write_text(json.dumps(row))
     lab = load_trace(p).labels
@@ -186,6 +230,7 @@ def test_label_on_a_merged_or_grouping_span_lands_on_its_step(tmp_path: Path) ->
 
 
 # 5. The OTel Python console exporter's output ----------------------------------------------------
+
 
 def test_console_exporter_output_loads() -> None:
     t = load_trace(FIX / "otel_console_export.json")
@@ -205,10 +250,18 @@ def test_truncated_console_export_is_refused(tmp_path: Path) -> None:
 
 def test_unrelated_single_call_spans_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     def http(i: int) -> str:
-        return json.dumps({"name": "GET", "context": {"trace_id": f"0x{i:032x}", "span_id": f"0x{i:016x}"},
-                           "kind": "SpanKind.CLIENT", "parent_id": None, "start_time": "2025-01-01T00:00:00Z",
-                           "attributes": {"http.request.method": "GET", "url.full": f"https://example.org/{i}"}},
-                          indent=4)
+        return json.dumps(
+            {
+                "name": "GET",
+                "context": {"trace_id": f"0x{i:032x}", "span_id": f"0x{i:016x}"},
+                "kind": "SpanKind.CLIENT",
+                "parent_id": None,
+                "start_time": "2025-01-01T00:00:00Z",
+                "attributes": {"http.request.method": "GET", "url.full": f"https://example.org/{i}"},
+            },
+            indent=4,
+        )
+
     p = tmp_path / "http.json"
     p.write_text("\n".join(http(i) for i in range(1, 4)))
     assert _run_cli(["inspect", str(p)]) == 2
@@ -218,14 +271,30 @@ def test_unrelated_single_call_spans_exit_2(tmp_path: Path, capsys: pytest.Captu
 
 # 6. Never silently empty --------------------------------------------------------------------------
 
+
 def _unread_export(tmp_path: Path) -> Path:
-    spans = [{"name": "invoke_agent shop", "span_id": "01", "start_time": 1,
-              "attributes": {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "shop"}}]
+    spans = [
+        {
+            "name": "invoke_agent shop",
+            "span_id": "01",
+            "start_time": 1,
+            "attributes": {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "shop"},
+        }
+    ]
     for i in range(2, 9):
-        spans.append({"name": "chat", "span_id": f"{i:02x}", "parent_span_id": "01", "start_time": i,
-                      "attributes": {"gen_ai.operation.name": "chat",
-                                     "acme.llm.prompt": "Please find the order status for customer 42.",
-                                     f"acme.llm.tools.{i}.schema": json.dumps({"name": "lookup"})}})
+        spans.append(
+            {
+                "name": "chat",
+                "span_id": f"{i:02x}",
+                "parent_span_id": "01",
+                "start_time": i,
+                "attributes": {
+                    "gen_ai.operation.name": "chat",
+                    "acme.llm.prompt": "Please find the order status for customer 42.",
+                    f"acme.llm.tools.{i}.schema": json.dumps({"name": "lookup"}),
+                },
+            }
+        )
     p = tmp_path / "acme.json"
     p.write_text(json.dumps(spans))
     return p
@@ -234,20 +303,25 @@ def _unread_export(tmp_path: Path) -> Path:
 def test_empty_steps_warn_naming_unused_attributes(tmp_path: Path) -> None:
     t = load_trace(_unread_export(tmp_path))
     assert len(t.steps) == 7 and len(empty_steps(t)) == 7
-    assert empty_step_warning(t) == ("7 of 7 steps have no content: this export may use attributes localfa does "
-                                     "not read (seen but not used: acme.llm.prompt, acme.llm.tools.N.schema)")
+    assert empty_step_warning(t) == (
+        "7 of 7 steps have no content: this export may use attributes localfa does "
+        "not read (seen but not used: acme.llm.prompt, acme.llm.tools.N.schema)"
+    )
     assert t.metadata["unused_attributes"] == ["acme.llm.prompt", "acme.llm.tools.N.schema"]
 
 
 def test_one_empty_step_is_tolerated() -> None:
     t = load_trace(FIX / "otel_genai_any_agent.json")
-    steps = [s.model_copy(update={"content": "", "tool_calls": [], "observation": None, "input": None}) if s.index == 0 else s
-             for s in t.steps]
+    steps = [
+        s.model_copy(update={"content": "", "tool_calls": [], "observation": None, "input": None}) if s.index == 0 else s for s in t.steps
+    ]
     assert empty_step_warning(t.model_copy(update={"steps": steps})) is None
-    steps = [s.model_copy(update={"content": "", "tool_calls": [], "observation": None, "input": None}) if s.index < 2 else s
-             for s in t.steps]
+    steps = [
+        s.model_copy(update={"content": "", "tool_calls": [], "observation": None, "input": None}) if s.index < 2 else s for s in t.steps
+    ]
     assert empty_step_warning(t.model_copy(update={"steps": steps})) == (
-        "2 of 5 steps have no content: this export may use attributes localfa does not read")
+        "2 of 5 steps have no content: this export may use attributes localfa does not read"
+    )
 
 
 def test_inspect_prints_the_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

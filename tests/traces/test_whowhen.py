@@ -95,18 +95,30 @@ def test_inspect_on_every_file_in_process(capsys: pytest.CaptureFixture[str], mo
         assert info["lines"] >= info["steps"] and info["tokenizer"] == "approx"
     # and the text summary on one of each subset, value by value
     for f, expect in (
-        (DATA / "algorithm-generated" / "1.json", [
-            "format:       whowhen (algorithm-generated), detected", "steps:        6",
-            "agents:       Excel_Expert, Computer_terminal, BusinessLogic_Expert, DataVerification_Expert (4)",
-            "lines:        33 (width 200)", "characters:   5,332", "tokens:       1,336 (approx)",
-            "labels:       mistake_agent=Excel_Expert mistake_step=0 (agent there: Excel_Expert) fault_steps=[0]",
-        ]),
-        (DATA / "hand-crafted" / "12.json", [
-            "format:       whowhen (hand-crafted), detected", "steps:        20",
-            "agents:       human, Orchestrator, WebSurfer, Assistant (4)",
-            "lines:        132 (width 200)", "characters:   21,206", "tokens:       5,315 (approx)",
-            "labels:       mistake_agent=Assistant mistake_step=16 (agent there: Assistant) fault_steps=[16]",
-        ]),
+        (
+            DATA / "algorithm-generated" / "1.json",
+            [
+                "format:       whowhen (algorithm-generated), detected",
+                "steps:        6",
+                "agents:       Excel_Expert, Computer_terminal, BusinessLogic_Expert, DataVerification_Expert (4)",
+                "lines:        33 (width 200)",
+                "characters:   5,332",
+                "tokens:       1,336 (approx)",
+                "labels:       mistake_agent=Excel_Expert mistake_step=0 (agent there: Excel_Expert) fault_steps=[0]",
+            ],
+        ),
+        (
+            DATA / "hand-crafted" / "12.json",
+            [
+                "format:       whowhen (hand-crafted), detected",
+                "steps:        20",
+                "agents:       human, Orchestrator, WebSurfer, Assistant (4)",
+                "lines:        132 (width 200)",
+                "characters:   21,206",
+                "tokens:       5,315 (approx)",
+                "labels:       mistake_agent=Assistant mistake_step=16 (agent there: Assistant) fault_steps=[16]",
+            ],
+        ),
     ):
         assert run_cli(["inspect", str(f)]) == 0
         lines = capsys.readouterr().out.splitlines()

@@ -112,9 +112,20 @@ def test_trace_view_in_chromium(browser, scripted_results, tmp_path):
 def test_report_in_chromium(browser, tmp_path):
     run = tmp_path / "run"
     data = REPO / "tests" / "fixtures" / "traces"
-    localfa("bench", str(data / "whowhen_algorithm.json"), str(data / "whowhen_handcrafted.json"), "--engine", "scripted",
-            "--methods", "all-at-once,safari:max_turns=3,binary-search,random,heuristic", "--seeds", "0,1",
-            "--out", str(run), "--no-progress")
+    localfa(
+        "bench",
+        str(data / "whowhen_algorithm.json"),
+        str(data / "whowhen_handcrafted.json"),
+        "--engine",
+        "scripted",
+        "--methods",
+        "all-at-once,safari:max_turns=3,binary-search,random,heuristic",
+        "--seeds",
+        "0,1",
+        "--out",
+        str(run),
+        "--no-progress",
+    )
     localfa("report", str(run))
     opened = Opened(browser, run / "report.html")
     page = opened.page
@@ -133,8 +144,7 @@ def test_report_in_chromium(browser, tmp_path):
 @pytest.mark.real
 def test_safari_on_the_embedded_model_opens_without_console_errors(browser, tmp_path):
     out = tmp_path / "real.jsonl"
-    localfa("diagnose", str(EXAMPLE), "--engine", "vllm", "--max-turns", "3", "--transcript", "--out", str(out),
-            timeout=900)
+    localfa("diagnose", str(EXAMPLE), "--engine", "vllm", "--max-turns", "3", "--transcript", "--out", str(out), timeout=900)
     rec = json.loads(out.read_text())
     page_path = tmp_path / "page.html"
     localfa("view", str(out), "--out", str(page_path))

@@ -22,8 +22,7 @@ def test_bars_are_proportional_and_carry_their_interval():
 
 
 def test_pareto_front_keeps_only_what_buys_accuracy():
-    pts = [Point("free", 0, 0.1), Point("cheap", 100, 0.3), Point("worse", 200, 0.2),
-           Point("dear", 5000, 0.6), Point("dearer", 9000, 0.6)]
+    pts = [Point("free", 0, 0.1), Point("cheap", 100, 0.3), Point("worse", 200, 0.2), Point("dear", 5000, 0.6), Point("dearer", 9000, 0.6)]
     assert [p.label for p in pareto_front(pts)] == ["free", "cheap", "dear"]
 
 
@@ -60,10 +59,11 @@ def _est(mean, lo=None, hi=None):
 def test_report_charts_use_overall_rows_and_prompt_tokens():
     def group(method, subset, step, tokens):
         metrics = {"step": _est(step, 0.0, 1.0), **{f"tol_{k}": _est(min(1.0, step + 0.1 * k)) for k in (1, 2, 3, 4, 5)}}
-        return SimpleNamespace(method=method, budget="none", subset=subset, metrics=metrics,
-                               cost={"prompt_tokens": tokens})
-    html = report_charts([group("safari", "hand-crafted", 0.95, 1e6), group("safari", "overall", 0.4, 20_000),
-                          group("random", "overall", 0.1, 0)])
+        return SimpleNamespace(method=method, budget="none", subset=subset, metrics=metrics, cost={"prompt_tokens": tokens})
+
+    html = report_charts(
+        [group("safari", "hand-crafted", 0.95, 1e6), group("safari", "overall", 0.4, 20_000), group("random", "overall", 0.1, 0)]
+    )
     assert html.count("<svg") == 3
     assert 'data-chart="bars"' in html and 'data-chart="cost"' in html and 'data-chart="lines"' in html
     assert "safari: 0.400" in html and "0.950" not in html  # the subset row is not charted

@@ -9,13 +9,13 @@ def test_fold_map_points_back_to_the_original():
     original = "  a\n\n  b c  "
     f = fold_with_map(original)
     assert f.text == "a b c"
-    assert original[f.start[1]:f.end[1]] == "\n\n  "  # the folded space covers the whole run
-    assert original[f.start[2]:f.end[2]] == "b"
+    assert original[f.start[1] : f.end[1]] == "\n\n  "  # the folded space covers the whole run
+    assert original[f.start[2] : f.end[2]] == "b"
 
 
 def test_quote_across_a_line_break_is_marked_in_the_original_text():
     text = "The ABS page says: Greater\n   Sydney, 2021 Census, people: 5,231,147."
-    (a, b, q), = find_quotes(text, ["Greater Sydney, 2021 Census"])
+    ((a, b, q),) = find_quotes(text, ["Greater Sydney, 2021 Census"])
     assert (q, text[a:b]) == (0, "Greater\n   Sydney, 2021 Census")
 
 

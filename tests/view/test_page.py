@@ -37,7 +37,7 @@ def test_view_command_highlights_the_decisive_and_labelled_steps(scripted_result
 def test_evidence_is_marked_where_it_occurs_and_a_made_up_quote_is_flagged(scripted_results):
     html = build_page(group_records(read_results(scripted_results)))
     step4 = _step_li(html, 0, 4)
-    assert "<mark class=\"ev\" data-quote=\"0\">Searched 'Sydney population 2021 census'.</mark>" in step4
+    assert '<mark class="ev" data-quote="0">Searched \'Sydney population 2021 census\'.</mark>' in step4
     assert '<mark class="ev" data-quote="1">Greater Sydney, 2021 Census</mark>' in step4
     assert html.count("<mark") == 2  # the third quote occurs nowhere
     ev = re.search(r'<ol class="evidence">(.*?)</ol>', html, re.S).group(1)
@@ -72,19 +72,40 @@ def test_stm_is_replayed_from_sparse_updates():
 
 
 def _record(method: str, **extra) -> dict:
-    rec = {"trace": "failed_run", "source": str(EXAMPLE), "method": method, "seed": 0, "step": 4,
-           "agent": "WebSurfer", "evidence": [], "usage": {}, "details": {}}
+    rec = {
+        "trace": "failed_run",
+        "source": str(EXAMPLE),
+        "method": method,
+        "seed": 0,
+        "step": 4,
+        "agent": "WebSurfer",
+        "evidence": [],
+        "usage": {},
+        "details": {},
+    }
     rec.update(extra)
     return rec
 
 
 def test_falat_drift_and_unknown_methods_show_their_paths(tmp_path):
-    falat = _record("falat", details={"candidates": [3, 4], "regions": [[3, 4]],
-                                      "top3": [{"step": 4, "verdict": "decisive"}, {"step": 3, "verdict": "no"}],
-                                      "t_hat": 4, "brand_new_key": {"x": 1}})
-    drift = _record("drift:tracer=ledger", spans=[[4, 5]], details={
-        "ledger": [{"id": "c1", "text": "Sydney is the capital", "status": "consequential"}],
-        "support": [{"claim": "c1", "status": "CONFLICTING", "evidence": "Canberra is the capital city"}]})
+    falat = _record(
+        "falat",
+        details={
+            "candidates": [3, 4],
+            "regions": [[3, 4]],
+            "top3": [{"step": 4, "verdict": "decisive"}, {"step": 3, "verdict": "no"}],
+            "t_hat": 4,
+            "brand_new_key": {"x": 1},
+        },
+    )
+    drift = _record(
+        "drift:tracer=ledger",
+        spans=[[4, 5]],
+        details={
+            "ledger": [{"id": "c1", "text": "Sydney is the capital", "status": "consequential"}],
+            "support": [{"claim": "c1", "status": "CONFLICTING", "evidence": "Canberra is the capital city"}],
+        },
+    )
     unknown = _record("mystery", details={"knobs": [1, 2, 3]})
     page = write_view([falat, drift, unknown], tmp_path / "p.html")
     html = page.read_text()
@@ -98,8 +119,7 @@ def test_falat_drift_and_unknown_methods_show_their_paths(tmp_path):
 
 
 def test_a_trace_that_cannot_be_read_still_shows_its_verdict(tmp_path):
-    rec = _record("all-at-once", source=str(tmp_path / "gone.json"), evidence=["a quote"],
-                  reasoning="because", details={})
+    rec = _record("all-at-once", source=str(tmp_path / "gone.json"), evidence=["a quote"], reasoning="because", details={})
     html = write_view([rec], tmp_path / "p.html").read_text()
     assert "The trace could not be read" in html and "because" in html
     assert "not checked: the trace could not be read" in html

@@ -116,11 +116,16 @@ class Audit:
             def prompt_for(budget: int, chunk: list[Span] = chunk, lo: int = lo, hi: int = hi) -> Messages:
                 return self._user("drift/segment.j2", run=self.view.render(chunk, budget, tags=False), lo=lo, hi=hi)
 
-            requests.append(self.ctx.request(f"drift/segment/{k}", self._fitted(prompt_for, self.chunk_chars, max_tokens),
-                                             segment_grammar(lo, hi), self.opts.sampling(max_tokens, check=True)))
+            requests.append(
+                self.ctx.request(
+                    f"drift/segment/{k}",
+                    self._fitted(prompt_for, self.chunk_chars, max_tokens),
+                    segment_grammar(lo, hi),
+                    self.opts.sampling(max_tokens, check=True),
+                )
+            )
         responses = yield from self._ask("segment", requests)
-        ranges = [r for resp, chunk in zip(responses, chunks)
-                  for r in spans_from_starts(resp.value, chunk[0].first, chunk[-1].last)]
+        ranges = [r for resp, chunk in zip(responses, chunks) for r in spans_from_starts(resp.value, chunk[0].first, chunk[-1].last)]
         return spans_from_ranges(ranges, self.n_steps), [[c[0].first, c[-1].last] for c in chunks]
 
     # ------------------------------------------------------------------ 2. Claim Keeper
@@ -134,20 +139,18 @@ class Audit:
         chunks = pack_chunks(self.view, spans, self.chunk_chars, self.opts.chunk_max_spans)
         for k, chunk in enumerate(chunks):
             lo, hi = chunk[0].id, chunk[-1].id
-            shown = ledger.claims[-self.opts.ledger_shown:] if self.opts.ledger_shown else []
+            shown = ledger.claims[-self.opts.ledger_shown :] if self.opts.ledger_shown else []
             ids = [c.id for c in shown]
             max_tokens = ledger_max_tokens(len(spans) - 1, ids, self.limits)
 
-            def prompt_for(budget: int, chunk: list[Span] = chunk, lo: int = lo, hi: int = hi,
-                           shown: list[Claim] = shown) -> Messages:
+            def prompt_for(budget: int, chunk: list[Span] = chunk, lo: int = lo, hi: int = hi, shown: list[Claim] = shown) -> Messages:
                 return self._ledger_prompt(self.view.render(chunk, budget), lo, hi, shown)
 
             if len(chunks) == 1:
                 messages = self._ledger_prompt(shared_run, lo, hi, shown)
             else:
                 messages = self._fitted(prompt_for, self.chunk_chars, max_tokens)
-            req = self.ctx.request(f"drift/ledger/{k}", messages,
-                                   ledger_grammar(lo, hi, ids, self.limits), self.opts.sampling(max_tokens))
+            req = self.ctx.request(f"drift/ledger/{k}", messages, ledger_grammar(lo, hi, ids, self.limits), self.opts.sampling(max_tokens))
             (resp,) = yield from self._ask("ledger", [req])
             ledger.merge(resp.value, chunk=k)
         return ledger, [[c[0].id, c[-1].id] for c in chunks]
@@ -158,32 +161,52 @@ class Audit:
         fitted for the longest prompt any of them can be (claims and answers at their bounds)."""
         n = len(spans)
         lim = self.limits
-        checked = [Claim(f"C{k + 1:02d}", "x" * lim.claim_chars, "computation", "consequential", n - 1, n - 1,
-                         list(range(max(0, n - lim.uses_per_claim), n))) for k in range(self.opts.max_checked_claims)]
-        worst = [SupportCheck(c.id, "CONFLICTING", "CONFLICTING", "x" * lim.evidence_chars, n - 1, False, None,
-                              "x" * lim.reason_chars) for c in checked]
+        checked = [
+            Claim(
+                f"C{k + 1:02d}",
+                "x" * lim.claim_chars,
+                "computation",
+                "consequential",
+                n - 1,
+                n - 1,
+                list(range(max(0, n - lim.uses_per_claim), n)),
+            )
+            for k in range(self.opts.max_checked_claims)
+        ]
+        worst = [
+            SupportCheck(c.id, "CONFLICTING", "CONFLICTING", "x" * lim.evidence_chars, n - 1, False, None, "x" * lim.reason_chars)
+            for c in checked
+        ]
         longest = checked[0]
 
         def ledger(budget: int) -> Messages:
             return self._ledger_prompt(self.view.render(spans, budget), 0, n - 1, [])
 
         def support(budget: int) -> Messages:
-            return self._user("drift/support.j2", run=self.view.render(spans, budget), claim=longest,
-                              n_spans=n, limits=self.limits)
+            return self._user("drift/support.j2", run=self.view.render(spans, budget), claim=longest, n_spans=n, limits=self.limits)
 
         def tracer(budget: int) -> Messages:
             run = self.view.render(spans, budget)
             if self.opts.tracer == "ledger":
-                return self._user("drift/tracer_ledger.j2", run=run, n_spans=n, limits=self.limits,
-                                  items=[{"claim": c, "check": w} for c, w in zip(checked, worst)])
-            return self._user("drift/tracer_claim.j2", run=run, claim=longest, check=worst[0], n_spans=n,
-                              limits=self.limits)
+                return self._user(
+                    "drift/tracer_ledger.j2",
+                    run=run,
+                    n_spans=n,
+                    limits=self.limits,
+                    items=[{"claim": c, "check": w} for c, w in zip(checked, worst)],
+                )
+            return self._user("drift/tracer_claim.j2", run=run, claim=longest, check=worst[0], n_spans=n, limits=self.limits)
 
-        tracer_tokens = (tracer_max_tokens(n, self.limits, len(checked), max(len(c.id) for c in checked) + 2)
-                         if self.opts.tracer == "ledger" else tracer_max_tokens(n, self.limits))
-        budget = min(fit_char_budget(self.ctx, self.char_budget, support, support_max_tokens(n, self.limits)),
-                     fit_char_budget(self.ctx, self.char_budget, tracer, tracer_tokens),
-                     fit_char_budget(self.ctx, self.char_budget, ledger, ledger_max_tokens(n - 1, [], self.limits)))
+        tracer_tokens = (
+            tracer_max_tokens(n, self.limits, len(checked), max(len(c.id) for c in checked) + 2)
+            if self.opts.tracer == "ledger"
+            else tracer_max_tokens(n, self.limits)
+        )
+        budget = min(
+            fit_char_budget(self.ctx, self.char_budget, support, support_max_tokens(n, self.limits)),
+            fit_char_budget(self.ctx, self.char_budget, tracer, tracer_tokens),
+            fit_char_budget(self.ctx, self.char_budget, ledger, ledger_max_tokens(n - 1, [], self.limits)),
+        )
         return self.view.render(spans, budget), budget
 
     # ------------------------------------------------------------------ 3. Support Seeker
@@ -191,40 +214,50 @@ class Audit:
         n = len(spans)
         grammar = support_grammar(n, self.limits)
         sampling = self.opts.sampling(support_max_tokens(n, self.limits), check=True)
-        requests = [self.ctx.request(f"drift/support/{c.id}",
-                                     self._user("drift/support.j2", run=run, claim=c, n_spans=n, limits=self.limits),
-                                     grammar, sampling) for c in checked]
+        requests = [
+            self.ctx.request(
+                f"drift/support/{c.id}", self._user("drift/support.j2", run=run, claim=c, n_spans=n, limits=self.limits), grammar, sampling
+            )
+            for c in checked
+        ]
         responses = yield from self._ask("support", requests)
-        return [check_from_answer(c.id, r.value, self.view, spans, self.opts.verify_evidence)
-                for c, r in zip(checked, responses)]
+        return [check_from_answer(c.id, r.value, self.view, spans, self.opts.verify_evidence) for c, r in zip(checked, responses)]
 
     # ------------------------------------------------------------------ 4. Dependency Tracer
-    def _trace_dependencies(self, spans: list[Span], risky: list[tuple[Claim, SupportCheck]],
-                            run: str) -> Stage[tuple[list[str], list[Mark]]]:
+    def _trace_dependencies(
+        self, spans: list[Span], risky: list[tuple[Claim, SupportCheck]], run: str
+    ) -> Stage[tuple[list[str], list[Mark]]]:
         """(harmful claim ids, marks) by the configured tracer mode."""
         if self.opts.tracer == "ledger":
             return (yield from self._trace_over_ledger(len(spans), risky, run))
         return (yield from self._trace_per_claim(len(spans), risky, run))
 
-    def _trace_over_ledger(self, n: int, risky: list[tuple[Claim, SupportCheck]],
-                           run: str) -> Stage[tuple[list[str], list[Mark]]]:
+    def _trace_over_ledger(self, n: int, risky: list[tuple[Claim, SupportCheck]], run: str) -> Stage[tuple[list[str], list[Mark]]]:
         ids = {c.id: c.introduced for c, _ in risky}
         max_tokens = tracer_max_tokens(n, self.limits, len(ids), max(len(i) for i in ids) + 2)
-        req = self.ctx.request("drift/tracer/ledger",
-                               self._user("drift/tracer_ledger.j2", run=run, n_spans=n, limits=self.limits,
-                                          items=[{"claim": c, "check": k} for c, k in risky]),
-                               tracer_ledger_grammar(ids, n, self.limits), self.opts.sampling(max_tokens))
+        req = self.ctx.request(
+            "drift/tracer/ledger",
+            self._user(
+                "drift/tracer_ledger.j2", run=run, n_spans=n, limits=self.limits, items=[{"claim": c, "check": k} for c, k in risky]
+            ),
+            tracer_ledger_grammar(ids, n, self.limits),
+            self.opts.sampling(max_tokens),
+        )
         (resp,) = yield from self._ask("tracer", [req])
         harmful, marks = marks_for_ledger([c for c, _ in risky], resp.value)
         return sorted(harmful, key=lambda i: int(i[1:])), marks
 
-    def _trace_per_claim(self, n: int, risky: list[tuple[Claim, SupportCheck]],
-                         run: str) -> Stage[tuple[list[str], list[Mark]]]:
+    def _trace_per_claim(self, n: int, risky: list[tuple[Claim, SupportCheck]], run: str) -> Stage[tuple[list[str], list[Mark]]]:
         sampling = self.opts.sampling(tracer_max_tokens(n, self.limits))
-        requests = [self.ctx.request(f"drift/tracer/{c.id}",
-                                     self._user("drift/tracer_claim.j2", run=run, claim=c, check=k, n_spans=n,
-                                                limits=self.limits),
-                                     tracer_claim_grammar(c.introduced, n, self.limits), sampling) for c, k in risky]
+        requests = [
+            self.ctx.request(
+                f"drift/tracer/{c.id}",
+                self._user("drift/tracer_claim.j2", run=run, claim=c, check=k, n_spans=n, limits=self.limits),
+                tracer_claim_grammar(c.introduced, n, self.limits),
+                sampling,
+            )
+            for c, k in risky
+        ]
         responses = yield from self._ask("tracer", requests)
         harmful_ids: list[str] = []
         marks: list[Mark] = []
@@ -251,18 +284,25 @@ class Audit:
             if risky:
                 harmful, marks = yield from self._trace_dependencies(spans, risky, run)
         details: dict[str, Any] = {
-            "spans": [list(s.as_range()) for s in spans], "segmented": self.opts.segment,
-            "segment_chunks": segment_chunks, "chunk_tokens": self.chunk_tokens, "ledger_chunks": ledger_chunks,
-            "ledger": ledger.as_list(), "support": [k.as_dict() for k in checks],
-            "unchecked_claims": [c.id for c in committed[self.opts.max_checked_claims:]],
+            "spans": [list(s.as_range()) for s in spans],
+            "segmented": self.opts.segment,
+            "segment_chunks": segment_chunks,
+            "chunk_tokens": self.chunk_tokens,
+            "ledger_chunks": ledger_chunks,
+            "ledger": ledger.as_list(),
+            "support": [k.as_dict() for k in checks],
+            "unchecked_claims": [c.id for c in committed[self.opts.max_checked_claims :]],
             "tracer": {"mode": self.opts.tracer, "harmful": harmful, "marks": [m.as_dict() for m in marks]},
-            "run_char_budget": run_budget, "budget_note": self.budget_note, "limits_hit": self.hit.as_details(),
+            "run_char_budget": run_budget,
+            "budget_note": self.budget_note,
+            "limits_hit": self.hit.as_details(),
             "cost": {s: u.as_dict() for s, u in self.cost.items()},
         }
         return self._diagnose(spans, ledger, checks, marks, details)
 
-    def _diagnose(self, spans: list[Span], ledger: Ledger, checks: list[SupportCheck], marks: list[Mark],
-                  details: dict[str, Any]) -> Diagnosis:
+    def _diagnose(
+        self, spans: list[Span], ledger: Ledger, checks: list[SupportCheck], marks: list[Mark], details: dict[str, Any]
+    ) -> Diagnosis:
         by_claim = {k.claim: k for k in checks}
         err = error_spans(marks)
         details["error_spans"] = err
@@ -275,22 +315,27 @@ class Audit:
             details["no_error_span"] = None
             predicted = [spans[i].as_range() for i in err]
             why = "; ".join(f"{c.id} ({by_claim[c.id].status}): {c.text}" for c in claims if c.id in by_claim)
-            reasoning = (f"First error in span {first.id} (steps {first.first}-{first.last}), which carries "
-                         f"unsupported claim(s) {why}. Error spans: {', '.join(map(str, err))}.")
+            reasoning = (
+                f"First error in span {first.id} (steps {first.first}-{first.last}), which carries "
+                f"unsupported claim(s) {why}. Error spans: {', '.join(map(str, err))}."
+            )
             ordered = sorted({m.claim for m in marks}, key=lambda cid: min(m.span for m in marks if m.claim == cid))
         else:
             span, final = final_answer_span(spans, ledger.claims)
             texts = [final.text] if final else ([self.ctx.trace.final_output] if self.ctx.trace.final_output else [])
             step = pick_step(self.view, span, texts)
             risky = [k.claim for k in checks if k.risky]
-            reason = ("risky claims were judged harmless" if risky else
-                      "no committed claim lacks support" if checks else "no committed claim was recorded")
+            reason = (
+                "risky claims were judged harmless"
+                if risky
+                else "no committed claim lacks support"
+                if checks
+                else "no committed claim was recorded"
+            )
             details["first_error_span"] = None
             details["no_error_span"] = f"{reason}: the step where the final answer is committed is predicted"
             predicted = [span.as_range()]
             reasoning = f"No error span found ({reason}); predicting span {span.id}, where the final answer is committed."
             ordered = risky
-        evidence = list(dict.fromkeys(by_claim[c].evidence for c in ordered
-                                      if c in by_claim and by_claim[c].evidence_verbatim))
-        return self.ctx.diagnosis(METHOD, step=step, reasoning=reasoning, evidence=evidence,
-                                  spans=predicted, details=details)
+        evidence = list(dict.fromkeys(by_claim[c].evidence for c in ordered if c in by_claim and by_claim[c].evidence_verbatim))
+        return self.ctx.diagnosis(METHOD, step=step, reasoning=reasoning, evidence=evidence, spans=predicted, details=details)

@@ -97,10 +97,16 @@ class Ledger:
                 self._update(same, new["status"], spans[1:], at["consequential"], chunk)
                 touched.append(same.id)
                 continue
-            claim = Claim(id=f"C{len(self.claims) + 1}", text=new["text"].strip(), type=new["type"],
-                          status=new["status"], introduced=at["introduced"],
-                          consequential=at["consequential"] if new["status"] in COMMITTED else None,
-                          uses=list(at["uses"]), seen_in_chunks=[chunk])
+            claim = Claim(
+                id=f"C{len(self.claims) + 1}",
+                text=new["text"].strip(),
+                type=new["type"],
+                status=new["status"],
+                introduced=at["introduced"],
+                consequential=at["consequential"] if new["status"] in COMMITTED else None,
+                uses=list(at["uses"]),
+                seen_in_chunks=[chunk],
+            )
             claim.normalize()
             self.claims.append(claim)
             touched.append(claim.id)

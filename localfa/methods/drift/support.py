@@ -51,8 +51,7 @@ def locate_quote(view: SpanView, spans: list[Span], quote: str, hint: int) -> in
     return None
 
 
-def check_from_answer(claim_id: str, answer: dict[str, Any], view: SpanView, spans: list[Span],
-                      verify: bool = True) -> SupportCheck:
+def check_from_answer(claim_id: str, answer: dict[str, Any], view: SpanView, spans: list[Span], verify: bool = True) -> SupportCheck:
     """A SupportCheck from one `drift_support` answer, with the quote verified against the trace."""
     quote = answer["evidence"].strip()
     verbatim = bool(quote) and verify_quotes(view.trace, [quote])[0]
@@ -60,7 +59,11 @@ def check_from_answer(claim_id: str, answer: dict[str, Any], view: SpanView, spa
     if verify and status == "DIRECT" and not verbatim:
         status = "WEAK"
     return SupportCheck(
-        claim=claim_id, status=status, model_status=answer["status"], evidence=quote, span=answer["span"],
+        claim=claim_id,
+        status=status,
+        model_status=answer["status"],
+        evidence=quote,
+        span=answer["span"],
         evidence_verbatim=verbatim,
         evidence_span=locate_quote(view, spans, quote, answer["span"]) if verbatim else None,
         reason=answer["reason"].strip(),

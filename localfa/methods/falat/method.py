@@ -86,8 +86,7 @@ class _Run:
         block = prior.block()
         windows = split_windows(n, opts.window)
         cap = window_step_cap(ctx, view, opts, limits, system, block)
-        responses = yield from self.log.ask("windows", window_requests(ctx, view, opts, limits, system, block,
-                                                                         windows, cap))
+        responses = yield from self.log.ask("windows", window_requests(ctx, view, opts, limits, system, block, windows, cap))
         mids: dict[int, StepSummary] = {}
         stages: list[StageSummary] = []
         for steps, r in zip(windows, responses):
@@ -115,8 +114,7 @@ class _Run:
         t_hat, passed = choose(verdicts)
 
         # Stage 4: local re-search.
-        (resp,) = yield from self.log.ask("research", [research_request(ctx, view, opts, limits, system, block,
-                                                                         t_hat, labels, mids)])
+        (resp,) = yield from self.log.ask("research", [research_request(ctx, view, opts, limits, system, block, t_hat, labels, mids)])
         research = parse_research(t_hat, n, resp.value)
         final = research.top
 
@@ -151,22 +149,27 @@ class _Run:
         }
         return self._finish(prior, verdicts, research, final, passed, details)
 
-    def _transition_shared(self, block: str, stages: list[StageSummary], mids: dict[int, StepSummary],
-                           candidates: tuple[int, ...], regions: list[tuple[int, int]]) -> str:
+    def _transition_shared(
+        self,
+        block: str,
+        stages: list[StageSummary],
+        mids: dict[int, StepSummary],
+        candidates: tuple[int, ...],
+        regions: list[tuple[int, int]],
+    ) -> str:
         """Prior, stage summaries and candidate summaries: the part every pair prompt shares,
         cut (the prior kept whole) if it would not leave room for the pair."""
-        rest = render("falat/transition.j2", stages=stages, summaries=[mids[i] for i in candidates],
-                      regions=regions)
+        rest = render("falat/transition.j2", stages=stages, summaries=[mids[i] for i in candidates], regions=regions)
         count = self.view.count
         pair_part = 2 * self.opts.pair_step_tokens + 120
-        room = prompt_room(self.ctx, [self.system, {"role": "user", "content": block}],
-                           TRANSITION_MAX_TOKENS) - pair_part - MESSAGE_OVERHEAD
+        room = (
+            prompt_room(self.ctx, [self.system, {"role": "user", "content": block}], TRANSITION_MAX_TOKENS) - pair_part - MESSAGE_OVERHEAD
+        )
         if count(rest) > room:
             rest = clip_tokens(rest, max(64, room), count)
         return block + "\n\n" + rest
 
-    def _finish(self, prior: Prior, verdicts: list[Verdict], research: Research, final: int, passed: bool,
-                details: dict[str, Any]):
+    def _finish(self, prior: Prior, verdicts: list[Verdict], research: Research, final: int, passed: bool, details: dict[str, Any]):
         role = research.roles[final]
         verdict = next((v for v in verdicts if v.step == final), None)
         reasoning = f"step {final} ({role['role']}): {role['for']}"
@@ -180,10 +183,15 @@ class _Run:
         details["evidence_checked"] = [{"quote": q, "verbatim": ok} for q, ok in zip(quotes, checks)]
         evidence = [q for q, ok in zip(quotes, checks) if ok]
         stop = "verified" if passed else "none_verified"
-        return self.ctx.diagnosis(METHOD, step=final, reasoning=reasoning, evidence=evidence, stop_reason=stop,
-                                  details=details)
+        return self.ctx.diagnosis(METHOD, step=final, reasoning=reasoning, evidence=evidence, stop_reason=stop, details=details)
 
 
 def _mid_dict(m: StepSummary) -> dict[str, Any]:
-    return {"index": m.index, "agent": m.agent, "action": m.action, "decision": m.decision,
-            "significance": m.significance, "signals": m.signals()}
+    return {
+        "index": m.index,
+        "agent": m.agent,
+        "action": m.action,
+        "decision": m.decision,
+        "significance": m.significance,
+        "signals": m.signals(),
+    }

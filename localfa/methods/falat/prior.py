@@ -39,8 +39,12 @@ class Prior:
         return render("falat/_prior_block.j2", prior=self)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"expected_plan": self.expected_plan, "must_do": list(self.must_do),
-                "expected_output": self.expected_output, "expected_output_source": self.expected_source}
+        return {
+            "expected_plan": self.expected_plan,
+            "must_do": list(self.must_do),
+            "expected_output": self.expected_output,
+            "expected_output_source": self.expected_source,
+        }
 
 
 def ground_truth(trace: Trace, opts: FalatOptions) -> str | None:
@@ -58,8 +62,13 @@ def agent_cards(trace: Trace) -> list[dict[str, Any]]:
     for name in agent_choices(trace):
         info = infos.get(normalize_agent(name))
         prompt = (info.system_prompt or "").strip() if info else ""
-        cards.append({"name": name, "system_prompt": shorten(prompt, SYSTEM_PROMPT_CHARS) if prompt else None,
-                      "tools": list(info.tools) if info else []})
+        cards.append(
+            {
+                "name": name,
+                "system_prompt": shorten(prompt, SYSTEM_PROMPT_CHARS) if prompt else None,
+                "tools": list(info.tools) if info else [],
+            }
+        )
     return cards
 
 
@@ -67,11 +76,17 @@ def prior_request(ctx: MethodContext, opts: FalatOptions, limits: FalatLimits, s
     trace = ctx.trace
     wrong, wrong_from = wrong_output(trace)
     gt = ground_truth(trace, opts)
-    prompt = render("falat/prior.j2", task=task_text(trace), agents=agent_cards(trace), wrong_output=wrong,
-                    wrong_from=wrong_from, ground_truth=gt, limits=limits)
+    prompt = render(
+        "falat/prior.j2",
+        task=task_text(trace),
+        agents=agent_cards(trace),
+        wrong_output=wrong,
+        wrong_from=wrong_from,
+        ground_truth=gt,
+        limits=limits,
+    )
     grammar = prior_grammar(limits, with_answer=gt is None)
-    return ctx.request("falat/prior", [system, {"role": "user", "content": prompt}], grammar,
-                       opts.sampling(prior_max_tokens(limits)))
+    return ctx.request("falat/prior", [system, {"role": "user", "content": prompt}], grammar, opts.sampling(prior_max_tokens(limits)))
 
 
 def task_text(trace: Trace) -> str:

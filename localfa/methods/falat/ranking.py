@@ -37,8 +37,13 @@ class Ranked:
 
 def suspicion(mid: StepSummary, on_path: bool) -> int:
     """The suspicion score of one candidate, in 0..SUSPICION_MAX."""
-    score = (3 * mid.execution_inconsistency + 3 * mid.prior_inconsistency + 2 * on_path
-             + mid.outcome_relevance + min(max(mid.significance, 0), SIGNIFICANCE_MAX))
+    score = (
+        3 * mid.execution_inconsistency
+        + 3 * mid.prior_inconsistency
+        + 2 * on_path
+        + mid.outcome_relevance
+        + min(max(mid.significance, 0), SIGNIFICANCE_MAX)
+    )
     return int(score)
 
 
@@ -47,8 +52,9 @@ def on_path(step: int, labels: Mapping[tuple[int, int], str], sources: Mapping[i
     return any(i == step and lab in PATH_LABELS for (i, _), lab in labels.items()) or step in sources.values()
 
 
-def rank(survivors: Sequence[int], mids: Mapping[int, StepSummary], labels: Mapping[tuple[int, int], str],
-         sources: Mapping[int, int]) -> list[Ranked]:
+def rank(
+    survivors: Sequence[int], mids: Mapping[int, StepSummary], labels: Mapping[tuple[int, int], str], sources: Mapping[int, int]
+) -> list[Ranked]:
     """Survivors by suspicion, highest first; ties to the earlier step."""
     ranked = []
     for s in survivors:

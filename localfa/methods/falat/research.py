@@ -34,31 +34,44 @@ class Research:
         return self.ranking[0]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"window": list(self.window), "ranking": list(self.ranking),
-                "roles": {str(k): v for k, v in self.roles.items()}}
+        return {"window": list(self.window), "ranking": list(self.ranking), "roles": {str(k): v for k, v in self.roles.items()}}
 
 
 def research_window(t_hat: int, n_steps: int) -> range:
     return neighbourhood(t_hat, n_steps, RADIUS)
 
 
-def research_request(ctx: MethodContext, view: TraceText, opts: FalatOptions, limits: FalatLimits, system: dict[str, str],
-                     prior_block: str, t_hat: int, labels: Mapping[Pair, str],
-                     mids: Mapping[int, StepSummary]) -> Request:
+def research_request(
+    ctx: MethodContext,
+    view: TraceText,
+    opts: FalatOptions,
+    limits: FalatLimits,
+    system: dict[str, str],
+    prior_block: str,
+    t_hat: int,
+    labels: Mapping[Pair, str],
+    mids: Mapping[int, StepSummary],
+) -> Request:
     steps = research_window(t_hat, view.n)
-    transitions = [{"i": i, "j": j, "label": lab} for (i, j), lab in sorted(labels.items())
-                   if i in steps or j in steps]
+    transitions = [{"i": i, "j": j, "label": lab} for (i, j), lab in sorted(labels.items()) if i in steps or j in steps]
     summaries = [mids[i] for i in steps if i in mids]
     max_tokens = research_max_tokens(len(steps), limits)
 
     def messages(shown: list[dict[str, Any]]) -> list[dict[str, str]]:
-        prompt = render("falat/research.j2", prior_block=prior_block, limits=limits, t_hat=t_hat, steps=shown,
-                        ids=list(steps), transitions=transitions, summaries=summaries)
+        prompt = render(
+            "falat/research.j2",
+            prior_block=prior_block,
+            limits=limits,
+            t_hat=t_hat,
+            steps=shown,
+            ids=list(steps),
+            transitions=transitions,
+            summaries=summaries,
+        )
         return [system, {"role": "user", "content": prompt}]
 
     shown = full_steps(ctx, view, steps, messages([]), max_tokens)
-    return ctx.request("falat/research", messages(shown), research_grammar(list(steps), limits),
-                       opts.sampling(max_tokens))
+    return ctx.request("falat/research", messages(shown), research_grammar(list(steps), limits), opts.sampling(max_tokens))
 
 
 def parse_research(t_hat: int, n_steps: int, value: dict[str, Any]) -> Research:

@@ -37,19 +37,21 @@ Pair = tuple[int, int]
 def candidate_pairs(candidates: Sequence[int], cap: int) -> tuple[list[Pair], list[Pair]]:
     """(kept, cut): all i < j pairs, nearest first (ties: earliest first), the first `cap` kept."""
     c = sorted(set(candidates))
-    pairs = sorted(((a, b) for k, a in enumerate(c) for b in c[k + 1:]), key=lambda p: (p[1] - p[0], p[0]))
+    pairs = sorted(((a, b) for k, a in enumerate(c) for b in c[k + 1 :]), key=lambda p: (p[1] - p[0], p[0]))
     return pairs[:cap], pairs[cap:]
 
 
-def transition_requests(ctx: MethodContext, view: TraceText, opts: FalatOptions, system: dict[str, str],
-                        shared: str, pairs: Sequence[Pair]) -> list[Request]:
+def transition_requests(
+    ctx: MethodContext, view: TraceText, opts: FalatOptions, system: dict[str, str], shared: str, pairs: Sequence[Pair]
+) -> list[Request]:
     grammar = transition_grammar()
     reqs = []
     for i, j in pairs:
         shown = view.shown((i, j), [view.clipped(k, opts.pair_step_tokens) for k in (i, j)])
         prompt = shared + "\n\n" + render("falat/transition_pair.j2", first=shown[0], second=shown[1])
-        reqs.append(ctx.request(f"falat/pair/{i}/{j}", [system, {"role": "user", "content": prompt}], grammar,
-                                opts.sampling(TRANSITION_MAX_TOKENS)))
+        reqs.append(
+            ctx.request(f"falat/pair/{i}/{j}", [system, {"role": "user", "content": prompt}], grammar, opts.sampling(TRANSITION_MAX_TOKENS))
+        )
     return reqs
 
 

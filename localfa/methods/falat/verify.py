@@ -34,9 +34,14 @@ class Verdict:
         return self.error_independence and self.counterfactual_sufficiency
 
     def as_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "reasons": self.reasons, "quote": self.quote,
-                "error_independence": self.error_independence,
-                "counterfactual_sufficiency": self.counterfactual_sufficiency, "passed": self.passed}
+        return {
+            "step": self.step,
+            "reasons": self.reasons,
+            "quote": self.quote,
+            "error_independence": self.error_independence,
+            "counterfactual_sufficiency": self.counterfactual_sufficiency,
+            "passed": self.passed,
+        }
 
 
 def transitions_of(step: int, labels: Mapping[Pair, str]) -> list[dict[str, Any]]:
@@ -49,23 +54,39 @@ def neighbourhood(step: int, n_steps: int, radius: int) -> range:
     return range(max(0, step - radius), min(n_steps - 1, step + radius) + 1)
 
 
-def full_steps(ctx: MethodContext, view: TraceText, steps: range, messages_without: list[dict[str, str]],
-               max_tokens: int) -> list[dict[str, Any]]:
+def full_steps(
+    ctx: MethodContext, view: TraceText, steps: range, messages_without: list[dict[str, str]], max_tokens: int
+) -> list[dict[str, Any]]:
     """The raw steps in full, fitted together into what the window leaves free."""
     room = prompt_room(ctx, messages_without, max_tokens) - 24 * len(steps)
     return view.shown(steps, fit_texts([view.text(i) for i in steps], room, view.count))
 
 
-def verify_requests(ctx: MethodContext, view: TraceText, opts: FalatOptions, limits: FalatLimits,
-                    system: dict[str, str], prior_block: str, candidates: Sequence[int],
-                    labels: Mapping[Pair, str]) -> list[Request]:
+def verify_requests(
+    ctx: MethodContext,
+    view: TraceText,
+    opts: FalatOptions,
+    limits: FalatLimits,
+    system: dict[str, str],
+    prior_block: str,
+    candidates: Sequence[int],
+    labels: Mapping[Pair, str],
+) -> list[Request]:
     grammar = verify_grammar(limits)
     max_tokens = verify_max_tokens(limits)
     reqs = []
     for c in candidates:
+
         def messages(shown: list[dict[str, Any]], c: int = c) -> list[dict[str, str]]:
-            prompt = render("falat/verify.j2", prior_block=prior_block, limits=limits, candidate=c,
-                            agent=view.agent(c), steps=shown, transitions=transitions_of(c, labels))
+            prompt = render(
+                "falat/verify.j2",
+                prior_block=prior_block,
+                limits=limits,
+                candidate=c,
+                agent=view.agent(c),
+                steps=shown,
+                transitions=transitions_of(c, labels),
+            )
             return [system, {"role": "user", "content": prompt}]
 
         shown = full_steps(ctx, view, neighbourhood(c, view.n, 1), messages([]), max_tokens)
@@ -74,8 +95,7 @@ def verify_requests(ctx: MethodContext, view: TraceText, opts: FalatOptions, lim
 
 
 def parse_verdict(step: int, value: dict[str, Any]) -> Verdict:
-    return Verdict(step, value["reasons"], value["quote"], bool(value["error_independence"]),
-                   bool(value["counterfactual_sufficiency"]))
+    return Verdict(step, value["reasons"], value["quote"], bool(value["error_independence"]), bool(value["counterfactual_sufficiency"]))
 
 
 def choose(verdicts: Sequence[Verdict]) -> tuple[int, bool]:

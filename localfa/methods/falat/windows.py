@@ -55,8 +55,9 @@ class StageSummary:
     focus_step: int
 
 
-def window_step_cap(ctx: MethodContext, view: TraceText, opts: FalatOptions, limits: FalatLimits,
-                    system: dict[str, str], prior_block: str) -> int:
+def window_step_cap(
+    ctx: MethodContext, view: TraceText, opts: FalatOptions, limits: FalatLimits, system: dict[str, str], prior_block: str
+) -> int:
     """The per-step token cap: the option, lowered so a full window still fits the model."""
     k = opts.window
     empty = window_messages(view, system, prior_block, range(0, 0), [], limits)
@@ -68,22 +69,43 @@ def window_step_cap(ctx: MethodContext, view: TraceText, opts: FalatOptions, lim
     return min(opts.step_tokens, per_step)
 
 
-def window_messages(view: TraceText, system: dict[str, str], prior_block: str, steps: range,
-                    texts: list[str], limits: FalatLimits) -> list[dict[str, str]]:
-    prompt = render("falat/window.j2", prior_block=prior_block, steps=view.shown(steps, texts), limits=limits,
-                    first=steps.start if len(steps) else 0, last=steps[-1] if len(steps) else 0,
-                    n_steps=view.n)
+def window_messages(
+    view: TraceText, system: dict[str, str], prior_block: str, steps: range, texts: list[str], limits: FalatLimits
+) -> list[dict[str, str]]:
+    prompt = render(
+        "falat/window.j2",
+        prior_block=prior_block,
+        steps=view.shown(steps, texts),
+        limits=limits,
+        first=steps.start if len(steps) else 0,
+        last=steps[-1] if len(steps) else 0,
+        n_steps=view.n,
+    )
     return [system, {"role": "user", "content": prompt}]
 
 
-def window_requests(ctx: MethodContext, view: TraceText, opts: FalatOptions, limits: FalatLimits,
-                    system: dict[str, str], prior_block: str, windows: list[range], cap: int) -> list[Request]:
+def window_requests(
+    ctx: MethodContext,
+    view: TraceText,
+    opts: FalatOptions,
+    limits: FalatLimits,
+    system: dict[str, str],
+    prior_block: str,
+    windows: list[range],
+    cap: int,
+) -> list[Request]:
     reqs = []
     for w, steps in enumerate(windows):
         texts = [view.clipped(i, cap) for i in steps]
         agents = [(i, view.agent(i)) for i in steps]
-        reqs.append(ctx.request(f"falat/window/{w}", window_messages(view, system, prior_block, steps, texts, limits),
-                                window_grammar(agents, limits), opts.sampling(window_max_tokens(agents, limits))))
+        reqs.append(
+            ctx.request(
+                f"falat/window/{w}",
+                window_messages(view, system, prior_block, steps, texts, limits),
+                window_grammar(agents, limits),
+                opts.sampling(window_max_tokens(agents, limits)),
+            )
+        )
     return reqs
 
 
@@ -91,8 +113,15 @@ def parse_window(steps: range, value: dict[str, Any]) -> tuple[list[StepSummary]
     mids = []
     for i in steps:
         v = value["steps"][str(i)]
-        mids.append(StepSummary(index=i, agent=v["agent"], action=v["action"], decision=v["decision"],
-                                significance=int(v["significance"]),
-                                **{s: bool(v[s]) for s in SIGNALS}))
+        mids.append(
+            StepSummary(
+                index=i,
+                agent=v["agent"],
+                action=v["action"],
+                decision=v["decision"],
+                significance=int(v["significance"]),
+                **{s: bool(v[s]) for s in SIGNALS},
+            )
+        )
     stage = value["stage"]
     return mids, StageSummary((steps.start, steps[-1]), stage["summary"], int(stage["focus_step"]))

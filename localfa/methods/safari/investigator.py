@@ -135,8 +135,10 @@ class Investigation:
         # Sized with the shared constant, not this trace's ratio: in window mode every trace then
         # gets the same system prompt, which the prefix cache shares across traces.
         chars_per_unit = 1.0 if self.plan.unit == "chars" else CHARS_PER_TOKEN
-        self.history = History(measure=len if self.plan.unit == "chars" else self.count,
-                               per_message=0 if self.plan.unit == "chars" else TEMPLATE_TOKENS_PER_MESSAGE)
+        self.history = History(
+            measure=len if self.plan.unit == "chars" else self.count,
+            per_message=0 if self.plan.unit == "chars" else TEMPLATE_TOKENS_PER_MESSAGE,
+        )
         # One observation may take at most a third of the room, so several turns stay visible.
         self.obs_chars = None if self.plan.cap is None else max(1200, int(self.plan.cap * chars_per_unit / 3))
         line_chars = opts.line_width + len(self.view.label(max(0, self.view.total_lines - 1))) + 3
@@ -168,8 +170,10 @@ class Investigation:
         if self.ctx.max_model_len:
             window = self.ctx.max_model_len - 2 * self.turn_max_tokens - 64
             if window < 1:
-                raise BudgetError(f"the model's window ({self.ctx.max_model_len} tokens) leaves no room for a "
-                                  f"prompt next to SAFARI's turn ({self.turn_max_tokens} tokens, twice for the retry)")
+                raise BudgetError(
+                    f"the model's window ({self.ctx.max_model_len} tokens) leaves no room for a "
+                    f"prompt next to SAFARI's turn ({self.turn_max_tokens} tokens, twice for the retry)"
+                )
         if budget.limit is not None:
             cap = budget.limit
             if window is not None:
@@ -197,18 +201,35 @@ class Investigation:
     def _start(self) -> None:
         trace, opts, plan = self.ctx.trace, self.opts, self.plan
         limit_text = plan.describe()
-        system = render("safari/system.j2", max_read=self.max_read, useful_read=self.useful_read,
-                        context_limit=limit_text, cap_mode=plan.mode, threshold=int(opts.threshold),
-                        max_turns=opts.max_turns, max_evaluations=opts.max_evaluations,
-                        min_investigate=self.min_investigate, with_stm=opts.use_stm, limits=opts.limits)
+        system = render(
+            "safari/system.j2",
+            max_read=self.max_read,
+            useful_read=self.useful_read,
+            context_limit=limit_text,
+            cap_mode=plan.mode,
+            threshold=int(opts.threshold),
+            max_turns=opts.max_turns,
+            max_evaluations=opts.max_evaluations,
+            min_investigate=self.min_investigate,
+            with_stm=opts.use_stm,
+            limits=opts.limits,
+        )
 
         def user(fits: bool) -> str:
-            return render("safari/user.j2", question=shorten(trace.task or "(not recorded)", TASK_MAX_CHARS),
-                          n_steps=len(trace.steps), total_lines=self.view.total_lines,
-                          total_chars=self.view.total_chars, agents=", ".join(agent_choices(trace)) or "unknown",
-                          context_limit=limit_text, fits=fits, max_read=self.max_read, with_stm=opts.use_stm,
-                          has_spans=any(s.span_id for s in trace.steps),
-                          has_tools=any(s.tool_calls or s.observation for s in trace.steps))
+            return render(
+                "safari/user.j2",
+                question=shorten(trace.task or "(not recorded)", TASK_MAX_CHARS),
+                n_steps=len(trace.steps),
+                total_lines=self.view.total_lines,
+                total_chars=self.view.total_chars,
+                agents=", ".join(agent_choices(trace)) or "unknown",
+                context_limit=limit_text,
+                fits=fits,
+                max_read=self.max_read,
+                with_stm=opts.use_stm,
+                has_spans=any(s.span_id for s in trace.steps),
+                has_tools=any(s.tool_calls or s.observation for s in trace.steps),
+            )
 
         fits = True
         if plan.cap is not None:  # the paper's "read it all" advice only where nothing can be evicted
@@ -223,17 +244,20 @@ class Investigation:
         if opts.use_stm:
             boot = {"stm": {}, **boot}
         self.history.add_head("assistant", json.dumps(boot, ensure_ascii=False))
-        self.history.add_head("user", self._observation(0, "result", tool_call=_call_text(tool),
-                                                        body=self._run_tool(tool)))
+        self.history.add_head("user", self._observation(0, "result", tool_call=_call_text(tool), body=self._run_tool(tool)))
         self._log_call(tool, 0)
         self.call_log.append(_call_text(tool))
         if plan.cap is not None:
             head = self.history.head_size(self._tail(1))
             if head > plan.cap:
-                what = (f"budget {plan.budget.label} ({limit_text})" if plan.mode == "budget"
-                        else f"the model's window leaves {limit_text} for the prompt, which")
-                raise BudgetError(f"{what} is smaller than SAFARI's fixed head: system prompt, user prompt "
-                                  f"and bootstrap read take {head} {plan.unit}")
+                what = (
+                    f"budget {plan.budget.label} ({limit_text})"
+                    if plan.mode == "budget"
+                    else f"the model's window leaves {limit_text} for the prompt, which"
+                )
+                raise BudgetError(
+                    f"{what} is smaller than SAFARI's fixed head: system prompt, user prompt and bootstrap read take {head} {plan.unit}"
+                )
 
     # ------------------------------------------------------------------ tools
     def _cap(self, text: str) -> str:
@@ -259,18 +283,31 @@ class Investigation:
 
     def _observation(self, turn: int, kind: str, **kw: Any) -> str:
         kw.setdefault("loop", None)
-        return render("safari/observation.j2", turn=turn, max_turns=self.opts.max_turns,
-                      remaining=self.opts.max_turns - turn, kind=kind, evaluated=bool(self.evaluations),
-                      threshold=int(self.opts.threshold), max_evaluations=self.opts.max_evaluations,
-                      min_investigate=self.min_investigate, investigated=self.investigated,
-                      refetched=kw.pop("refetched", False), **kw)
+        return render(
+            "safari/observation.j2",
+            turn=turn,
+            max_turns=self.opts.max_turns,
+            remaining=self.opts.max_turns - turn,
+            kind=kind,
+            evaluated=bool(self.evaluations),
+            threshold=int(self.opts.threshold),
+            max_evaluations=self.opts.max_evaluations,
+            min_investigate=self.min_investigate,
+            investigated=self.investigated,
+            refetched=kw.pop("refetched", False),
+            **kw,
+        )
 
     def _tail(self, turn: int) -> str:
         if not self.opts.use_stm:
             return ""
-        return render("safari/stm.j2", stm=self.stm.render_json(),
-                      past_calls="; ".join(self.stm.past_tool_calls) or "none", turn=turn,
-                      max_turns=self.opts.max_turns)
+        return render(
+            "safari/stm.j2",
+            stm=self.stm.render_json(),
+            past_calls="; ".join(self.stm.past_tool_calls) or "none",
+            turn=turn,
+            max_turns=self.opts.max_turns,
+        )
 
     def _evaluate(self, turn: int, tool: dict[str, Any]) -> Calls[str]:
         questions = list(tool["questions"])
@@ -279,18 +316,27 @@ class Investigation:
         reqs = []
         for i, q in enumerate(questions):
             user = {"role": "user", "content": render("safari/evaluator_user.j2", reasoning=tool["reasoning"], question=q)}
-            reqs.append(self.ctx.request(f"eval/{n}/{i}", [system, user], self.eval_grammar, self.opts.sampling(
-                max_tokens=self.opts.limits.verdict_max_tokens(), temperature=self.opts.evaluator_temperature)))
+            reqs.append(
+                self.ctx.request(
+                    f"eval/{n}/{i}",
+                    [system, user],
+                    self.eval_grammar,
+                    self.opts.sampling(max_tokens=self.opts.limits.verdict_max_tokens(), temperature=self.opts.evaluator_temperature),
+                )
+            )
         responses = yield reqs
-        verdicts = [{"question": q, "score": int(r.value["score"]), "feedback": r.value["feedback"]}
-                    for q, r in zip(questions, responses)]
+        verdicts = [{"question": q, "score": int(r.value["score"]), "feedback": r.value["feedback"]} for q, r in zip(questions, responses)]
         mean = statistics.fmean(v["score"] for v in verdicts)
         self.evaluations.append({"turn": turn, "mean": round(mean, 2), "verdicts": verdicts})
         passed = mean >= self.opts.threshold
-        body = "\n".join(f"Question {i + 1} [{v['score']}/100]: {v['question']}\nFeedback: {v['feedback']}"
-                         for i, v in enumerate(verdicts))
-        return self._observation(turn, "evaluate_pass" if passed else "evaluate_fail", mean=round(mean, 1),
-                                 body=body, evaluations_left=self.opts.max_evaluations - len(self.evaluations))
+        body = "\n".join(f"Question {i + 1} [{v['score']}/100]: {v['question']}\nFeedback: {v['feedback']}" for i, v in enumerate(verdicts))
+        return self._observation(
+            turn,
+            "evaluate_pass" if passed else "evaluate_fail",
+            mean=round(mean, 1),
+            body=body,
+            evaluations_left=self.opts.max_evaluations - len(self.evaluations),
+        )
 
     # ------------------------------------------------------------------ loop
     def _turn(self, turn: int) -> Calls[dict[str, Any]]:
@@ -298,15 +344,20 @@ class Investigation:
         opts = self.opts
         tail = self._tail(turn)
         dropped = self.history.evict_to(self.plan.cap, tail)
-        req = self.ctx.request(f"turn/{turn}", self.history.messages(tail), self.turn_grammar,
-                               opts.sampling(self.turn_max_tokens))
+        req = self.ctx.request(f"turn/{turn}", self.history.messages(tail), self.turn_grammar, opts.sampling(self.turn_max_tokens))
         (resp,) = yield [req]
         out = resp.value
         changed = self.stm.merge(out.get("stm")) if opts.use_stm else []
         tool = out["tool"]
         name, call = tool["name"], _call_text(tool)
-        entry: dict[str, Any] = {"turn": turn, "output": out, "stm_changed": changed, "evicted": dropped,
-                                 "prompt_tokens": resp.usage.prompt_tokens, "cached_tokens": resp.usage.cached_tokens}
+        entry: dict[str, Any] = {
+            "turn": turn,
+            "output": out,
+            "stm_changed": changed,
+            "evicted": dropped,
+            "prompt_tokens": resp.usage.prompt_tokens,
+            "cached_tokens": resp.usage.cached_tokens,
+        }
         obs: str | None = None
         if name in ("read", "search"):
             loop = self._loop(call)
@@ -316,8 +367,7 @@ class Investigation:
                 obs = self._observation(turn, "reminder", tool_call=call, first_turn=first, loop=loop)
                 entry["reminder"] = True
             else:
-                obs = self._observation(turn, "result", tool_call=call, body=self._run_tool(tool), loop=loop,
-                                        refetched=first is not None)
+                obs = self._observation(turn, "result", tool_call=call, body=self._run_tool(tool), loop=loop, refetched=first is not None)
                 self.investigated += 1
                 entry["refetched"] = first is not None
                 self._log_call(tool, turn)
@@ -361,12 +411,19 @@ class Investigation:
         """Forced finalisation: the model must name a step now, from what it has gathered."""
         opts = self.opts
         failure = self.failure
-        final_text = render("safari/finalize.j2", reason="failed_turn" if failure else "turns",
-                            failure=(failure or {}).get("error", "")[:200], max_turns=opts.max_turns,
-                            with_stm=opts.use_stm, stm=self.stm.render_json(), limits=opts.limits)
+        final_text = render(
+            "safari/finalize.j2",
+            reason="failed_turn" if failure else "turns",
+            failure=(failure or {}).get("error", "")[:200],
+            max_turns=opts.max_turns,
+            with_stm=opts.use_stm,
+            stm=self.stm.render_json(),
+            limits=opts.limits,
+        )
         self.history.evict_to(self.plan.cap, final_text)
-        req = self.ctx.request("final", self.history.messages(final_text), self.final_grammar,
-                               opts.sampling(opts.limits.final_max_tokens()))
+        req = self.ctx.request(
+            "final", self.history.messages(final_text), self.final_grammar, opts.sampling(opts.limits.final_max_tokens())
+        )
         responses: list[Response] = yield [req]
         value = responses[0].value
         self.transcript.append({"turn": "final", "output": value})
@@ -395,8 +452,7 @@ class Investigation:
             "stm": self.stm.as_dict() if self.opts.use_stm else None,
             "max_read_lines": self.max_read,
         }
-        diag = self.ctx.diagnosis(METHOD, step=step, reasoning=reasoning, evidence=evidence,
-                                  stop_reason=stop, details=details)
+        diag = self.ctx.diagnosis(METHOD, step=step, reasoning=reasoning, evidence=evidence, stop_reason=stop, details=details)
         if self.opts.transcript:
             diag.transcript = self.transcript
         return diag

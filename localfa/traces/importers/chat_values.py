@@ -24,8 +24,14 @@ from localfa.traces.importers.llm_inputs import Msg
 from localfa.traces.importers.spans import maybe_json
 
 Call = dict[str, Any]
-_LC_ROLES = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool",
-             "SystemMessage": "system", "FunctionMessage": "tool", "ChatMessage": "unknown"}
+_LC_ROLES = {
+    "HumanMessage": "user",
+    "AIMessage": "assistant",
+    "ToolMessage": "tool",
+    "SystemMessage": "system",
+    "FunctionMessage": "tool",
+    "ChatMessage": "unknown",
+}
 _TYPE_ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system", "model": "assistant"}
 _TEXT_PARTS = {"text", "reasoning", "output_text", "input_text", "thinking"}
 _MEDIA = {"image_url", "image", "input_image", "blob", "uri", "file", "audio", "input_audio"}
@@ -144,8 +150,11 @@ def _message(m: dict[str, Any]) -> tuple[Msg, list[Call]]:
     if "tool.name" in m:  # any-agent output item
         calls.append(_call(m["tool.name"], m.get("tool.args")))
     name = m.get("name") if role != "tool" else None
-    msg = Msg(role=_TYPE_ROLES.get(str(role), str(role)), text=text or calls_text(calls),
-              name=str(name) if isinstance(name, str) and name else None)
+    msg = Msg(
+        role=_TYPE_ROLES.get(str(role), str(role)),
+        text=text or calls_text(calls),
+        name=str(name) if isinstance(name, str) and name else None,
+    )
     return msg, calls
 
 
@@ -170,8 +179,7 @@ def read_messages(value: Any) -> tuple[list[Msg], list[Call]]:
             return read_messages(value["content"])
         if isinstance(value.get("generations"), list):  # LangChain LLMResult
             gens = [g for row in value["generations"] for g in (row if isinstance(row, list) else [row])]
-            return read_messages([g.get("message") or {"role": "assistant", "content": g.get("text")}
-                                  for g in gens if isinstance(g, dict)])
+            return read_messages([g.get("message") or {"role": "assistant", "content": g.get("text")} for g in gens if isinstance(g, dict)])
         value = [value]
     if not isinstance(value, list):
         return [Msg(role="unknown", text=text_of(value))], []
@@ -206,8 +214,6 @@ def state_messages(value: Any) -> tuple[list[Msg], str] | None:
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         rest = {k: v for k, v in value.items() if k != "messages" and v not in (None, "", [], {})}
         return read_messages(value["messages"])[0], dumps(rest) if rest else ""
-    if isinstance(value, list) and value and all(
-        isinstance(m, dict) and ("role" in m or "lc" in m) for m in value
-    ):
+    if isinstance(value, list) and value and all(isinstance(m, dict) and ("role" in m or "lc" in m) for m in value):
         return read_messages(value)[0], ""
     return None

@@ -122,9 +122,7 @@ def check_labels(labels: Labels | None, n_steps: int, source: str) -> None:
     named += [("high_impact_steps", s) for s in labels.high_impact_steps]
     for field, step in named:
         if not 0 <= step < n_steps:
-            raise TraceError(
-                source, f"label {field} {step} is outside the trace ({_steps(n_steps)}, valid 0..{n_steps - 1})"
-            )
+            raise TraceError(source, f"label {field} {step} is outside the trace ({_steps(n_steps)}, valid 0..{n_steps - 1})")
 
 
 def agents_from_steps(steps: list[Step], known: list[AgentInfo] | None = None) -> list[AgentInfo]:

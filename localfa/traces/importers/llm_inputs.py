@@ -53,10 +53,9 @@ class InputTracker:
         prev = self._last.get(agent_key)
         self._last[agent_key] = msgs
         if prev is not None and len(prev) <= len(msgs) and msgs[: len(prev)] == prev:
-            fresh = msgs[len(prev):]
+            fresh = msgs[len(prev) :]
         else:
             fresh = msgs
         said = self._outputs.get(agent_key, set())
-        fresh = [m for m in fresh if m.role != "system" and m.text.strip()
-                 and not (m.role == "assistant" and m.text.strip() in said)]
+        fresh = [m for m in fresh if m.role != "system" and m.text.strip() and not (m.role == "assistant" and m.text.strip() in said)]
         return render(fresh) if fresh else None

@@ -50,9 +50,7 @@ def _entries(data: Any) -> tuple[list[Any], dict[str, Any]] | None:
 
 
 def _is_message(entry: Any) -> bool:
-    return isinstance(entry, dict) and (
-        "role" in entry or "source" in entry or ("content" in entry and "type" not in entry)
-    )
+    return isinstance(entry, dict) and ("role" in entry or "source" in entry or ("content" in entry and "type" not in entry))
 
 
 def sniff(data: Any) -> bool:
@@ -61,9 +59,7 @@ def sniff(data: Any) -> bool:
     if got is None:
         return False
     items, _ = got
-    return any(
-        _is_message(x) or (isinstance(x, dict) and str(x.get("type")) in M1_AUXILIARY) for x in items[:20]
-    )
+    return any(_is_message(x) or (isinstance(x, dict) and str(x.get("type")) in M1_AUXILIARY) for x in items[:20])
 
 
 def _tool_calls(raw: Any, where: str, source: str) -> list[dict[str, Any]]:
@@ -134,14 +130,13 @@ def _autogen_step(i: int, m: dict[str, Any], where: str, source: str) -> Step:
         text = _calls_text(calls)
     elif kind == "ToolCallExecutionEvent" and isinstance(content, list):
         role = "tool"
-        text = "\n".join(
-            content_text(r.get("content")) if isinstance(r, dict) else content_text(r) for r in content
-        )
+        text = "\n".join(content_text(r.get("content")) if isinstance(r, dict) else content_text(r) for r in content)
     else:
         text = content_text(content)
     stamp = m.get("created_at") if isinstance(m.get("created_at"), str) else None
-    return Step(index=i, agent=agent, role=role, content=text, tool_calls=calls,
-                name=kind if isinstance(kind, str) else None, start_time=stamp)
+    return Step(
+        index=i, agent=agent, role=role, content=text, tool_calls=calls, name=kind if isinstance(kind, str) else None, start_time=stamp
+    )
 
 
 def _m1_step(i: int, m: dict[str, Any], where: str, source: str) -> Step:
@@ -156,8 +151,9 @@ def _m1_step(i: int, m: dict[str, Any], where: str, source: str) -> Step:
     role = "user" if normalize_agent(agent) in _USERS else "assistant"
     stamp = m.get("timestamp") if isinstance(m.get("timestamp"), str) else None
     kind = m.get("type")
-    return Step(index=i, agent=agent, role=role, content=content_text(m["message"]),
-                name=kind if isinstance(kind, str) else None, start_time=stamp)
+    return Step(
+        index=i, agent=agent, role=role, content=content_text(m["message"]), name=kind if isinstance(kind, str) else None, start_time=stamp
+    )
 
 
 def parse(data: Any, path: Path, source: str) -> Trace:
@@ -168,8 +164,7 @@ def parse(data: Any, path: Path, source: str) -> Trace:
         hint = f" (keys: {keys})" if keys else ""
         raise TraceError(
             source,
-            f"not a message list: expected an array of messages or an object with "
-            f"'chat_history'/'messages', got {type_name(data)}{hint}",
+            f"not a message list: expected an array of messages or an object with 'chat_history'/'messages', got {type_name(data)}{hint}",
         )
     items, wrapper = got
     label = "messages" if not wrapper else next(k for k in WRAPPER_KEYS if wrapper.get(k) is items)

@@ -50,8 +50,7 @@ from localfa.traces.model import Labels, Step, Trace, step_runs
 
 NAME = "openinference"
 KIND = "openinference.span.kind"
-OI_KINDS = {"LLM", "CHAIN", "TOOL", "AGENT", "RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL",
-            "EVALUATOR", "PROMPT", "UNKNOWN"}
+OI_KINDS = {"LLM", "CHAIN", "TOOL", "AGENT", "RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL", "EVALUATOR", "PROMPT", "UNKNOWN"}
 _RUN_SUFFIX = re.compile(r"\.run$")
 
 
@@ -127,8 +126,9 @@ def _tool_names(a: Attrs) -> list[str]:
     if isinstance(listed, list):
         names += [str(x) for x in listed]
     tools = a.get("llm.tools")
-    return names + tool_names([t.get("tool", {}).get("json_schema") for t in tools if isinstance(t, dict)]
-                              if isinstance(tools, list) else [])
+    return names + tool_names(
+        [t.get("tool", {}).get("json_schema") for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+    )
 
 
 def _read_llm(span: Span, a: Attrs) -> SpanRead:
@@ -137,14 +137,20 @@ def _read_llm(span: Span, a: Attrs) -> SpanRead:
     out = a.get("output.value")
     if not any(m.text for m in out_msgs) and not calls and out is not None:
         out_msgs, calls = read_messages(out)  # messages carry only a role: the JSON output has it
-        out_msgs = [m for m in out_msgs if m.role not in ("user", "system")] or [
-            Msg(role="assistant", text=text_of(out))]
+        out_msgs = [m for m in out_msgs if m.role not in ("user", "system")] or [Msg(role="assistant", text=text_of(out))]
     content = "\n".join(m.text for m in out_msgs if m.text)
     inp = a.get("input.value")
     role = next((m.role for m in out_msgs if m.role != "unknown"), "assistant")
-    return SpanRead(kind="llm", role=role, name=span.name or None, content=content, tool_calls=calls,
-                    in_msgs=in_msgs, input_text=text_of(inp) if not in_msgs and inp is not None else None,
-                    tools=_tool_names(a))
+    return SpanRead(
+        kind="llm",
+        role=role,
+        name=span.name or None,
+        content=content,
+        tool_calls=calls,
+        in_msgs=in_msgs,
+        input_text=text_of(inp) if not in_msgs and inp is not None else None,
+        tools=_tool_names(a),
+    )
 
 
 def _read(span: Span, a: Attrs) -> SpanRead:
@@ -158,17 +164,28 @@ def _read(span: Span, a: Attrs) -> SpanRead:
         tool = a.get("tool.name")
         name = str(tool) if tool else (span.name or None)
         content = text_of(inp) if inp not in (None, "") else bare_call(name)
-        return SpanRead(kind="tool", role="tool", name=name, content=content,
-                        observation=output_text(out) if out is not None else None, tools=[name] if name else [])
+        return SpanRead(
+            kind="tool",
+            role="tool",
+            name=name,
+            content=content,
+            observation=output_text(out) if out is not None else None,
+            tools=[name] if name else [],
+        )
     state_in, state_out = state_messages(inp), state_messages(out)
     task = a.get("smolagents.task") if kind == "AGENT" else None
     final = state_out[0][-1].text if state_out and state_out[0] else (text_of(out) if out is not None else None)
     return SpanRead(
-        kind="span", role=(kind or "span").lower(), name=span.name or None,
+        kind="span",
+        role=(kind or "span").lower(),
+        name=span.name or None,
         content="" if state_in else text_of(inp),
         observation=None if state_out or out is None else text_of(out),
-        state_in=state_in, state_out=state_out, tools=_tool_names(a),
-        task=task if isinstance(task, str) else None, final=final,
+        state_in=state_in,
+        state_out=state_out,
+        tools=_tool_names(a),
+        task=task if isinstance(task, str) else None,
+        final=final,
     )
 
 
@@ -189,9 +206,7 @@ def _labels(raw: Any, steps: list[Step], by_span: dict[str, int], source: str) -
         if not isinstance(loc, str):
             raise TraceError(source, f"labels.errors[{k}]: 'location' must be a span id, got {type_name(loc)}")
         if loc not in by_span:
-            raise TraceError(
-                source, f"labels.errors[{k}]: location {loc!r} is not a span in the trace ({len(by_span)} spans)"
-            )
+            raise TraceError(source, f"labels.errors[{k}]: location {loc!r} is not a span in the trace ({len(by_span)} spans)")
         faults.append((by_span[loc], k, err))
     if not faults:
         return Labels()

@@ -51,8 +51,12 @@ from localfa.traces.model import Trace
 NAME = "otel-genai"
 LLM_OPS = {"chat", "text_completion", "generate_content", "call_llm", "generate", "completion"}
 AGENT_OPS = {"invoke_agent", "create_agent"}
-_ROLE_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
-                "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+_ROLE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
 _DETAILS = "gen_ai.client.inference.operation.details"
 _OP_PREFIX = re.compile(r"^(invoke_agent|create_agent|execute_tool|call_llm)\s+")
 
@@ -70,8 +74,7 @@ def sniff(data: Any) -> bool:
 
 def _event_message(ev: dict[str, Any], role: str) -> dict[str, Any]:
     """A ``gen_ai.<role>.message`` event's attributes as a chat message."""
-    return {"role": ev.get("role") or role, "content": ev.get("content"),
-            "tool_calls": maybe_json(unflatten(ev, "tool_calls")) or []}
+    return {"role": ev.get("role") or role, "content": ev.get("content"), "tool_calls": maybe_json(unflatten(ev, "tool_calls")) or []}
 
 
 def _choice(ev: dict[str, Any]) -> tuple[list[Msg], list[Call]]:
@@ -162,18 +165,25 @@ def _tool_definitions(a: Attrs) -> list[str]:
 def _read_tool(span: Span, a: Attrs) -> SpanRead:
     tool = a.first("gen_ai.tool.name", "traceloop.entity.name") or _OP_PREFIX.sub("", span.name) or None
     name = str(tool) if tool else None
-    args = a.first("gen_ai.tool.call.arguments", "gen_ai.tool.args", "tool_arguments",
-                   "gcp.vertex.agent.tool_call_args", "traceloop.entity.input")
-    result = a.first("gen_ai.tool.call.result", "gen_ai.output", "tool_response",
-                     "gcp.vertex.agent.tool_response", "traceloop.entity.output")
+    args = a.first(
+        "gen_ai.tool.call.arguments", "gen_ai.tool.args", "tool_arguments", "gcp.vertex.agent.tool_call_args", "traceloop.entity.input"
+    )
+    result = a.first(
+        "gen_ai.tool.call.result", "gen_ai.output", "tool_response", "gcp.vertex.agent.tool_response", "traceloop.entity.output"
+    )
     if args is None:  # Strands: the call and its result as events
         args = next((e.get("content") for e in a.events("gen_ai.tool.message") if e.get("content") is not None), None)
     if result is None:
         result = next((e.get("message") for e in a.events("gen_ai.choice") if e.get("message") is not None), None)
     content = text_of(maybe_json(args)) if args not in (None, "") else bare_call(name)
-    return SpanRead(kind="tool", role="tool", name=name, content=content,
-                    observation=output_text(result) if result is not None else None,
-                    tools=[name] if name else [])
+    return SpanRead(
+        kind="tool",
+        role="tool",
+        name=name,
+        content=content,
+        observation=output_text(result) if result is not None else None,
+        tools=[name] if name else [],
+    )
 
 
 def _read(span: Span, a: Attrs) -> SpanRead | None:
@@ -194,9 +204,13 @@ def _read(span: Span, a: Attrs) -> SpanRead | None:
         role = next((m.role for m in out_msgs if m.role != "unknown"), "assistant")
         return SpanRead(kind="llm", role=role, content=out_text, tool_calls=calls, in_msgs=in_msgs, **common)
     return SpanRead(
-        kind="span", role=op or (str(entity_kind) if entity_kind else "span"),
+        kind="span",
+        role=op or (str(entity_kind) if entity_kind else "span"),
         content=render([m for m in in_msgs if m.role != "system"]) if in_msgs else "",
-        observation=out_text or None, tool_calls=calls, final=out_text or None, **common,
+        observation=out_text or None,
+        tool_calls=calls,
+        final=out_text or None,
+        **common,
     )
 
 

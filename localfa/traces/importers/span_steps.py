@@ -66,9 +66,7 @@ class Attrs:
             out.append(_INDEX.sub(".N", key))
         for ev in self.span.events:
             name = ev.get("name")
-            if name not in self._events and name != "exception" and any(
-                _content_like(v) for v in (ev.get("attributes") or {}).values()
-            ):
+            if name not in self._events and name != "exception" and any(_content_like(v) for v in (ev.get("attributes") or {}).values()):
                 out.append(f"event {name}")
         return out
 
@@ -134,8 +132,7 @@ def _merge_nested_calls(spans: list[Span], reads: dict[int, SpanRead]) -> dict[i
     merged: dict[int, int] = {}
     llm = sorted((o for o, r in reads.items() if r.kind == "llm"), key=lambda o: len(ancestors(spans[o], spans)))
     for o in llm:
-        outer = next((a.order for a in ancestors(spans[o], spans)[1:]
-                      if a.order in reads and reads[a.order].kind == "llm"), None)
+        outer = next((a.order for a in ancestors(spans[o], spans)[1:] if a.order in reads and reads[a.order].kind == "llm"), None)
         if outer is None:
             continue
         target = merged.get(outer, outer)
@@ -248,17 +245,26 @@ def build(spans: list[Span], dialect: Dialect) -> Built:
         if r.system:
             prompts.setdefault(key, r.system)
         step_of[sp.order] = len(steps)
-        steps.append(Step(
-            index=len(steps), agent=agent, role=r.role, content=content, tool_calls=r.tool_calls,
-            observation=observation, input=new_input, span_id=sp.span_id,
-            parent_span_id=sp.parent_id, name=r.name, start_time=sp.start,
-        ))
+        steps.append(
+            Step(
+                index=len(steps),
+                agent=agent,
+                role=r.role,
+                content=content,
+                tool_calls=r.tool_calls,
+                observation=observation,
+                input=new_input,
+                span_id=sp.span_id,
+                parent_span_id=sp.parent_id,
+                name=r.name,
+                start_time=sp.start,
+            )
+        )
     for k, p in tracker.system_prompts.items():
         prompts.setdefault(k, p)
     roots = [sp for sp in order if sp.parent is None and sp.order in reads]
     final = next((reads[sp.order].final for sp in reversed(roots) if reads[sp.order].final), None)
-    root_text = next((reads[sp.order].content for sp in roots
-                      if reads[sp.order].kind == "span" and reads[sp.order].content), None)
+    root_text = next((reads[sp.order].content for sp in roots if reads[sp.order].kind == "span" and reads[sp.order].content), None)
     metadata: dict[str, Any] = {}
     if len(reads) < len(spans):
         metadata["skipped_spans"] = len(spans) - len(reads)
@@ -271,8 +277,7 @@ def build(spans: list[Span], dialect: Dialect) -> Built:
         metadata["unused_attributes"] = unused
     return Built(
         steps=steps,
-        agents=[AgentInfo(name=agent_order[k], system_prompt=prompts.get(k), tools=tools.get(k, []))
-                for k in agent_order],
+        agents=[AgentInfo(name=agent_order[k], system_prompt=prompts.get(k), tools=tools.get(k, [])) for k in agent_order],
         task=task or first_user or root_text or "",
         final=final or last_llm,
         span_step=_span_steps(spans, order, step_of, merged, grouping),
@@ -280,19 +285,31 @@ def build(spans: list[Span], dialect: Dialect) -> Built:
     )
 
 
-def span_trace(fmt: str, built: Built, spans: list[Span], meta: dict[str, Any], path: Path, source: str,
-               labels: Labels | None = None) -> Trace:
+def span_trace(
+    fmt: str, built: Built, spans: list[Span], meta: dict[str, Any], path: Path, source: str, labels: Labels | None = None
+) -> Trace:
     """The Trace of a span export: `built` steps, container metadata, the run's final output
     (a container's own ``final_output`` first, as any-agent writes it)."""
     metadata: dict[str, Any] = {**meta, **built.metadata, "spans": len(spans)}
     final = metadata.pop("final_output", None) or built.final
-    return Trace(id=file_stem(path), source=source, format=fmt, subset=None, task=built.task,
-                 agents=built.agents, steps=built.steps, final_output=final, ground_truth=None,
-                 labels=labels, metadata=metadata)
+    return Trace(
+        id=file_stem(path),
+        source=source,
+        format=fmt,
+        subset=None,
+        task=built.task,
+        agents=built.agents,
+        steps=built.steps,
+        final_output=final,
+        ground_truth=None,
+        labels=labels,
+        metadata=metadata,
+    )
 
 
-def _span_steps(spans: list[Span], order: list[Span], step_of: dict[int, int], merged: dict[int, int],
-                grouping: list[int]) -> dict[str, int]:
+def _span_steps(
+    spans: list[Span], order: list[Span], step_of: dict[int, int], merged: dict[int, int], grouping: list[int]
+) -> dict[str, int]:
     """Span id -> step: its own, the call it repeats, or (grouping spans) the first step below
     it, else the next step, else the last."""
     out: dict[int, int] = dict(step_of)
@@ -304,4 +321,3 @@ def _span_steps(spans: list[Span], order: list[Span], step_of: dict[int, int], m
         if below or after or step_of:
             out[g] = min(below) if below else (min(after) if after else max(step_of.values()))
     return {spans[o].span_id: i for o, i in out.items() if spans[o].span_id}
-

@@ -259,8 +259,9 @@ class _Collector:
                 raise TraceError(self.source, f"{where}.resourceSpans[{r}]: expected an object, got {type_name(rs)}")
             res = rs.get("resource") if isinstance(rs.get("resource"), dict) else {}
             resource = _kv_list(res.get("attributes"))
-            scopes = _list(rs.get("scopeSpans", rs.get("instrumentationLibrarySpans")), "scopeSpans",
-                           f"{where}.resourceSpans[{r}]", self.source)
+            scopes = _list(
+                rs.get("scopeSpans", rs.get("instrumentationLibrarySpans")), "scopeSpans", f"{where}.resourceSpans[{r}]", self.source
+            )
             for s, ss in enumerate(scopes):
                 if not isinstance(ss, dict):
                     raise TraceError(self.source, f"{where}.resourceSpans[{r}].scopeSpans[{s}]: expected an object, got {type_name(ss)}")
@@ -275,20 +276,22 @@ class _Collector:
                     for ev in _list(sp.get("events"), "events", w, self.source):
                         if isinstance(ev, dict):
                             events.append({"name": ev.get("name"), "attributes": _kv_list(ev.get("attributes"))})
-                    self._add(Span(
-                        order=len(self.spans),
-                        span_id=_id(sp.get("spanId"), "'spanId'", w, self.source),
-                        parent_id=_id(sp.get("parentSpanId"), "'parentSpanId'", w, self.source),
-                        name=str(sp.get("name") or ""),
-                        start=start,
-                        start_ns=start_ns,
-                        attributes=_kv_list(sp.get("attributes")),
-                        kind=str(sp["kind"]) if sp.get("kind") is not None else None,
-                        status=_OTLP_STATUS.get(code) if isinstance(code, (int, str)) else None,
-                        status_message=str(status["message"]) if status.get("message") else None,
-                        events=events,
-                        resource=resource,
-                    ))
+                    self._add(
+                        Span(
+                            order=len(self.spans),
+                            span_id=_id(sp.get("spanId"), "'spanId'", w, self.source),
+                            parent_id=_id(sp.get("parentSpanId"), "'parentSpanId'", w, self.source),
+                            name=str(sp.get("name") or ""),
+                            start=start,
+                            start_ns=start_ns,
+                            attributes=_kv_list(sp.get("attributes")),
+                            kind=str(sp["kind"]) if sp.get("kind") is not None else None,
+                            status=_OTLP_STATUS.get(code) if isinstance(code, (int, str)) else None,
+                            status_message=str(status["message"]) if status.get("message") else None,
+                            events=events,
+                            resource=resource,
+                        )
+                    )
 
     def tree(self, sp: Any, parent: int | None, where: str) -> None:
         """A TRAIL/Phoenix/console span, and its `child_spans` recursively."""
@@ -314,21 +317,23 @@ class _Collector:
         resource = sp.get("resource_attributes")
         if resource is None and isinstance(sp.get("resource"), dict):
             resource = sp["resource"].get("attributes")
-        idx = self._add(Span(
-            order=len(self.spans),
-            span_id=span_id,
-            parent_id=parent_id,
-            name=str(sp.get("span_name") or sp.get("name") or ""),
-            start=start,
-            start_ns=start_ns,
-            attributes=flatten_attributes(attrs or {}),
-            kind=str(sp.get("span_kind") or sp.get("kind") or "") or None,
-            status=str(code).upper().replace("STATUSCODE.", "") if code else None,
-            status_message=str(message) if message else None,
-            events=events,
-            resource=flatten_attributes(resource) if isinstance(resource, dict) else {},
-            parent=parent,
-        ))
+        idx = self._add(
+            Span(
+                order=len(self.spans),
+                span_id=span_id,
+                parent_id=parent_id,
+                name=str(sp.get("span_name") or sp.get("name") or ""),
+                start=start,
+                start_ns=start_ns,
+                attributes=flatten_attributes(attrs or {}),
+                kind=str(sp.get("span_kind") or sp.get("kind") or "") or None,
+                status=str(code).upper().replace("STATUSCODE.", "") if code else None,
+                status_message=str(message) if message else None,
+                events=events,
+                resource=flatten_attributes(resource) if isinstance(resource, dict) else {},
+                parent=parent,
+            )
+        )
         children = _list(sp.get("child_spans"), "child_spans", where, self.source)
         for k, child in enumerate(children):
             self.tree(child, idx, f"{where}.child_spans[{k}]")
@@ -438,7 +443,7 @@ def unflatten(attrs: dict[str, Any], key: str) -> Any:
         if not k.startswith(prefix):
             continue
         node = tree
-        parts = k[len(prefix):].split(".")
+        parts = k[len(prefix) :].split(".")
         for part in parts[:-1]:
             nxt = node.get(part)
             if not isinstance(nxt, dict):

@@ -37,8 +37,16 @@ SUBSETS = ("algorithm-generated", "hand-crafted")
 _HUMAN = {"human", "user"}
 _FINAL_ANSWER = re.compile(r"FINAL ANSWER:[ \t]*(.*)")
 _CONSUMED = {
-    "history", "question", "ground_truth", "mistake_agent", "mistake_step", "mistake_reason",
-    "system_prompt", "is_correct", "is_corrected", "question_ID",
+    "history",
+    "question",
+    "ground_truth",
+    "mistake_agent",
+    "mistake_step",
+    "mistake_reason",
+    "system_prompt",
+    "is_correct",
+    "is_corrected",
+    "question_ID",
 }
 
 
@@ -151,10 +159,7 @@ def _labels(data: dict[str, Any], steps: list[Step], source: str, warnings: list
         if all(normalize_agent(s.agent) != key for s in steps):
             warnings.append(f"mistake_agent {agent!r} never acts in the trace")
         elif step is not None and normalize_agent(steps[step].agent) != key:
-            warnings.append(
-                f"mistake_agent {agent!r} did not act at mistake_step {step} "
-                f"(that step is {steps[step].agent!r})"
-            )
+            warnings.append(f"mistake_agent {agent!r} did not act at mistake_step {step} (that step is {steps[step].agent!r})")
     return Labels(
         mistake_agent=agent or None,
         mistake_step=step,
