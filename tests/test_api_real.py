@@ -1,0 +1,40 @@
+"""The README's Python API example, run as written on the REAL embedded model (vLLM CPU build)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localfa.traces.load import load_trace
+
+pytestmark = pytest.mark.real
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def readme_api_example() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Python API") :]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_readme_python_api_example_runs_on_the_embedded_model(tmp_path):
+    code = readme_api_example()
+    assert "localfa.diagnose(" in code and "localfa.bench(" in code and "localfa.make_engine(" in code
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    script = tmp_path / "example.py"
+    script.write_text("if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in code.splitlines()))
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    step, agent = lines[0].split()[:2]  # print(d.step, d.agent, d.reasoning)
+    trace = load_trace(REPO / "examples" / "failed_run.json")
+    assert 0 <= int(step) < len(trace.steps) and agent == trace.agent_at(int(step))
+    steps, written = lines[-1].rsplit(" ", 1)  # print([m.step for m in many], run.written)
+    assert len(ast.literal_eval(steps)) == 2 and int(written) == 4  # 1 trace x 2 methods x 2 seeds
+    assert len((tmp_path / "runs" / "api-smoke" / "results.jsonl").read_text().splitlines()) == 4
