@@ -13,7 +13,4 @@ MAPPED = {
     "localfa.serving.profiles": "serving/profiles",
 }
 
-setup(
-    packages=find_packages(include=["localfa", "localfa.*"]) + list(MAPPED),
-    package_dir={"localfa": "localfa", **MAPPED},
-)
+setup(packages=find_packages(include=["localfa", "localfa.*"]) + list(MAPPED), package_dir={"localfa": "localfa", **MAPPED})

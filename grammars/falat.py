@@ -145,13 +145,7 @@ def research_grammar(step_ids: Sequence[int], limits: FalatLimits) -> Grammar:
     if not 1 <= len(ids) <= RESEARCH_MAX_STEPS:
         raise ValueError(f"a re-search window has 1..{RESEARCH_MAX_STEPS} steps, got {len(ids)}")
     per_step = {
-        str(i): _closed(
-            {
-                "for": _text(limits.argument_chars),
-                "against": _text(limits.argument_chars),
-                "role": {"enum": list(ROLES)},
-            }
-        )
+        str(i): _closed({"for": _text(limits.argument_chars), "against": _text(limits.argument_chars), "role": {"enum": list(ROLES)}})
         for i in ids
     }
     ranking = {"enum": [list(p) for p in permutations(ids)]}

@@ -81,11 +81,7 @@ def stm_update_schema(n_steps: int, limits: SafariLimits) -> dict[str, Any]:
     """The sparse STM update: every key optional; at most `faults_per_turn` fault entries."""
     fault = {
         "type": "object",
-        "properties": {
-            "step_id": _step(n_steps),
-            "reason": _text(limits.reason_chars),
-            "evidence": _text(limits.evidence_chars),
-        },
+        "properties": {"step_id": _step(n_steps), "reason": _text(limits.reason_chars), "evidence": _text(limits.evidence_chars)},
         "required": ["step_id", "reason", "evidence"],
     }
     return {
@@ -128,11 +124,7 @@ def tool_schemas(n_steps: int, total_lines: int, max_read: int, limits: SafariLi
         },
         {
             "type": "object",
-            "properties": {
-                "name": {"const": "submit_step"},
-                "step_id": _step(n_steps),
-                "reasoning": _text(limits.submit_reasoning_chars),
-            },
+            "properties": {"name": {"const": "submit_step"}, "step_id": _step(n_steps), "reasoning": _text(limits.submit_reasoning_chars)},
             "required": ["name", "step_id", "reasoning"],
         },
     ]

@@ -31,10 +31,7 @@ def _assert_no_outbound(proc, events) -> None:
 
 @pytest.mark.parametrize(
     "engine,method,extra,label",
-    [
-        ("vllm", "safari", ["--max-turns", "2"], "safari:max_turns=2"),
-        ("transformers", "all-at-once", [], "all-at-once"),
-    ],
+    [("vllm", "safari", ["--max-turns", "2"], "safari:max_turns=2"), ("transformers", "all-at-once", [], "all-at-once")],
 )
 def test_diagnose_makes_no_outbound_connection(tmp_path, engine, method, extra, label):
     out = tmp_path / "out.jsonl"

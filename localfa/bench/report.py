@@ -12,17 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from localfa.bench.metrics import (
-    AGGREGATION,
-    INTERVAL,
-    METRIC_TITLES,
-    OVERALL,
-    TOLERANCES,
-    Estimate,
-    GroupSummary,
-    score_record,
-    summarize,
-)
+from localfa.bench.metrics import AGGREGATION, INTERVAL, METRIC_TITLES, OVERALL, TOLERANCES, Estimate, GroupSummary, score_record, summarize
 from localfa.bench.store import RESULTS
 from localfa.bench.sweep import MANIFEST
 from localfa.errors import LocatedError

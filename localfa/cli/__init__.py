@@ -17,9 +17,7 @@ def build_app() -> typer.Typer:
     from localfa.cli import bench, diagnose, inspect, report, serve, view
 
     app = typer.Typer(
-        add_completion=False,
-        no_args_is_help=True,
-        help="Find who broke a failed LLM-agent run, and when, on your own hardware.",
+        add_completion=False, no_args_is_help=True, help="Find who broke a failed LLM-agent run, and when, on your own hardware."
     )
     app.command("inspect")(inspect.inspect)
     app.command("diagnose")(diagnose.diagnose)

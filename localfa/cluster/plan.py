@@ -6,16 +6,6 @@ records as a single-process sweep, because they call the same code.
 
 from __future__ import annotations
 
-from localfa.bench.sweep import (  # noqa: F401 (re-exported for the cluster modules)
-    SweepError,
-    _collision,
-    _Unit,
-    build_methods,
-    make_record,
-    plan_units,
-    select_todo,
-    sweep_manifest,
-    unit_job,
-)
+from localfa.bench.sweep import SweepError, _collision, _Unit, build_methods, make_record, plan_units, select_todo, sweep_manifest, unit_job  # noqa: F401 (re-exported for the cluster modules)
 
 Unit = _Unit

@@ -145,12 +145,7 @@ class BaseEngine(ABC):
             raise
         usage = Usage(raw.prompt_tokens, raw.completion_tokens, raw.cached_tokens, calls=1)
         return Response(
-            text=raw.text,
-            value=value,
-            finish_reason=raw.finish_reason,
-            usage=usage,
-            latency_s=raw.latency_s or batch_latency,
-            key=req.key,
+            text=raw.text, value=value, finish_reason=raw.finish_reason, usage=usage, latency_s=raw.latency_s or batch_latency, key=req.key
         )
 
     def _check_lengths(self, requests: Sequence[Request]) -> None:

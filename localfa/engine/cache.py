@@ -47,10 +47,7 @@ class ResponseCache:
 
     def put_many(self, items: list[tuple[str, dict[str, Any]]]) -> None:
         with self._lock:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO responses (key, body) VALUES (?, ?)",
-                [(k, json.dumps(v)) for k, v in items],
-            )
+            self._db.executemany("INSERT OR REPLACE INTO responses (key, body) VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items])
             self._db.commit()
 
     def close(self) -> None:

@@ -193,11 +193,7 @@ def _agent_step_model(agents: list[str], n_steps: int, reason_chars: int) -> typ
 
 
 def _step_model(lo: int, hi: int, reason_chars: int) -> type[BaseModel]:
-    return create_model(
-        "StepAnswer",
-        step=(int, Field(ge=lo, le=hi)),
-        reason=(str, Field(max_length=reason_chars)),
-    )
+    return create_model("StepAnswer", step=(int, Field(ge=lo, le=hi)), reason=(str, Field(max_length=reason_chars)))
 
 
 def _json_max_tokens(reason_chars: int, agents: list[str] | None = None) -> int:

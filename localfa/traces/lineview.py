@@ -271,10 +271,7 @@ class LineView:
         stop = threading.Event()
         box: dict[str, Any] = {"hits": (), "truncated": False, "error": None, "timed_out": False}
         worker = threading.Thread(
-            target=self._scan,
-            args=(compiled, box, max_results, timeout_s, t0 + timeout_s, stop),
-            name="lineview-search",
-            daemon=True,
+            target=self._scan, args=(compiled, box, max_results, timeout_s, t0 + timeout_s, stop), name="lineview-search", daemon=True
         )
         worker.start()
         worker.join(timeout_s)

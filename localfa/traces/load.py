@@ -109,8 +109,7 @@ def _parse_json(text: str, source: str) -> Any:
         if e.msg != "Extra data":
             if _ends_early(e, text):
                 raise TraceError(
-                    source,
-                    f"truncated JSON: the file ends before the value is complete ({e.msg}: line {e.lineno} column {e.colno})",
+                    source, f"truncated JSON: the file ends before the value is complete ({e.msg}: line {e.lineno} column {e.colno})"
                 ) from None
             raise TraceError(source, f"not valid JSON: {e.msg}: line {e.lineno} column {e.colno}") from None
     except RecursionError:

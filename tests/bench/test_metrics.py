@@ -6,15 +6,7 @@ import math
 
 import pytest
 
-from localfa.bench.metrics import (
-    bootstrap_ci,
-    score_record,
-    span_f1,
-    substring_match,
-    summarize,
-    summarize_group,
-    tolerance_curve,
-)
+from localfa.bench.metrics import bootstrap_ci, score_record, span_f1, substring_match, summarize, summarize_group, tolerance_curve
 from localfa.results import ResultRecord
 
 

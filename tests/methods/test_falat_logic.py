@@ -202,12 +202,7 @@ def test_pair_cap_keeps_nearest_pairs_and_records_the_cut():
 
 @pytest.mark.parametrize(
     "label, pruned_step, why",
-    [
-        ("correction", 2, "corrected"),
-        ("redundancy", 5, "redundant"),
-        ("dead_end", 2, "dead_end"),
-        ("no_influence", 2, "no_influence"),
-    ],
+    [("correction", 2, "corrected"), ("redundancy", 5, "redundant"), ("dead_end", 2, "dead_end"), ("no_influence", 2, "no_influence")],
 )
 def test_each_pruning_label(label, pruned_step, why):
     result = prune([2, 5], {(2, 5): label}, {})

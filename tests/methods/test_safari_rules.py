@@ -364,11 +364,7 @@ def test_a_loop_warning_when_the_model_goes_round_in_circles():
 
 
 @pytest.mark.parametrize(
-    ("bad", "error"),
-    [
-        (('{"next_action": "cut', "length"), "TruncatedOutputError"),
-        ("this is not JSON", "InvalidOutputError"),
-    ],
+    ("bad", "error"), [(('{"next_action": "cut', "length"), "TruncatedOutputError"), ("this is not JSON", "InvalidOutputError")]
 )
 def test_a_turn_the_engine_cannot_produce_goes_to_forced_finalisation(bad, error):
     def script(req):

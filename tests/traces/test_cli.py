@@ -23,12 +23,7 @@ def run_cli(argv: list[str]) -> int:
 def test_bad_input_subprocess_exit_2_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"history": [', encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "localfa", "inspect", str(bad)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = subprocess.run([sys.executable, "-m", "localfa", "inspect", str(bad)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()

@@ -132,12 +132,7 @@ def test_parents_in_every_shape() -> None:
     t = load_trace(FIX / "spans_parent_shapes.json")
     # parent_span_id bare hex -> 0x id; parentSpanId "0xA1"; parent: {span_id: 195 (decimal 0xc3)};
     # parentSpanId base64 of 0xd4 (212); a root chat span falls back to its service name
-    assert [(s.agent, s.name) for s in t.steps] == [
-        ("planner", "chat"),
-        ("coder", "chat"),
-        ("coder", "run_tests"),
-        ("review-bot", "chat"),
-    ]
+    assert [(s.agent, s.name) for s in t.steps] == [("planner", "chat"), ("coder", "chat"), ("coder", "run_tests"), ("review-bot", "chat")]
     assert t.steps[2].observation == "1 failed: test_add"
     assert t.steps[3].parent_span_id is None
 

@@ -13,11 +13,7 @@ DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "whowhen
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"Who&When data not found at {DATA} (shared/ beside the repo)")
 
 # Labels whose agent did not act at the labelled step (kept as published; loaders warn).
-KNOWN_LABEL_WARNINGS = {
-    "whowhen/algorithm-generated/14",
-    "whowhen/algorithm-generated/15",
-    "whowhen/hand-crafted/20",
-}
+KNOWN_LABEL_WARNINGS = {"whowhen/algorithm-generated/14", "whowhen/algorithm-generated/15", "whowhen/hand-crafted/20"}
 
 
 def run_cli(argv: list[str]) -> int:

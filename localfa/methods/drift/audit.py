@@ -39,14 +39,7 @@ from localfa.methods.drift.ledger import Claim, Ledger
 from localfa.methods.drift.options import DriftOptions
 from localfa.methods.drift.spans import Span, SpanView, one_span_per_step, pack_chunks, spans_from_ranges
 from localfa.methods.drift.support import SupportCheck, check_from_answer
-from localfa.methods.drift.tracer import (
-    Mark,
-    error_spans,
-    final_answer_span,
-    marks_for_claim,
-    marks_for_ledger,
-    pick_step,
-)
+from localfa.methods.drift.tracer import Mark, error_spans, final_answer_span, marks_for_claim, marks_for_ledger, pick_step
 from localfa.templates import render
 
 METHOD = "drift"

@@ -105,10 +105,7 @@ def parse_step_label(value: Any, n_steps: int, source: str, field: str) -> int:
     elif not isinstance(value, int):
         raise TraceError(source, f"{field} must be a step number, got {type_name(raw)}")
     if not 0 <= value < n_steps:
-        raise TraceError(
-            source,
-            f"{field} {raw!r} is outside the trace ({_steps(n_steps)}, valid 0..{n_steps - 1})",
-        )
+        raise TraceError(source, f"{field} {raw!r} is outside the trace ({_steps(n_steps)}, valid 0..{n_steps - 1})")
     return value
 
 

@@ -20,14 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from localfa.traces.errors import TraceError
-from localfa.traces.importers.common import (
-    agents_from_steps,
-    content_text,
-    dumps,
-    file_stem,
-    required_content,
-    type_name,
-)
+from localfa.traces.importers.common import agents_from_steps, content_text, dumps, file_stem, required_content, type_name
 from localfa.traces.model import AgentInfo, Step, Trace, normalize_agent
 
 NAME = "messages"

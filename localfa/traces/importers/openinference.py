@@ -34,14 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from localfa.traces.errors import TraceError
-from localfa.traces.importers.chat_values import (
-    bare_call,
-    output_text,
-    read_messages,
-    state_messages,
-    text_of,
-    tool_names,
-)
+from localfa.traces.importers.chat_values import bare_call, output_text, read_messages, state_messages, text_of, tool_names
 from localfa.traces.importers.common import type_name
 from localfa.traces.importers.llm_inputs import Msg
 from localfa.traces.importers.span_steps import Attrs, Dialect, SpanRead, build, span_trace

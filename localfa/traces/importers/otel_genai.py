@@ -32,16 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from localfa.traces.errors import TraceError
-from localfa.traces.importers.chat_values import (
-    Call,
-    bare_call,
-    calls_text,
-    output_text,
-    parts,
-    read_messages,
-    text_of,
-    tool_names,
-)
+from localfa.traces.importers.chat_values import Call, bare_call, calls_text, output_text, parts, read_messages, text_of, tool_names
 from localfa.traces.importers.common import type_name
 from localfa.traces.importers.llm_inputs import Msg, render
 from localfa.traces.importers.span_steps import Attrs, Dialect, SpanRead, build, span_trace

@@ -22,14 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from localfa.traces.errors import TraceError
-from localfa.traces.importers.common import (
-    agents_from_steps,
-    content_text,
-    file_stem,
-    parse_step_label,
-    required_content,
-    type_name,
-)
+from localfa.traces.importers.common import agents_from_steps, content_text, file_stem, parse_step_label, required_content, type_name
 from localfa.traces.model import AgentInfo, Labels, Step, Trace, normalize_agent
 
 NAME = "whowhen"
