@@ -10,6 +10,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -36,9 +37,22 @@ class ResponseCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, body TEXT NOT NULL)")
-        self._db.commit()
+        self._init_schema()
+
+    def _init_schema(self, attempts: int = 100) -> None:
+        """WAL mode and the table. Switching to WAL takes an exclusive lock that SQLite's busy
+        timeout does not wait for, so processes opening one cache together (Ray workers) retry."""
+        for attempt in range(attempts):
+            try:
+                if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, body TEXT NOT NULL)")
+                self._db.commit()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == attempts - 1:
+                    raise
+                time.sleep(0.05 + 0.01 * attempt)
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:

@@ -26,7 +26,8 @@ def test_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):
     assert len(first) == 2
     for path, rec in zip(traces, first):
         trace = load_trace(path)
-        assert rec["method"] == "safari" and rec["seed"] == 7 and rec["error"] is None
+        assert rec["method"] == "safari:max_turns=3:transcript=true" and rec["method_name"] == "safari"
+        assert rec["seed"] == 7 and rec["error"] is None
         assert rec["stop_reason"] in ("submitted", "forced")
         assert 0 <= rec["step"] < len(trace.steps)
         assert rec["agent"] == trace.agent_at(rec["step"])
