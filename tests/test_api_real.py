@@ -34,7 +34,8 @@ def test_the_readme_python_api_example_runs_on_the_embedded_model(tmp_path):
     lines = proc.stdout.strip().splitlines()
     step, agent = lines[0].split()[:2]  # print(d.step, d.agent, d.reasoning)
     trace = load_trace(REPO / "examples" / "failed_run.json")
-    assert 0 <= int(step) < len(trace.steps) and agent == trace.agent_at(int(step))
+    assert 0 <= int(step) < len(trace.steps)
+    assert agent in {s.agent for s in trace.steps}  # all-at-once names the agent itself, among the speakers
     steps, written = lines[-1].rsplit(" ", 1)  # print([m.step for m in many], run.written)
     assert len(ast.literal_eval(steps)) == 2 and int(written) == 4  # 1 trace x 2 methods x 2 seeds
     assert len((tmp_path / "runs" / "api-smoke" / "results.jsonl").read_text().splitlines()) == 4
