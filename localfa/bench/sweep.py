@@ -265,36 +265,19 @@ def run_sweep(
     seeds: list[int],
     engine: Any,
     budgets: list[str] | None = None,
-    *,
-    concurrency: int = 8,
-    force: bool = False,
-    retry_errors: bool = False,
-    progress: bool = True,
-    manifest_extra: dict[str, Any] | None = None,
-    say: Callable[[str], None] = _stderr,
+    **options: Any,
 ) -> SweepResult:
     """Run every (trace, method, budget, seed) without a final record in RUN_DIR/results.jsonl.
 
     A record that failed on an engine error is not final (it runs again); with `retry_errors`
-    no error record is. This process's engine runs the units; the driver is the same one a Ray
-    sweep or a shard uses (localfa.cluster.driver), so all of them resume and record alike.
+    no error record is. This process's engine runs the units, on the same driver a Ray sweep or a
+    shard uses, so all of them resume and record alike; `options` are that driver's keywords
+    (`concurrency`, `force`, `retry_errors`, `progress`, `manifest_extra`, `say`: see
+    `localfa.cluster.driver.run_units_sweep`).
     """
     from localfa.cluster.driver import LocalExecutor, run_units_sweep
 
-    return run_units_sweep(
-        run_dir,
-        traces,
-        methods,
-        seeds,
-        LocalExecutor(engine, methods),
-        budgets,
-        concurrency=concurrency,
-        force=force,
-        retry_errors=retry_errors,
-        progress=progress,
-        manifest_extra=manifest_extra,
-        say=say,
-    )
+    return run_units_sweep(run_dir, traces, methods, seeds, LocalExecutor(engine, methods), budgets, **options)
 
 
 # ---- the pieces of a sweep (one process here; localfa.cluster runs the same ones on Ray) --------

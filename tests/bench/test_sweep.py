@@ -223,23 +223,8 @@ def _lines(path: Path) -> int:
 def test_sigkill_midway_then_resume(tmp_path):
     data = write_whowhen(tmp_path / "ww", per_subset=3)
     run = tmp_path / "run"
-    args = [
-        "bench",
-        str(data),
-        "--methods",
-        "all-at-once,binary-search",
-        "--seeds",
-        "0,1",
-        "--limit",
-        "2",
-        "--engine",
-        "scripted",
-        "--concurrency",
-        "2",
-        "--no-progress",
-        "--out",
-        str(run),
-    ]
+    flags = "--methods all-at-once,binary-search --seeds 0,1 --limit 2 --engine scripted --concurrency 2 --no-progress"
+    args = ["bench", str(data), *flags.split(), "--out", str(run)]
     total = 4 * 2 * 2
     env = {**os.environ, "LOCALFA_SCRIPTED_DELAY_S": "0.15"}
     proc = _cli(args, env=env)

@@ -40,21 +40,8 @@ def test_ray_sweep_with_two_workers_equals_the_single_process_sweep(tmp_path):
 
 
 def _bench_args(data, run, ray=True):
-    return [
-        "bench",
-        str(data),
-        "--methods",
-        "all-at-once,binary-search",
-        "--seeds",
-        "0,1",
-        "--engine",
-        "scripted",
-        "--concurrency",
-        "2",
-        "--no-progress",
-        "--out",
-        str(run),
-    ] + (["--ray", "local", "--workers", "2"] if ray else [])
+    flags = "--methods all-at-once,binary-search --seeds 0,1 --engine scripted --concurrency 2 --no-progress"
+    return ["bench", str(data), *flags.split(), "--out", str(run)] + (["--ray", "local", "--workers", "2"] if ray else [])
 
 
 def test_a_worker_killed_mid_sweep_loses_no_trace(tmp_path):

@@ -12,28 +12,12 @@ from localfa.methods.falat.transitions import candidate_pairs, follow_up_source,
 from localfa.methods.falat.windows import StepSummary, split_windows
 from localfa.methods.registry import MethodOptionError, get_method
 from localfa.methods.runner import Job, method_job, run_jobs
-from localfa.traces.model import Labels, Step, Trace
-
-AGENTS = ["Planner", "Coder", "Terminal"]
+from localfa.traces.model import Trace
+from tests.methods.synthetic import synthetic_trace
 
 
 def make_trace(n: int = 12, tid: str = "t1", long: int = 0, gt: str | None = "8") -> Trace:
-    steps = [
-        Step(index=i, agent=AGENTS[i % 3], role="assistant", content=f"step {i} says the count is {i} " + ("lorem ipsum " * long))
-        for i in range(n)
-    ]
-    return Trace(
-        id=tid,
-        source=f"{tid}.json",
-        format="messages",
-        subset=None,
-        task="Count the even addresses.",
-        agents=[],
-        steps=steps,
-        final_output="4",
-        ground_truth=gt,
-        labels=Labels(mistake_agent="Coder", mistake_step=min(4, n - 1), fault_steps=[], high_impact_steps=[]),
-    )
+    return synthetic_trace(n, tid, "step {i} says the count is {i} ", long, gt)
 
 
 class Script:

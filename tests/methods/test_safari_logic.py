@@ -13,28 +13,13 @@ from localfa.methods.registry import get_method
 from localfa.methods.runner import Job, run_jobs
 from localfa.methods.safari.history import History
 from localfa.methods.safari.stm import ShortTermMemory
-from localfa.traces.model import Labels, Step, Trace
+from localfa.traces.model import Labels, Trace
+from tests.methods.synthetic import synthetic_trace
 
 
 def make_trace(n: int = 12, tid: str = "t1", long: int = 0) -> Trace:
-    steps = [
-        Step(
-            index=i, agent=["Planner", "Coder", "Terminal"][i % 3], role="assistant", content=f"step {i} content " + ("lorem ipsum " * long)
-        )
-        for i in range(n)
-    ]
-    return Trace(
-        id=tid,
-        source=f"{tid}.json",
-        format="messages",
-        subset=None,
-        task="Count the even addresses.",
-        agents=[],
-        steps=steps,
-        final_output="4",
-        ground_truth="8",
-        labels=Labels(mistake_agent="Coder", mistake_step=4, fault_steps=[4], high_impact_steps=[], reason="r"),
-    )
+    labels = Labels(mistake_agent="Coder", mistake_step=4, fault_steps=[4], reason="r")
+    return synthetic_trace(n, tid, "step {i} content ", long, labels=labels)
 
 
 def turn(tool: dict, stm: dict | None = None, action: str = "next") -> dict:

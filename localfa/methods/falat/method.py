@@ -18,6 +18,7 @@ from localfa.grammars.falat import TRANSITION_MAX_TOKENS, FalatLimits
 from localfa.methods.base import BaseMethod, MethodContext, Program
 from localfa.methods.evidence import verify_quotes
 from localfa.methods.falat.candidates import select_candidates
+from localfa.methods.falat.ground import Ground
 from localfa.methods.falat.options import FalatOptions
 from localfa.methods.falat.prior import Prior, build_prior, prior_request
 from localfa.methods.falat.ranking import rank, top_k
@@ -85,8 +86,9 @@ class _Run:
         prior = build_prior(ctx, opts, resp.value)
         block = prior.block()
         windows = split_windows(n, opts.window)
-        cap = window_step_cap(ctx, view, opts, limits, system, block)
-        responses = yield from self.log.ask("windows", window_requests(ctx, view, opts, limits, system, block, windows, cap))
+        ground = Ground(ctx, view, opts, limits, system, block)
+        cap = window_step_cap(ground)
+        responses = yield from self.log.ask("windows", window_requests(ground, windows, cap))
         mids: dict[int, StepSummary] = {}
         stages: list[StageSummary] = []
         for steps, r in zip(windows, responses):
@@ -108,13 +110,13 @@ class _Run:
         # Stage 3: rank, verify the top k (one batch), pick t̂.
         ranked = rank(pruning.kept, mids, labels, pruning.sources)
         top = top_k(ranked, opts.top_k)
-        reqs = verify_requests(ctx, view, opts, limits, system, block, [r.step for r in top], labels)
+        reqs = verify_requests(ground, [r.step for r in top], labels)
         responses = yield from self.log.ask("verify", reqs)
         verdicts = [parse_verdict(r.step, resp.value) for r, resp in zip(top, responses)]
         t_hat, passed = choose(verdicts)
 
         # Stage 4: local re-search.
-        (resp,) = yield from self.log.ask("research", [research_request(ctx, view, opts, limits, system, block, t_hat, labels, mids)])
+        (resp,) = yield from self.log.ask("research", [research_request(ground, t_hat, labels, mids)])
         research = parse_research(t_hat, n, resp.value)
         final = research.top
 

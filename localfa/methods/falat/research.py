@@ -11,10 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from localfa.engine.types import Request
-from localfa.grammars.falat import FalatLimits, research_grammar, research_max_tokens
-from localfa.methods.base import MethodContext
-from localfa.methods.falat.options import FalatOptions
-from localfa.methods.falat.text import TraceText
+from localfa.grammars.falat import research_grammar, research_max_tokens
+from localfa.methods.falat.ground import Ground
 from localfa.methods.falat.verify import full_steps, neighbourhood
 from localfa.methods.falat.windows import StepSummary
 from localfa.templates import render
@@ -41,17 +39,8 @@ def research_window(t_hat: int, n_steps: int) -> range:
     return neighbourhood(t_hat, n_steps, RADIUS)
 
 
-def research_request(
-    ctx: MethodContext,
-    view: TraceText,
-    opts: FalatOptions,
-    limits: FalatLimits,
-    system: dict[str, str],
-    prior_block: str,
-    t_hat: int,
-    labels: Mapping[Pair, str],
-    mids: Mapping[int, StepSummary],
-) -> Request:
+def research_request(g: Ground, t_hat: int, labels: Mapping[Pair, str], mids: Mapping[int, StepSummary]) -> Request:
+    ctx, view, opts, limits, system, prior_block = g.unpack()
     steps = research_window(t_hat, view.n)
     transitions = [{"i": i, "j": j, "label": lab} for (i, j), lab in sorted(labels.items()) if i in steps or j in steps]
     summaries = [mids[i] for i in steps if i in mids]

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from localfa.engine.types import Request
-from localfa.grammars.falat import FalatLimits, verify_grammar, verify_max_tokens
+from localfa.grammars.falat import verify_grammar, verify_max_tokens
 from localfa.methods.base import MethodContext
-from localfa.methods.falat.options import FalatOptions
+from localfa.methods.falat.ground import Ground
 from localfa.methods.falat.text import TraceText, fit_texts, prompt_room
 from localfa.templates import render
 
@@ -62,16 +62,8 @@ def full_steps(
     return view.shown(steps, fit_texts([view.text(i) for i in steps], room, view.count))
 
 
-def verify_requests(
-    ctx: MethodContext,
-    view: TraceText,
-    opts: FalatOptions,
-    limits: FalatLimits,
-    system: dict[str, str],
-    prior_block: str,
-    candidates: Sequence[int],
-    labels: Mapping[Pair, str],
-) -> list[Request]:
+def verify_requests(g: Ground, candidates: Sequence[int], labels: Mapping[Pair, str]) -> list[Request]:
+    ctx, view, opts, limits, system, prior_block = g.unpack()
     grammar = verify_grammar(limits)
     max_tokens = verify_max_tokens(limits)
     reqs = []

@@ -12,8 +12,7 @@ from typing import Any
 
 from localfa.engine.types import Request
 from localfa.grammars.falat import SIGNALS, FalatLimits, window_grammar, window_max_tokens
-from localfa.methods.base import MethodContext
-from localfa.methods.falat.options import FalatOptions
+from localfa.methods.falat.ground import Ground
 from localfa.methods.falat.text import TraceText, prompt_room
 from localfa.templates import render
 
@@ -55,10 +54,9 @@ class StageSummary:
     focus_step: int
 
 
-def window_step_cap(
-    ctx: MethodContext, view: TraceText, opts: FalatOptions, limits: FalatLimits, system: dict[str, str], prior_block: str
-) -> int:
+def window_step_cap(g: Ground) -> int:
     """The per-step token cap: the option, lowered so a full window still fits the model."""
+    ctx, view, opts, limits, system, prior_block = g.unpack()
     k = opts.window
     empty = window_messages(view, system, prior_block, range(0, 0), [], limits)
     agents = [(i, view.agent(i)) for i in range(min(k, view.n))]
@@ -84,16 +82,8 @@ def window_messages(
     return [system, {"role": "user", "content": prompt}]
 
 
-def window_requests(
-    ctx: MethodContext,
-    view: TraceText,
-    opts: FalatOptions,
-    limits: FalatLimits,
-    system: dict[str, str],
-    prior_block: str,
-    windows: list[range],
-    cap: int,
-) -> list[Request]:
+def window_requests(g: Ground, windows: list[range], cap: int) -> list[Request]:
+    ctx, view, opts, limits, system, prior_block = g.unpack()
     reqs = []
     for w, steps in enumerate(windows):
         texts = [view.clipped(i, cap) for i in steps]
