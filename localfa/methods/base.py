@@ -18,6 +18,13 @@ from localfa.engine.types import Message, Request, Response, Sampling, derive_se
 from localfa.traces.model import Trace
 
 T = TypeVar("T")
+MEMBER_SEP = "|"  # ends an ensemble member's key prefix: "vote.0|falat/prior"
+
+
+def base_key(key: str) -> str:
+    """A request key without any ensemble member prefixes ("vote.0|cascade.1|aao" -> "aao")."""
+    return key.rsplit(MEMBER_SEP, 1)[-1]
+
 # A stage of a method that talks to the engine and returns a T (use with `yield from`).
 Calls = Generator[list[Request], list[Response], T]
 Program = Calls[Diagnosis]
@@ -33,9 +40,12 @@ class MethodContext:
     options: dict[str, Any] = field(default_factory=dict)
     count_tokens: Any = None  # callable(str) -> int from the engine's tokenizer
     max_model_len: int | None = None  # the engine's context window, when it has one
+    # Set by ensembles for their members ("vote.1|"): keys (so seeds) stay distinct per member.
+    key_prefix: str = ""
 
     def request(self, key: str, messages: Sequence[Message], grammar: Grammar, sampling: Sampling) -> Request:
         """A request whose seed derives from (run seed, trace id, call key)."""
+        key = self.key_prefix + key
         seeded = sampling.with_(seed=derive_seed(self.seed, self.trace.id, key))
         return Request(tuple(messages), grammar, seeded, key=key, route=self.trace.id)
 

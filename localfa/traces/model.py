@@ -9,7 +9,7 @@ differences (``Websurfer`` vs ``WebSurfer``, ``Orchestrator (-> WebSurfer)``) do
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -53,6 +53,12 @@ class Step(BaseModel):
     parent_span_id: str | None = None
     name: str | None = Field(default=None, description="span/operation/tool name where the format has one")
     start_time: str | None = None
+    kind: Literal["action", "observation"] = Field(
+        default="action",
+        description="'action': an agent (or a human) acted here; 'observation': environment output, a tool "
+        "result or a harness nag that no agent wrote. No method may answer an observation step as where "
+        "an agent went wrong, nor its source as the responsible agent.",
+    )
 
 
 class Labels(BaseModel):
@@ -121,6 +127,12 @@ class Trace(BaseModel):
         if not 0 <= step < len(self.steps):
             raise IndexError(f"step {step} is outside the trace (0..{len(self.steps) - 1})")
         return self.steps[step].agent
+
+    def action_steps(self) -> list[int]:
+        """Indices of the steps an agent acted at: what a method may answer (every step when a
+        format marks none as an observation)."""
+        actions = [s.index for s in self.steps if s.kind == "action"]
+        return actions or [s.index for s in self.steps]
 
     def agent_names(self) -> list[str]:
         """Distinct normalised speaker names, in order of first appearance in the steps."""
