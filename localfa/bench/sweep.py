@@ -345,7 +345,7 @@ def sweep_manifest(
     return build_manifest(
         engine,
         seeds=list(seeds),
-        methods={s.label: {"name": s.name, "options": s.options_dict, "resolved": built[s.label].describe()} for s in specs},
+        methods={s.label: {"name": s.name, "options": s.options_dict, "resolved": built[s.label].for_model(engine.method_defaults).describe()} for s in specs},
         extra={"budgets": list(budgets), "trace_files": sorted({t.source for t in traces}), **extra},
     )
 

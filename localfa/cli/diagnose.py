@@ -102,7 +102,7 @@ def diagnose(
             from localfa.manifest import build_manifest
 
             manifest = build_manifest(
-                eng, seeds=[seed], methods={spec.label: chosen.describe()}, extra={"budget": budget, "trace_files": [str(f) for f in files]}
+                eng, seeds=[seed], methods={spec.label: chosen.for_model(eng.method_defaults).describe()}, extra={"budget": budget, "trace_files": [str(f) for f in files]}
             )
             Path(f"{out}.manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         results = run_diagnoses(eng, chosen, loaded, seed, budget, concurrency, quiet=quiet)

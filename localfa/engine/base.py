@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 from localfa.engine.errors import ContextLengthError, InvalidOutputError, TruncatedOutputError
 from localfa.engine.session import BatchSession, Session
+from localfa.engine.settings import MethodDefaults
 from localfa.engine.types import Message, Request, Response, Usage
 from localfa.tokens import approx_tokens
 
@@ -36,6 +37,7 @@ class BaseEngine(ABC):
     name: str = "base"
     max_model_len: int | None = None
     model_info: dict[str, Any] = {}  # set per instance by the factory
+    method_defaults: MethodDefaults = MethodDefaults()  # set per instance by the factory (a profile's tables)
     self_checks: dict[str, bool] = {}  # set at start by backends that check themselves
     retry_factor: int = 2
     # What a worker running this backend needs from a cluster: cores of its own (a model computed

@@ -79,6 +79,7 @@ class CachingEngine:
         self.name = inner.name
         self.max_model_len = inner.max_model_len
         self.model_info = inner.model_info
+        self.method_defaults = inner.method_defaults
         self.hits = 0
         self.misses = 0
 

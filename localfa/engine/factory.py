@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from localfa.engine.cache import CachingEngine, ResponseCache
 from localfa.engine.errors import EngineError
-from localfa.engine.settings import EngineSettings, load_profile
+from localfa.engine.settings import EMBEDDED_PROFILE, EngineSettings, MethodDefaults, load_profile
 from localfa.engine.types import Engine
 
 ENGINES: dict[str, str] = {
@@ -57,6 +57,16 @@ class EngineOptions:
         return settings
 
 
+def method_defaults(options: EngineOptions, backend: str) -> MethodDefaults:
+    """The `[methods.*]` tables for the model these options run: the named profile's, or, for
+    the embedded model on a local backend, the embedded profile's (its small bounds)."""
+    if options.profile:
+        return MethodDefaults(options.profile, options.settings().methods)
+    if options.model is None and backend in LOCAL_PREFERENCE:
+        return MethodDefaults(EMBEDDED_PROFILE, load_profile(EMBEDDED_PROFILE).methods)
+    return MethodDefaults()
+
+
 def engine_class(name: str) -> Any:
     """The backend class registered under `name`, imported on first use."""
     target = ENGINES.get(name)
@@ -87,7 +97,8 @@ def build_engine(options: EngineOptions, say: Callable[[str], None] = _say) -> E
     chosen = chosen_backend(options)
     cls = engine_class(chosen)
     built: Engine = cls.create(options, say=say, named=options.engine is not None)
-    if options.cache_dir:
+    built.method_defaults = method_defaults(options, chosen)
+    if options.cache_dir:  # the wrapper copies method_defaults from the engine it wraps
         wrapped = CachingEngine(built, ResponseCache(Path(options.cache_dir) / "responses.sqlite"), cache_identity(chosen, built))
         return wrapped
     return built

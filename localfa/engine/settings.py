@@ -32,9 +32,31 @@ class EngineSettings:
     # the template's own switch; a profile may turn it on.
     enable_thinking: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # `[methods.NAME]` tables: option values sized for this profile's model (see MethodDefaults).
+    methods: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# The profile whose `[methods.*]` tables apply to the embedded model when no profile is named.
+EMBEDDED_PROFILE = "cpu-embedded"
+
+
+@dataclass(frozen=True)
+class MethodDefaults:
+    """Method option values a profile sets for its model.
+
+    Method defaults are sized for a strong model (8B-70B, 32k+ window); a tiny model needs smaller
+    bounds, and those belong to the model's profile, not to the method. Options resolve as: the
+    method's default < this profile's table < what the user's spec says.
+    """
+
+    profile: str | None = None
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def for_method(self, name: str) -> dict[str, Any]:
+        return dict(self.tables.get(name, {}))
 
 
 def profile_dir() -> Path:
@@ -57,8 +79,11 @@ def load_profile(name_or_path: str) -> EngineSettings:
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from exc
     engine = data.get("engine", data)
-    known = {f.name for f in fields(EngineSettings)}
-    unknown = sorted(set(engine) - known)
+    known = {f.name for f in fields(EngineSettings)} - {"methods"}
+    unknown = sorted(set(engine) - known - {"engine", "methods"})
     if unknown:
         raise ValueError(f"{path}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-    return EngineSettings(**engine)
+    methods = data.get("methods", {})
+    if not isinstance(methods, dict) or not all(isinstance(v, dict) for v in methods.values()):
+        raise ValueError(f"{path}: [methods] must hold one table per method, e.g. [methods.falat]")
+    return EngineSettings(**{k: v for k, v in engine.items() if k in known}, methods=methods)

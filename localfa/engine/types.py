@@ -10,6 +10,7 @@ from localfa.engine.grammar import Grammar
 
 if TYPE_CHECKING:
     from localfa.engine.session import Session
+    from localfa.engine.settings import MethodDefaults
 
 Message = dict[str, str]
 
@@ -96,6 +97,7 @@ class Engine(Protocol):
     name: str
     max_model_len: int | None
     model_info: dict[str, Any]
+    method_defaults: "MethodDefaults"  # a profile's method option values for this model
 
     def generate(self, requests: Sequence[Request]) -> list[Response]: ...
 

@@ -25,6 +25,7 @@ def base_key(key: str) -> str:
     """A request key without any ensemble member prefixes ("vote.0|cascade.1|aao" -> "aao")."""
     return key.rsplit(MEMBER_SEP, 1)[-1]
 
+
 # A stage of a method that talks to the engine and returns a T (use with `yield from`).
 Calls = Generator[list[Request], list[Response], T]
 Program = Calls[Diagnosis]
@@ -94,8 +95,36 @@ class BaseMethod:
     # "module:function" that renders this method's own path in `localfa view` (None: generic).
     view_path: ClassVar[str | None] = None
 
-    def __init__(self, options: Any = None) -> None:
+    def __init__(self, options: Any = None, given: dict[str, Any] | None = None) -> None:
         self.options = options if options is not None else self.Options()
+        # The options the user's spec named: a profile's table never overrides these.
+        self.given: dict[str, Any] = dict(given or {})
+        self.from_profile: dict[str, Any] = {}  # option values a profile set (see `for_model`)
+        self.profile: str | None = None
+        self._for_model: dict[Any, "BaseMethod"] = {}
+
+    def for_model(self, defaults: Any) -> "BaseMethod":
+        """This method with a profile's option values for its model (`MethodDefaults`) applied
+        under the options the user gave; itself when the profile sets nothing for it."""
+        table = {k: v for k, v in defaults.for_method(self.name).items() if k not in self.given}
+        if not table:
+            return self
+        key = (defaults.profile, tuple(sorted(table.items(), key=lambda kv: kv[0])))
+        if key not in self._for_model:
+            from localfa.methods.registry import MethodOptionError, build_options
+
+            try:
+                options = build_options(self.name, type(self).Options, {**self.given, **table})
+            except MethodOptionError as exc:
+                raise MethodOptionError(f"profile {defaults.profile} [methods.{self.name}]: {exc}") from None
+            resolved = type(self)(options, self.given)
+            resolved.from_profile, resolved.profile = table, defaults.profile
+            self._for_model[key] = resolved
+        return self._for_model[key]
+
+    def options_record(self) -> dict[str, Any]:
+        """What a record says about its options: every value, and which a profile set."""
+        return {"values": self.describe(), "profile": self.profile, "from_profile": dict(self.from_profile)}
 
     def run(self, ctx: MethodContext) -> Program:
         raise NotImplementedError

@@ -157,4 +157,4 @@ def get_method(spec: str | MethodSpec, **options: Any) -> BaseMethod:
     parsed = MethodSpec.parse(spec) if isinstance(spec, str) else spec
     merged = {**parsed.options_dict, **{k.replace("-", "_"): v for k, v in options.items()}}
     cls = method_class(parsed.name)
-    return cls(build_options(parsed.name, cls.Options, merged))
+    return cls(build_options(parsed.name, cls.Options, merged), given=merged)

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Iterator
 from localfa.diagnosis import Diagnosis
 from localfa.engine.errors import EngineError, is_transient
 from localfa.engine.types import Engine, Response, Usage
-from localfa.methods.base import Method, MethodContext, Program
+from localfa.methods.base import BaseMethod, Method, MethodContext, Program
 
 
 @dataclass
@@ -39,11 +39,24 @@ def method_job(engine: Engine, method: Method, ctx: MethodContext, key: str | No
     if ctx.max_model_len is None:
         ctx.max_model_len = engine.max_model_len
     name = label or method.name
+    if isinstance(method, BaseMethod):  # the model's profile sizes the method's bounds
+        method = method.for_model(engine.method_defaults)
+        record = method.options_record()
+    else:
+        record = {"values": method.describe(), "profile": None, "from_profile": {}}
 
     def on_error(detail: str) -> Diagnosis:
         return ctx.diagnosis(name, stop_reason="error", error=detail)
 
-    return Job(key or ctx.trace.id, method.run(ctx), on_error)
+    return Job(key or ctx.trace.id, _with_options(method.run(ctx), record), on_error)
+
+
+def _with_options(program: Program, record: dict) -> Program:
+    """The program, its Diagnosis noting the options it ran with (`details["options"]`)."""
+    diag = yield from program
+    if diag is not None:
+        diag.details.setdefault("options", record)
+    return diag
 
 
 @dataclass

@@ -93,6 +93,7 @@ class FaultyEngine:
         self.name = inner.name
         self.max_model_len = inner.max_model_len
         self.model_info = inner.model_info
+        self.method_defaults = inner.method_defaults
         self.plan = plan
         self.log_path = log_path
         self.injected: Counter[str] = Counter()
