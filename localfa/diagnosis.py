@@ -21,6 +21,9 @@ class Diagnosis(BaseModel):
     reasoning: str = ""
     evidence: list[str] = Field(default_factory=list)
     spans: list[tuple[int, int]] | None = None  # span-level methods: inclusive step ranges
+    # How far to trust the answer, 0..1: an ensemble's agreement share; None for a method that
+    # has no measure of its own.
+    confidence: float | None = None
     stop_reason: str = "submitted"
     usage: dict[str, int] = Field(default_factory=lambda: {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0})
     wall_s: float = 0.0

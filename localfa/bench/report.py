@@ -17,6 +17,7 @@ from localfa.bench.store import RESULTS
 from localfa.bench.sweep import MANIFEST
 from localfa.errors import LocatedError
 from localfa.results import ResultRecord
+from localfa.view.calibration import calibration_chart
 from localfa.view.charts import report_charts
 
 REPORT_HTML = "report.html"
@@ -81,8 +82,10 @@ def metric_columns(groups: list[GroupSummary]) -> list[str]:
     cols = ["agent", "step", *(f"tol_{k}" for k in TOLERANCES)]
     if any(g.multi_fault for g in groups):
         cols += ["precision", "strict_precision"]
-    if any(g.spans for g in groups):
-        cols += ["span_precision", "span_recall", "span_f1", "first_error"]
+    if any(g.spans for g in groups):  # span P/R/F1 only where some trace carries span labels
+        if any(g.metrics["span_f1"].n for g in groups if g.spans and "span_f1" in g.metrics):
+            cols += ["span_precision", "span_recall", "span_f1"]
+        cols.append("first_error")
     return cols
 
 
@@ -335,6 +338,7 @@ def html_report(
         body += [f"<p class=note>{_e(n)}</p>" for n in method_notes(groups)]
         body.append("<h2>Charts</h2>")
         body.append(report_charts(groups))
+        body.append(calibration_chart(records))
         if substring:
             sh, sr = substring_rows(groups)
             body.append("<h2>Who&amp;When reference scorer (substring match)</h2>")
@@ -355,7 +359,13 @@ def html_report(
 def write_report(
     run_dir: str | Path, html_path: str | Path | None = None, *, substring: bool = False, n_boot: int = 1000
 ) -> tuple[str, Path]:
-    """(markdown text, path of the HTML written) for a run directory."""
+    """(markdown text, path of the HTML written) for a run directory, or for a parent of runs
+    made at several oracle p (`localfa.bench.ceiling`: accuracy against p)."""
+    from localfa.bench.ceiling import p_runs, write_p_report
+    from localfa.bench.store import results_files
+
+    if Path(run_dir).is_dir() and not results_files(Path(run_dir)) and p_runs(run_dir):
+        return write_p_report(run_dir, html_path, n_boot=n_boot)
     records, manifest = load_run(run_dir)
     md = markdown_report(records, manifest, substring=substring, n_boot=n_boot)
     path = Path(html_path) if html_path else Path(run_dir) / REPORT_HTML

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class EngineError(RuntimeError):
     """Base class for every failure raised by an engine backend.
@@ -11,6 +13,11 @@ class EngineError(RuntimeError):
     """
 
     transient: bool = False
+    # Set by the runner when it raises the error inside a program: which request failed, and the
+    # answers its batch siblings did get (None where they failed), so a program that runs several
+    # others (an ensemble) can end only the one whose request failed.
+    request_key: str | None = None
+    partial: "list[Any] | None" = None
 
 
 class EngineUnavailableError(EngineError):
@@ -18,6 +25,11 @@ class EngineUnavailableError(EngineError):
     HTTP 5xx, a malformed response body): transient."""
 
     transient = True
+
+
+class RequestFailedError(EngineError):
+    """One request failed on two servers that answer other requests: the request is at fault, not
+    the servers, so it is that request's (final) error and no third server is tried."""
 
 
 class GrammarError(EngineError):

@@ -28,6 +28,8 @@ METHODS: dict[str, str] = {
     "binary-search": "localfa.methods.baselines:BinarySearch",
     "random": "localfa.methods.baselines:RandomFloor",
     "heuristic": "localfa.methods.baselines:HeuristicFloor",
+    "vote": "localfa.methods.ensemble.vote:Vote",
+    "cascade": "localfa.methods.ensemble.cascade:Cascade",
 }
 
 DEFAULT_METHOD = "safari"

@@ -32,12 +32,16 @@ class Job:
 def method_job(engine: Engine, method: Method, ctx: MethodContext, key: str | None = None, label: str | None = None) -> Job:
     """A job running `method` on `ctx`; a failure becomes a Diagnosis with `error` set.
 
-    `ctx` gets the engine's token counter and context window when it has none yet.
+    `ctx` gets the engine's token counter and context window when it has none yet, and the
+    engine is told the trace (`Engine.attach_trace`: the oracle engine answers from its labels).
     """
+    engine.attach_trace(ctx.trace)
     if ctx.count_tokens is None:
         ctx.count_tokens = engine.count_tokens
     if ctx.max_model_len is None:
         ctx.max_model_len = engine.max_model_len
+    if ctx.tokenizer is None:
+        ctx.tokenizer = engine
     name = label or method.name
     if isinstance(method, BaseMethod):  # the model's profile sizes the method's bounds
         method = method.for_model(engine.method_defaults)
@@ -63,6 +67,7 @@ def _with_options(program: Program, record: dict) -> Program:
 class _Active:
     job: Job
     results: list[Response | None] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)  # the request keys of the pending batch
     waiting: int = 0
     failed: bool = False
     error: BaseException | None = None  # the first failed request of the pending batch
@@ -76,7 +81,10 @@ class _Active:
 
     def fail(self, exc: BaseException) -> tuple[str, Diagnosis]:
         self.failed = True
-        self.job.program.close()
+        try:
+            self.job.program.close()
+        except Exception:  # noqa: S110 - a program that fails while closing has failed already
+            pass
         detail = f"{type(exc).__name__}: {exc}"
         if not isinstance(exc, EngineError):
             detail += "\n" + "".join(traceback.format_exception(exc)[-3:])
@@ -85,11 +93,18 @@ class _Active:
         return self.finish(diag)
 
 
-def run_jobs(engine: Engine, jobs: Iterable[Job], concurrency: int = 8) -> Iterator[tuple[str, Diagnosis]]:
+_END = object()
+
+
+def run_jobs(engine: Engine, jobs: Iterable[Job | None], concurrency: int = 8) -> Iterator[tuple[str, Diagnosis]]:
     """Yield (job key, diagnosis) as jobs finish, keeping up to `concurrency` programs in flight.
 
     An engine error on one request ends only the program that made it, with the error recorded
-    in its Diagnosis; a bug inside a method likewise ends only that program.
+    in its Diagnosis; a bug inside a method, a program that returns no Diagnosis, or a batch the
+    session refuses (a cache entry that no longer validates, a template error) likewise ends only
+    that program. `jobs` may yield None: "nothing to start yet, more may come" (a cluster
+    worker's inbox): the programs in flight go on, and `jobs` is asked again after the next
+    completions; a feed that yields None with nothing in flight must block until it has a job.
     """
     session = engine.session()
     queue = iter(jobs)  # read lazily: a caller may feed jobs while others run (cluster workers)
@@ -106,26 +121,37 @@ def run_jobs(engine: Engine, jobs: Iterable[Job], concurrency: int = 8) -> Itera
         try:
             if a.error is not None:
                 error, a.error = a.error, None
+                if isinstance(error, EngineError):
+                    error.partial = list(a.results)
                 nxt = a.job.program.throw(error)
             else:
                 nxt = next(a.job.program) if responses is None else a.job.program.send(responses)
         except StopIteration as stop:
+            if not isinstance(stop.value, Diagnosis):
+                return a.fail(TypeError(f"{a.job.key}: the program returned {type(stop.value).__name__}, not a Diagnosis"))
             return a.finish(stop.value)
         except Exception as exc:  # a method bug must not end a sweep
             return a.fail(exc)
         if not nxt:
             return a.fail(RuntimeError(f"{a.job.key}: a program yielded an empty batch"))
         a.results = [None] * len(nxt)
+        a.keys = [r.key for r in nxt]
         a.waiting = len(nxt)
-        for pos, ticket in enumerate(session.submit(list(nxt))):
+        try:
+            tickets = session.submit(list(nxt))
+        except Exception as exc:  # a request the session cannot take (a cache entry that no longer
+            return a.fail(exc)  # validates, a template error): that program's error, not the sweep's
+        for pos, ticket in enumerate(tickets):
             live[ticket] = (a, pos)
         return None
 
     while not exhausted or running:
         while not exhausted and running < concurrency:
-            job = next(queue, None)
-            if job is None:
+            job = next(queue, _END)
+            if job is _END:
                 exhausted = True
+                break
+            if job is None:  # nothing to start yet (a feed that may get more): go on with what runs
                 break
             done = step(_Active(job), None)
             if done is not None:
@@ -135,10 +161,15 @@ def run_jobs(engine: Engine, jobs: Iterable[Job], concurrency: int = 8) -> Itera
         if not running:
             continue
         for ticket, result in session.wait():
-            a, pos = live.pop(ticket)
+            entry = live.pop(ticket, None)
+            if entry is None:
+                continue  # a request of a batch whose submit failed part-way (its program has ended)
+            a, pos = entry
             if a.failed:
                 continue  # a sibling request already ended this program
             if isinstance(result, BaseException):
+                if isinstance(result, EngineError):
+                    result.request_key = a.keys[pos]
                 a.error = a.error or result
             else:
                 a.results[pos] = result

@@ -1,0 +1,82 @@
+"""Ensembles against their members, on the oracle engine (labels known, wrong with probability 1 - p).
+
+One sweep (dev split × seeds) runs the vote, each of its members alone, the cascade and its most
+expensive stage alone, all at the same p, and prints, side by side:
+
+- `vote_step_accuracy=` and `best_member_step_accuracy=` (the best single member), each with its
+  95% interval (bootstrap over traces, per-trace mean over seeds);
+- `cascade_step_accuracy=` / `top_stage_step_accuracy=` and `cascade_calls_per_trace=` /
+  `top_stage_calls_per_trace=`: what escalating only when unsure saves, and what it costs in accuracy.
+
+    python scripts/bench_ensembles.py                      # p = 0.7, seeds 0,1,2, the whole dev split
+    python scripts/bench_ensembles.py --p 0.9 --limit 10 --out runs/ensembles
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import localfa
+from localfa.bench.metrics import GroupSummary, summarize
+from localfa.bench.report import load_run
+from localfa.methods.ensemble.members import parse_members
+from localfa.methods.registry import MethodSpec
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "whowhen"
+
+
+def _acc(g: GroupSummary) -> str:
+    est = g.metrics["step"]
+    return f"{est.mean:.3f} ci95={est.lo:.3f}..{est.hi:.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--p", type=float, default=0.7, help="the oracle's share of honest answers (default 0.7)")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--vote", default="all-at-once+falat+drift", help="the vote's members (default all-at-once+falat+drift)")
+    ap.add_argument("--cascade", default="all-at-once*3>falat>safari", help="the cascade's stages")
+    ap.add_argument("--agree", type=int, default=2)
+    ap.add_argument("--limit", type=int, default=None, help="at most N traces per subset")
+    ap.add_argument("--data", default=str(DEFAULT_DATA))
+    ap.add_argument("--out", default=None, help="run directory (default: a fresh runs/ensembles-TIME/)")
+    args = ap.parse_args(argv)
+
+    vote = MethodSpec.of("vote", members=args.vote)
+    cascade = MethodSpec.of("cascade", stages=args.cascade, agree=args.agree)
+    members = [m.spec for m in parse_members(args.vote, "+", "vote")]
+    top = parse_members(args.cascade, ">", "cascade")[-1].spec
+    specs = list({s.label: s for s in [vote, *members, cascade, top]}.values())
+    out = Path(args.out or f"runs/ensembles-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    engine = localfa.make_engine(f"oracle:p={args.p:g}", say=lambda _: None)
+    started = time.perf_counter()
+    try:
+        localfa.bench([args.data], out, specs, seeds=seeds, limit=args.limit, engine=engine, concurrency=64)
+    finally:
+        engine.close()
+    records, manifest = load_run(out)
+    groups = {g.method: g for g in summarize(records) if g.subset == "overall"}
+    print(f"p={args.p:g} seeds={args.seeds} traces={groups[vote.label].traces} out={out} wall_s={time.perf_counter() - started:.1f}")
+    for label in groups:
+        g = groups[label]
+        print(f"method={label} step_accuracy={_acc(g)} calls_per_trace={g.cost.get('calls', 0.0):.2f} errors={g.errors}")
+    best = max((groups[m.label] for m in members), key=lambda g: g.metrics["step"].mean)
+    print(f"vote_step_accuracy={_acc(groups[vote.label])}")
+    print(f"best_member_step_accuracy={_acc(best)} best_member={best.method}")
+    c, t = groups[cascade.label], groups[top.label]
+    print(f"cascade_step_accuracy={_acc(c)}")
+    print(f"top_stage_step_accuracy={_acc(t)} top_stage={t.method}")
+    print(f"cascade_calls_per_trace={c.cost.get('calls', 0.0):.2f}")
+    print(f"top_stage_calls_per_trace={t.cost.get('calls', 0.0):.2f}")
+    answered = [r.details.get("answered_by", {}).get("stage") for r in records if r.method == cascade.label and not r.error]
+    shares = {k: round(answered.count(k) / len(answered), 3) for k in sorted({a for a in answered if a is not None})} if answered else {}
+    print(f"cascade_answered_by_stage={shares}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
