@@ -1,13 +1,15 @@
 """DRIFT's grammars: span segmentation, the claim ledger, support checks, the dependency tracer.
 
-Built per trace (and per chunk) so that the orderings the method relies on hold by construction:
+Built per trace (and per chunk), each in time linear in the spans and claims it names:
 
 - segmentation answers the step ids where a new span starts, as a regex of optional, increasing
   ids beginning with the chunk's first step, so the spans are contiguous, ordered and cover it;
-- a new ledger claim names its introduced span i and consequential span j with i <= j, and every
-  use u >= j, all among the chunk's real span ids (one small branch per (i, j) pair);
-- an update names an existing claim id and uses inside the current chunk (after every earlier
-  span, so the order holds for it too);
+- a new ledger claim names its introduced span, its consequential span and its uses as bounded
+  integers (any span up to the chunk's last: a claim recognised late keeps its true introduction);
+  the ordering introduced <= consequential <= every use is checked after parsing
+  (`ledger_order_errors`), and the method asks once more when it is broken;
+- an update names an existing claim id and uses inside the current chunk;
+- a support answer gives its evidence, the span and the reason before the status it decides;
 - the tracer marks only spans at or after the claim's introduced span.
 
 Every free string is bounded, and `*_max_tokens` size the answer for the longest text admitted.
@@ -20,7 +22,7 @@ from typing import Any
 
 from localfa.engine.grammar import Grammar
 
-CLAIM_TYPES: tuple[str, ...] = ("entity", "constraint", "computation", "other")
+CLAIM_TYPES: tuple[str, ...] = ("entity", "constraint", "computation", "decision", "other")
 CLAIM_STATUSES: tuple[str, ...] = ("exploratory", "tentative", "consequential", "finalized")
 SUPPORT_STATUSES: tuple[str, ...] = ("DIRECT", "WEAK", "MISSING", "CONFLICTING")
 MARK_ROLES: tuple[str, ...] = ("commit", "reuse", "amplify", "finalize")
@@ -28,25 +30,33 @@ MARK_ROLES: tuple[str, ...] = ("commit", "reuse", "amplify", "finalize")
 
 @dataclass(frozen=True)
 class DriftLimits:
-    """Bounds on every list and string the model writes; the prompts state each of them."""
+    """Bounds on every list and string the model writes; the prompts state each of them.
 
-    claim_chars: int = 120
-    claims_per_chunk: int = 3
-    updates_per_chunk: int = 3
-    uses_per_claim: int = 4
-    evidence_chars: int = 200
-    reason_chars: int = 160
-    marks_per_claim: int = 4
+    Defaults are sized for a strong model (8B-70B, 32k window): the whole ledger of a typical
+    trace fits one chunk's answer, and a wrong fact carried through ten spans can be marked in
+    all ten with every role it plays there. The embedded model's small values live in its
+    profile (serving/profiles/cpu-embedded.toml, ``[methods.drift]``).
+    """
+
+    claim_chars: int = 160
+    claims_per_chunk: int = 20
+    updates_per_chunk: int = 20
+    uses_per_claim: int = 12
+    evidence_chars: int = 300
+    reason_chars: int = 240
+    marks_per_claim: int = 40
 
     def __post_init__(self) -> None:
         for name in ("claim_chars", "evidence_chars", "reason_chars"):
             if not 20 <= getattr(self, name) <= 2000:
                 raise ValueError(f"drift: {name} must be in 20..2000")
-        for name in ("claims_per_chunk", "uses_per_claim", "marks_per_claim"):
-            if not 1 <= getattr(self, name) <= 16:
-                raise ValueError(f"drift: {name} must be in 1..16")
-        if not 0 <= self.updates_per_chunk <= 16:
-            raise ValueError("drift: updates_per_chunk must be in 0..16")
+        for name in ("claims_per_chunk", "uses_per_claim"):
+            if not 1 <= getattr(self, name) <= 64:
+                raise ValueError(f"drift: {name} must be in 1..64")
+        if not 1 <= self.marks_per_claim <= 128:
+            raise ValueError("drift: marks_per_claim must be in 1..128")
+        if not 0 <= self.updates_per_chunk <= 64:
+            raise ValueError("drift: updates_per_chunk must be in 0..64")
 
 
 def _text(max_chars: int, min_chars: int = 1) -> dict[str, Any]:
@@ -89,36 +99,23 @@ def spans_from_starts(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
 # ---- the claim ledger ---------------------------------------------------------------------------
 
 
-def _placement(lo: int, hi: int, uses: int) -> dict[str, Any]:
-    """introduced i <= consequential j <= every use, all within lo..hi: one branch per (i, j)."""
-    branches = []
-    for i in range(lo, hi + 1):
-        for j in range(i, hi + 1):
-            branches.append(
-                {
-                    "type": "object",
-                    "properties": {
-                        "introduced": {"const": i},
-                        "consequential": {"const": j},
-                        "uses": {"type": "array", "items": _int(j, hi), "maxItems": uses},
-                    },
-                    "required": ["introduced", "consequential", "uses"],
-                }
-            )
-    return {"anyOf": branches}
-
-
 def ledger_schema(lo: int, hi: int, existing: list[str], limits: DriftLimits) -> dict[str, Any]:
-    """One chunk's ledger answer: new claims placed in spans lo..hi, updates of `existing` ids."""
+    """One chunk's ledger answer: new claims placed in spans 0..hi, updates of `existing` ids.
+
+    Constant size apart from the `existing` ids: span ids are bounded integers, and the ordering
+    between them is checked after parsing (`ledger_order_errors`).
+    """
     claim = {
         "type": "object",
         "properties": {
             "text": _text(limits.claim_chars, 5),
             "type": {"enum": list(CLAIM_TYPES)},
             "status": {"enum": list(CLAIM_STATUSES)},
-            "at": _placement(lo, hi, limits.uses_per_claim),
+            "introduced": _int(0, hi),
+            "consequential": _int(0, hi),
+            "uses": {"type": "array", "items": _int(0, hi), "maxItems": limits.uses_per_claim},
         },
-        "required": ["text", "type", "status", "at"],
+        "required": ["text", "type", "status", "introduced", "consequential", "uses"],
     }
     props: dict[str, Any] = {"new_claims": {"type": "array", "items": claim, "maxItems": limits.claims_per_chunk}}
     required = ["new_claims"]
@@ -141,10 +138,23 @@ def ledger_grammar(lo: int, hi: int, existing: list[str], limits: DriftLimits) -
     return Grammar.json(ledger_schema(lo, hi, existing, limits), name="drift_ledger")
 
 
+def ledger_order_errors(answer: dict[str, Any]) -> list[str]:
+    """What breaks introduced <= consequential <= every use in a ledger answer (empty: none)."""
+    errors = []
+    for k, c in enumerate(answer.get("new_claims") or []):
+        i, j, uses = c["introduced"], c["consequential"], c["uses"]
+        if j < i:
+            errors.append(f"new claim {k + 1}: consequential span {j} is before its introduced span {i}")
+        early = [u for u in uses if u < j]
+        if early:
+            errors.append(f"new claim {k + 1}: uses {early} are before its consequential span {j}")
+    return errors
+
+
 def ledger_max_tokens(hi: int, existing: list[str], limits: DriftLimits) -> int:
     digits = len(str(hi)) + 1
     longest_type = max(map(len, CLAIM_TYPES)) + max(map(len, CLAIM_STATUSES))
-    claim = limits.claim_chars + longest_type + 80 + (limits.uses_per_claim + 2) * digits
+    claim = limits.claim_chars + longest_type + 90 + (limits.uses_per_claim + 2) * digits
     longest_id = max((len(x) for x in existing), default=0)
     update = 50 + longest_id + max(map(len, CLAIM_STATUSES)) + limits.uses_per_claim * digits
     n_updates = limits.updates_per_chunk if existing else 0
@@ -155,16 +165,17 @@ def ledger_max_tokens(hi: int, existing: list[str], limits: DriftLimits) -> int:
 
 
 def support_schema(n_spans: int, limits: DriftLimits) -> dict[str, Any]:
+    """Evidence first (the quote and its span), then the reason, then the status it decides."""
     return {
         "title": "drift_support",
         "type": "object",
         "properties": {
-            "status": {"enum": list(SUPPORT_STATUSES)},
             "evidence": _text(limits.evidence_chars, 0),
             "span": _int(0, max(0, n_spans - 1)),
             "reason": _text(limits.reason_chars),
+            "status": {"enum": list(SUPPORT_STATUSES)},
         },
-        "required": ["status", "evidence", "span", "reason"],
+        "required": ["evidence", "span", "reason", "status"],
     }
 
 
@@ -184,7 +195,7 @@ def _mark(first: int, last: int) -> dict[str, Any]:
 
 
 def tracer_claim_schema(first: int, n_spans: int, limits: DriftLimits) -> dict[str, Any]:
-    """One risky claim: harmful or not, and the spans (>= its introduced span) that carry it."""
+    """One risky claim: harmful or not, and the (span, role) marks (spans >= its introduction)."""
     return {
         "title": "drift_trace_claim",
         "type": "object",
@@ -200,7 +211,7 @@ def tracer_claim_grammar(first: int, n_spans: int, limits: DriftLimits) -> Gramm
     return Grammar.json(tracer_claim_schema(first, n_spans, limits), name="drift_trace_claim")
 
 
-def tracer_ledger_schema(claims: dict[str, int], n_spans: int, limits: DriftLimits) -> dict[str, Any]:
+def tracer_ledger_schema(claims: dict[str, int], n_spans: int, max_marks: int) -> dict[str, Any]:
     """Every risky claim at once: marks name a claim id and a span at or after its introduction."""
     branches = [
         {
@@ -215,16 +226,17 @@ def tracer_ledger_schema(claims: dict[str, int], n_spans: int, limits: DriftLimi
         "type": "object",
         "properties": {
             "harmful": {"type": "array", "items": {"enum": list(claims)}, "maxItems": len(claims)},
-            "marks": {"type": "array", "items": {"anyOf": branches}, "maxItems": limits.marks_per_claim * len(claims)},
+            "marks": {"type": "array", "items": {"anyOf": branches}, "maxItems": max_marks},
         },
         "required": ["harmful", "marks"],
     }
 
 
-def tracer_ledger_grammar(claims: dict[str, int], n_spans: int, limits: DriftLimits) -> Grammar:
-    return Grammar.json(tracer_ledger_schema(claims, n_spans, limits), name="drift_trace_ledger")
+def tracer_ledger_grammar(claims: dict[str, int], n_spans: int, max_marks: int) -> Grammar:
+    return Grammar.json(tracer_ledger_schema(claims, n_spans, max_marks), name="drift_trace_ledger")
 
 
-def tracer_max_tokens(n_spans: int, limits: DriftLimits, n_claims: int = 1, id_chars: int = 0) -> int:
+def tracer_max_tokens(n_spans: int, n_marks: int, n_claims: int = 1, id_chars: int = 0) -> int:
+    """Room for `n_marks` marks (over `n_claims` claims whose ids are `id_chars` long, ledger mode)."""
     mark = 30 + len(str(n_spans)) + max(map(len, MARK_ROLES)) + (id_chars + 12 if id_chars else 0)
-    return _max_tokens(40 + n_claims * (limits.marks_per_claim * mark + id_chars + 4))
+    return _max_tokens(40 + n_marks * mark + n_claims * (id_chars + 4))

@@ -1,22 +1,25 @@
-"""FALAT's grammars: the prior, a window's two summary levels, a transition label, a verdict,
-and the local re-search.
+"""FALAT's grammars: the prior, a window's stage summary and its mid level, a pair label, a
+candidate's judged rating, a verdict, and the local re-search.
 
 Built per trace (and per window) so the orderings the method relies on hold by construction:
 
 - a window's mid level is one object per step of THAT window, keyed by the step's index, in
   order; each carries the step's own agent as a constant, so no step can be skipped, repeated,
-  invented or given to the wrong agent; the high level's focus step is one of the window's steps;
-- a transition is one of the six labels, nothing else;
-- the re-search answers every step of its window and a ranking that is a permutation of exactly
-  those step ids (an enum of the permutations: the window has at most 5 steps, 120 orders).
+  invented or given to the wrong agent; a step that cannot be an answer (an observation, a human
+  turn) has ``active`` fixed to false; a stage's focus step is one of the window's answerable steps;
+- a pair answer is a short reason, then one of the six labels; a rating and a verdict reason
+  first, then decide (the verdict's quote comes last);
+- the re-search argues every step of its window and ranks a permutation of exactly the steps of
+  that window that may be the answer (an enum: at most 5 steps, 120 orders).
 
-Every free string is bounded, every bound is stated in the prompt that asks for it, and
-`*_max_tokens` size the answer for the longest text admitted.
+Every free string is bounded, every bound is an option (`FalatLimits`, part of FalatOptions) and is
+stated in the prompt that asks for it; `*_max_tokens` size the answer for the longest text admitted.
+The defaults are sized for a strong model; the embedded model's profile carries smaller ones.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import permutations
 from typing import Any, Sequence
 
@@ -25,24 +28,34 @@ from localfa.engine.grammar import Grammar
 TRANSITION_LABELS: tuple[str, ...] = ("follow_up", "redundancy", "no_influence", "error_shift", "correction", "dead_end")
 ROLES: tuple[str, ...] = ("ROOT_CAUSE", "PROPAGATION", "SYMPTOM", "CONTRIBUTING")
 SIGNIFICANCE_MAX = 3  # a step's significance for the outcome: 0 (none) .. 3 (the result depends on it)
+SUSPICION_MAX = 10  # the judged ranking's suspicion scale: 0 (clearly not the error) .. 10 (certainly it)
 SIGNALS: tuple[str, ...] = ("outcome_relevance", "prior_inconsistency", "execution_inconsistency")
+RANK_SIGNALS: tuple[str, ...] = ("incorrect_execution", "unsupported_information", "affects_later")
 RESEARCH_MAX_STEPS = 5  # t̂-2 .. t̂+2
 
 
 @dataclass(frozen=True)
 class FalatLimits:
-    """Bounds on every string and list the model writes; the prompts state each of them."""
+    """Bounds on every string and list the model writes (characters); the prompts state each."""
 
-    plan_chars: int = 300
-    answer_chars: int = 120
-    requirement_chars: int = 100
-    requirements: int = 3
-    action_chars: int = 80
-    decision_chars: int = 80
-    stage_chars: int = 160
-    reasons_chars: int = 240
-    quote_chars: int = 120
-    argument_chars: int = 100
+    plan_chars: int = 1200
+    answer_chars: int = 600
+    requirement_chars: int = 240
+    requirements: int = 5
+    action_chars: int = 200
+    decision_chars: int = 200
+    stage_chars: int = 400
+    pair_reason_chars: int = 300
+    rank_reason_chars: int = 600
+    analysis_chars: int = 1200
+    quote_chars: int = 300
+    argument_chars: int = 300
+
+    def __post_init__(self) -> None:
+        for f in fields(FalatLimits):
+            lo, hi = (1, 16) if f.name == "requirements" else (20, 8000)
+            if not lo <= getattr(self, f.name) <= hi:
+                raise ValueError(f"falat: {f.name} must be in {lo}..{hi}")
 
 
 def _text(max_chars: int, min_chars: int = 1) -> dict[str, Any]:
@@ -62,6 +75,11 @@ def _max_tokens(chars: int) -> int:
     return chars // 2 + 32
 
 
+def _focus(eligible: Sequence[int]) -> dict[str, Any]:
+    """A focus step among `eligible` (null only when the window has none that may be an answer)."""
+    return {"enum": list(eligible) or [None]}
+
+
 # ---- stage 1: the prior ---------------------------------------------------------------------
 
 
@@ -79,31 +97,49 @@ def prior_max_tokens(limits: FalatLimits) -> int:
     return _max_tokens(chars)
 
 
-# ---- stage 1: a window's mid and high levels -------------------------------------------------
+# ---- stage 1: a window's stage summary (high level) and mid level -----------------------------
 
 
-def window_grammar(steps: Sequence[tuple[int, str]], limits: FalatLimits) -> Grammar:
-    """Mid level for exactly the window's steps `(index, agent)`, in order, and its stage summary."""
+def _stage(eligible: Sequence[int], limits: FalatLimits) -> dict[str, Any]:
+    return _closed({"summary": _text(limits.stage_chars), "focus_step": _focus(eligible)})
+
+
+def stage_grammar(eligible: Sequence[int], limits: FalatLimits) -> Grammar:
+    """A window's stage summary and the answerable step it points at."""
+    return Grammar.json(_closed({"stage": _stage(eligible, limits)}, "falat_stage"), name="falat_stage")
+
+
+def stage_max_tokens(limits: FalatLimits) -> int:
+    return _max_tokens(limits.stage_chars + 60)
+
+
+def window_grammar(steps: Sequence[tuple[int, str]], eligible: Sequence[int], limits: FalatLimits, with_stage: bool) -> Grammar:
+    """Mid level for exactly the window's steps `(index, agent)`, in order; `active` is fixed to
+    false for a step not in `eligible`; the stage summary too when `with_stage`."""
     if not steps:
         raise ValueError("a window has at least one step")
+    ok = set(eligible)
     mid = {
         str(i): _closed(
             {
                 "agent": {"const": agent},
                 "action": _text(limits.action_chars),
                 "decision": _text(limits.decision_chars),
+                "active": {"type": "boolean"} if i in ok else {"const": False},
                 "significance": {"type": "integer", "minimum": 0, "maximum": SIGNIFICANCE_MAX},
                 **{s: {"type": "boolean"} for s in SIGNALS},
             }
         )
         for i, agent in steps
     }
-    high = _closed({"summary": _text(limits.stage_chars), "focus_step": {"enum": [i for i, _ in steps]}})
-    return Grammar.json(_closed({"steps": _closed(mid), "stage": high}, "falat_window"), name="falat_window")
+    props: dict[str, Any] = {"steps": _closed(mid)}
+    if with_stage:
+        props["stage"] = _stage([i for i, _ in steps if i in ok], limits)
+    return Grammar.json(_closed(props, "falat_window"), name="falat_window")
 
 
 def window_max_tokens(steps: Sequence[tuple[int, str]], limits: FalatLimits) -> int:
-    per_step = limits.action_chars + limits.decision_chars + 150
+    per_step = limits.action_chars + limits.decision_chars + 170
     chars = sum(per_step + len(agent) for _, agent in steps) + limits.stage_chars + 60
     return _max_tokens(chars)
 
@@ -111,44 +147,62 @@ def window_max_tokens(steps: Sequence[tuple[int, str]], limits: FalatLimits) -> 
 # ---- stage 2: a transition label -------------------------------------------------------------
 
 
-def transition_grammar() -> Grammar:
-    return Grammar.choice(list(TRANSITION_LABELS), name="falat_transition")
+def transition_grammar(limits: FalatLimits) -> Grammar:
+    """A short reason, then one of the six labels."""
+    props = {"reason": _text(limits.pair_reason_chars), "label": {"enum": list(TRANSITION_LABELS)}}
+    return Grammar.json(_closed(props, "falat_transition"), name="falat_transition")
 
 
-TRANSITION_MAX_TOKENS = 8
+def transition_max_tokens(limits: FalatLimits) -> int:
+    return _max_tokens(limits.pair_reason_chars + 50)
 
 
-# ---- stage 3: verification -------------------------------------------------------------------
+# ---- stage 3: the judged ranking and verification ---------------------------------------------
+
+
+def rank_grammar(limits: FalatLimits) -> Grammar:
+    """The analysis, the three ranking signals, then the suspicion on the bounded scale."""
+    props: dict[str, Any] = {"analysis": _text(limits.rank_reason_chars)}
+    props.update({s: {"type": "boolean"} for s in RANK_SIGNALS})
+    props["suspicion"] = {"type": "integer", "minimum": 0, "maximum": SUSPICION_MAX}
+    return Grammar.json(_closed(props, "falat_rank"), name="falat_rank")
+
+
+def rank_max_tokens(limits: FalatLimits) -> int:
+    return _max_tokens(limits.rank_reason_chars + 140)
 
 
 def verify_grammar(limits: FalatLimits) -> Grammar:
-    """Reasons first, then a verbatim quote, then the two verdicts."""
+    """The analysis first, then the two verdicts, then a verbatim quote."""
     props = {
-        "reasons": _text(limits.reasons_chars),
-        "quote": _text(limits.quote_chars),
+        "analysis": _text(limits.analysis_chars),
         "error_independence": {"type": "boolean"},
         "counterfactual_sufficiency": {"type": "boolean"},
+        "quote": _text(limits.quote_chars),
     }
     return Grammar.json(_closed(props, "falat_verify"), name="falat_verify")
 
 
 def verify_max_tokens(limits: FalatLimits) -> int:
-    return _max_tokens(limits.reasons_chars + limits.quote_chars + 100)
+    return _max_tokens(limits.analysis_chars + limits.quote_chars + 100)
 
 
 # ---- stage 4: local re-search ----------------------------------------------------------------
 
 
-def research_grammar(step_ids: Sequence[int], limits: FalatLimits) -> Grammar:
-    """For and against plus a role for every window step, then a permutation of those ids."""
+def research_grammar(step_ids: Sequence[int], rankable: Sequence[int], limits: FalatLimits) -> Grammar:
+    """For and against plus a role for every window step, then a permutation of the `rankable` ones."""
     ids = list(step_ids)
     if not 1 <= len(ids) <= RESEARCH_MAX_STEPS:
         raise ValueError(f"a re-search window has 1..{RESEARCH_MAX_STEPS} steps, got {len(ids)}")
+    ranked = [i for i in ids if i in set(rankable)]
+    if not ranked:
+        raise ValueError("a re-search window needs at least one step that may be the answer")
     per_step = {
         str(i): _closed({"for": _text(limits.argument_chars), "against": _text(limits.argument_chars), "role": {"enum": list(ROLES)}})
         for i in ids
     }
-    ranking = {"enum": [list(p) for p in permutations(ids)]}
+    ranking = {"enum": [list(p) for p in permutations(ranked)]}
     return Grammar.json(_closed({"steps": _closed(per_step), "ranking": ranking}, "falat_research"), name="falat_research")
 
 

@@ -14,7 +14,7 @@ is ~250 characters, its evaluate reasoning ~600, its `final_output` ~300.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from localfa.engine.grammar import Grammar
 
@@ -39,7 +39,8 @@ class SafariLimits:
     question_chars: int = 400
     reasoning_chars: int = 1500  # evaluate reasoning: it must quote the evidence
     submit_reasoning_chars: int = 800
-    feedback_chars: int = 800
+    # The evaluator's feedback: the paper's three examples (Appendix E) run 878-1,261 characters.
+    feedback_chars: int = 2000
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -73,11 +74,18 @@ def _text(max_chars: int, min_chars: int = 1) -> dict[str, Any]:
     return {"type": "string", "minLength": min_chars, "maxLength": max_chars}
 
 
-def _step(n_steps: int) -> dict[str, Any]:
-    return {"type": "integer", "minimum": 0, "maximum": max(0, n_steps - 1)}
+StepIds = int | Sequence[int]
 
 
-def stm_update_schema(n_steps: int, limits: SafariLimits) -> dict[str, Any]:
+def _step(steps: StepIds) -> dict[str, Any]:
+    """A step id among `steps` (ids), or any of 0..steps-1 when given a count."""
+    ids = sorted(set(range(steps) if isinstance(steps, int) else steps)) or [0]
+    if ids == list(range(ids[0], ids[-1] + 1)):
+        return {"type": "integer", "minimum": ids[0], "maximum": ids[-1]}
+    return {"type": "integer", "enum": ids}
+
+
+def stm_update_schema(n_steps: StepIds, limits: SafariLimits) -> dict[str, Any]:
     """The sparse STM update: every key optional; at most `faults_per_turn` fault entries."""
     fault = {
         "type": "object",
@@ -96,7 +104,7 @@ def stm_update_schema(n_steps: int, limits: SafariLimits) -> dict[str, Any]:
     }
 
 
-def tool_schemas(n_steps: int, total_lines: int, max_read: int, limits: SafariLimits) -> list[dict[str, Any]]:
+def tool_schemas(n_steps: StepIds, total_lines: int, max_read: int, limits: SafariLimits) -> list[dict[str, Any]]:
     last_line = max(0, total_lines - 1)
     return [
         {
@@ -124,14 +132,16 @@ def tool_schemas(n_steps: int, total_lines: int, max_read: int, limits: SafariLi
         },
         {
             "type": "object",
-            "properties": {"name": {"const": "submit_step"}, "step_id": _step(n_steps), "reasoning": _text(limits.submit_reasoning_chars)},
-            "required": ["name", "step_id", "reasoning"],
+            # Justify, then commit: the reasoning comes before the step it argues for.
+            "properties": {"name": {"const": "submit_step"}, "reasoning": _text(limits.submit_reasoning_chars), "step_id": _step(n_steps)},
+            "required": ["name", "reasoning", "step_id"],
         },
     ]
 
 
-def turn_grammar(n_steps: int, total_lines: int, max_read: int, limits: SafariLimits, with_stm: bool = True) -> Grammar:
-    """One investigator turn for a trace of `n_steps` steps and `total_lines` lines."""
+def turn_grammar(n_steps: StepIds, total_lines: int, max_read: int, limits: SafariLimits, with_stm: bool = True) -> Grammar:
+    """One investigator turn over a trace of `total_lines` lines; step ids among `n_steps` (the
+    action steps' ids, or a step count)."""
     props: dict[str, Any] = {}
     required = []
     if with_stm:
@@ -155,8 +165,8 @@ def evaluator_grammar(limits: SafariLimits) -> Grammar:
     return Grammar.json(schema, name="safari_verdict")
 
 
-def final_grammar(n_steps: int, limits: SafariLimits) -> Grammar:
-    """Forced finalisation: must name a real step."""
+def final_grammar(n_steps: StepIds, limits: SafariLimits) -> Grammar:
+    """Forced finalisation: must name one of `n_steps` (the steps it may still answer)."""
     schema = {
         "title": "safari_final",
         "type": "object",

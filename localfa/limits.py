@@ -9,17 +9,46 @@
   when read (`localfa.traces.load`).
 
 A limit that is hit is reported in the diagnosis (``details["limits_hit"]``), never a crash.
+This module is a leaf (it imports nothing of localfa), so anything may use it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_MAX_STEP_CHARS = 20_000
 DEFAULT_MAX_STEPS = 5_000
-ENV = {"max_step_chars": "LOCALFA_MAX_STEP_CHARS", "max_steps": "LOCALFA_MAX_STEPS"}
+DEFAULT_MAX_TRACE_BYTES = 256 * 1024 * 1024
+ENV = {"max_step_chars": "LOCALFA_MAX_STEP_CHARS", "max_steps": "LOCALFA_MAX_STEPS", "max_trace_bytes": "LOCALFA_MAX_TRACE_BYTES"}
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def shorten(text: str, cap: int) -> str:
+    """`text` cut to about `cap` characters, keeping its head and tail around a marker."""
+    if len(text) <= cap:
+        return text
+    cut = len(text) - cap
+    marker = f" [... {cut} chars cut ...] "
+    keep = max(0, cap - len(marker))
+    head = (keep * 2 + 2) // 3
+    tail = keep - head
+    return text[:head] + marker + (text[len(text) - tail :] if tail > 0 else "")
+
+
+def max_trace_bytes_from_env() -> int:
+    """$LOCALFA_MAX_TRACE_BYTES (bytes, or with a K/M/G suffix), else 256 MiB; ValueError if unreadable."""
+    name = ENV["max_trace_bytes"]
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return DEFAULT_MAX_TRACE_BYTES
+    m = _SIZE.match(raw)
+    if not m:
+        raise ValueError(f"{name}={raw!r} is not a size (bytes, or e.g. 512M)")
+    return int(m.group(1)) * _UNITS[(m.group(2) or "")[:1].lower()]
 
 
 def _env_int(name: str, default: int, minimum: int) -> int:
@@ -54,9 +83,7 @@ class Limits:
 
     @property
     def max_trace_bytes(self) -> int:
-        from localfa.traces.load import max_bytes_from_env
-
-        return max_bytes_from_env()
+        return max_trace_bytes_from_env()
 
 
 @dataclass
@@ -81,8 +108,6 @@ class LimitsHit:
         """
         if len(text) <= self.limits.max_step_chars:
             return text
-        from localfa.methods.baselines import shorten
-
         self._cut.add(index)
         return shorten(text, self.limits.max_step_chars)
 

@@ -8,11 +8,13 @@ import platform
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
 import localfa
+from localfa.redact import mask_argv
 from localfa.templates import template_hashes
 
 
@@ -61,7 +63,17 @@ SAMPLING_DEFAULT_KEYS = (
     "max_new_tokens",
     "do_sample",
 )
-ANSWER_SETTINGS = ("max_model_len", "dtype", "structured_outputs_backend", "vllm_version", "chat_template", "sampling_defaults")
+ANSWER_SETTINGS = (
+    "max_model_len",
+    "dtype",
+    "structured_outputs_backend",
+    "vllm_version",
+    "chat_template",
+    "sampling_defaults",
+    "enable_thinking",
+    "extra_args",
+    "limits",
+)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -103,12 +115,16 @@ def answer_settings(described: dict[str, Any], model_info: dict[str, Any] | None
     """Engine and model settings that change answers without changing the weights.
 
     Read from the engine's `describe()` (in-process vLLM: ``engine_args``; a server: what it
-    reports) and from the model folder; a value the backend does not have is None.
+    reports at /localfa/fingerprint) and from the model folder; a value the backend does not
+    have is None. Thinking, a profile's extra engine arguments and the trace limits
+    (`localfa.limits`) change answers too.
     """
     args = described.get("engine_args") or {}
     so = args.get("structured_outputs_config") or {}
     info = model_info or {}
     path = info.get("path")
+    from localfa.limits import Limits
+
     return {
         "max_model_len": described.get("max_model_len"),
         "dtype": args.get("dtype", described.get("dtype")),
@@ -116,7 +132,20 @@ def answer_settings(described: dict[str, Any], model_info: dict[str, Any] | None
         "vllm_version": described.get("vllm_version"),
         "chat_template": info.get("chat_template") or described.get("chat_template") or chat_template_hash(path),
         "sampling_defaults": info.get("sampling_defaults") or described.get("sampling_defaults") or sampling_defaults(path),
+        "enable_thinking": bool((described.get("chat_template_kwargs") or {}).get("enable_thinking", False)),
+        "extra_args": described.get("extra_args") or {},
+        "limits": asdict(Limits.from_env()),
     }
+
+
+def answer_identity(backend: str, engine: Any) -> str:
+    """What must match for a cached answer to be replayed: the backend, the model's identity
+    (content hash, or what a server reports) and every answer setting, hashed."""
+    info = engine.model_info or {}
+    model = info.get("sha256") or info.get("identity") or info.get("name")
+    settings = answer_settings(engine.describe(), info)
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return f"{backend}:{model}:{digest}"
 
 
 def backend_packages() -> list[str]:
@@ -139,7 +168,7 @@ def build_manifest(
         "localfa_version": localfa.__version__,
         "git_revision": git_revision(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": sys.argv,
+        "command": mask_argv(sys.argv),
         "python": platform.python_version(),
         "packages": {d: _version(d) for d in backend_packages()},
         "model": model_info,

@@ -40,6 +40,7 @@ _TRANSIENT_TEXT = re.compile(
     re.IGNORECASE,
 )
 _ERROR_NAME = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*:")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -83,6 +84,14 @@ def classify_error(detail: str | None) -> ErrorKind | None:
     if name and getattr(builtins, name, None) is not None and _TRANSIENT_TEXT.search(first_line):
         return "transient"  # e.g. OSError: [Errno 111] Connection refused
     return "final"
+
+
+def is_final(error: str | None, error_kind: str | None, retry_errors: bool = False) -> bool:
+    """Whether a resumed sweep keeps a record with this error (False: run its unit again):
+    successes and final errors stay, transient errors (and with `retry_errors` all) run again."""
+    if not error:
+        return True
+    return not retry_errors and error_kind != "transient"
 
 
 def trace_digest(trace: Trace) -> str:
@@ -160,10 +169,10 @@ class ResultRecord(Diagnosis):
 
     def is_final(self, retry_errors: bool = False) -> bool:
         """Whether a resumed sweep keeps this record (False: run its unit again)."""
-        if not self.error:
-            return True
-        return not retry_errors and self.error_kind != "transient"
+        return is_final(self.error, self.error_kind, retry_errors)
 
     def to_line(self, with_transcript: bool = False) -> str:
-        """One JSON line (with its newline)."""
-        return json.dumps(self.record(with_transcript), ensure_ascii=False, separators=(",", ":")) + "\n"
+        """One JSON line (with its newline); a lone surrogate that got this far (an error message
+        quoting one) is written as U+FFFD, so the line can always be encoded."""
+        line = json.dumps(self.record(with_transcript), ensure_ascii=False, separators=(",", ":")) + "\n"
+        return _LONE_SURROGATE.sub("\ufffd", line)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 
 def sweep(data: Path, limit: int, workers: int, profile: Path, out: Path) -> dict[str, float]:
+    from localfa.bench.driver import run_units_sweep
+    from localfa.bench.ray_executor import RayExecutor
     from localfa.bench.sweep import load_traces, parse_methods
-    from localfa.cluster.driver import run_units_sweep
-    from localfa.cluster.ray_driver import RayExecutor
 
     traces = load_traces([data], limit=limit)
     methods = parse_methods("all-at-once")

@@ -1,17 +1,22 @@
-"""DRIFT on the embedded model: 8 dev traces audited concurrently, cost per stage measured.
+"""DRIFT on the embedded model: dev traces audited concurrently, cost per stage, stability per tracer mode.
 
-Prints per tracer mode (``--tracers per-claim,ledger`` compares them: same seed, so wherever the
-run text is not cut the ledger and support requests are the same and only the tracer differs;
-``ledger`` reserves more of the window for its one long answer, so long runs are cut more) the calls and tokens of
-each stage, how often the modes agree, and, with several ``--seeds``, how often each mode gives the
-same first error across seeds. Last, for the first mode and seed, the two numbers the Support
-Seeker is built for:
+Per tracer mode (``--tracers per-claim,ledger``) and seed (``--seeds 0,1,2``): the calls and tokens
+of each stage and how many traces got an error span. Then, per tracer mode:
 
-- `support_batch_size`: mean claims per Support Seeker batch (one batch per trace that had any);
-- `cached_prompt_share`: prompt tokens of the support checks served from vLLM's prefix cache.
+- `first_error_agreement=`: the share of traces whose first error (the first error span's answered
+  step, or "no error found") is the same under every seed; `pairwise=` the same over seed pairs.
+  The ledger decides everything downstream, so this is the figure the keeper's and the tracer's
+  temperatures (`keeper_temperature`, `tracer_temperature`) and the default tracer mode follow.
+
+Last, for the first mode and seed, the two numbers the Support Seeker is built for:
+
+- `support_batch_size=`: support requests per engine batch: for each support request, how many
+  support requests were in the engine with it when it was submitted (its own trace's siblings and
+  other traces'), averaged over requests;
+- `cached_prompt_share=`: prompt tokens of the support checks served from vLLM's prefix cache.
 
     python scripts/bench_drift.py [--data ../shared/data/whowhen] [--traces 8] [--subset algorithm-generated]
-                                  [--seeds 0,1] [--tracers per-claim,ledger] [--options segment=true]
+                                  [--seeds 0,1,2] [--tracers per-claim,ledger] [--options segment=true]
 """
 
 from __future__ import annotations
@@ -24,17 +29,51 @@ from pathlib import Path
 from bench_safari import DEFAULT_DATA, pick_traces  # scripts/ is on sys.path when run as a script
 
 from localfa.engine.factory import make_engine
-from localfa.methods.base import MethodContext
+from localfa.methods.base import MethodContext, base_key
 from localfa.methods.registry import get_method
 from localfa.methods.runner import method_job, run_jobs
 
 STAGES = ("segment", "ledger", "support", "tracer")
 
 
-def run(engine, method, traces, seed: int, concurrency: int):
+class SupportBatches:
+    """The engine with its session watched: for every support request, the support requests in
+    the engine at the moment it was submitted (itself included)."""
+
+    def __init__(self, engine) -> None:
+        self._engine = engine
+        self.sizes: list[int] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self._engine, name)
+
+    def session(self):
+        inner, sizes = self._engine.session(), self.sizes
+        live: set[int] = set()
+
+        class Watched:
+            def submit(self, requests):
+                tickets = inner.submit(requests)
+                mine = [t for t, r in zip(tickets, requests) if base_key(r.key).startswith("drift/support/")]
+                live.update(mine)
+                sizes.extend([len(live)] * len(mine))
+                return tickets
+
+            def wait(self):
+                done = inner.wait()
+                live.difference_update(t for t, _ in done)
+                return done
+
+            def pending(self):
+                return inner.pending()
+
+        return Watched()
+
+
+def run(engine, method, traces, seed: int):
     jobs = [method_job(engine, method, MethodContext(t, seed=seed)) for t in traces]
     t0 = time.perf_counter()
-    results = dict(run_jobs(engine, jobs, concurrency=concurrency))
+    results = dict(run_jobs(engine, jobs, concurrency=len(jobs)))
     return results, time.perf_counter() - t0
 
 
@@ -43,12 +82,25 @@ def stage_totals(results) -> dict[str, dict[str, int]]:
     for d in results.values():
         for s in STAGES:
             for k, v in ((d.details.get("cost") or {}).get(s) or {}).items():
-                out[s][k] += v
+                if k in out[s]:
+                    out[s][k] += v
     return out
 
 
-def first_error(d) -> tuple | None:
-    return None if d.error else (d.step, tuple(map(tuple, d.spans or [])))
+def first_error(d) -> object:
+    """The first error's answered step; "none" when no error span was found; "failed" on an error."""
+    if d.error:
+        return "failed"
+    return "none" if d.details.get("step_is_fallback") else d.step
+
+
+def agreement(runs: dict[int, dict], traces: list[str]) -> tuple[float, float]:
+    """(share of traces with one first error under every seed, mean agreement over seed pairs)."""
+    seeds = sorted(runs)
+    same = sum(len({first_error(runs[s][t]) for s in seeds}) == 1 for t in traces)
+    pairs = list(itertools.combinations(seeds, 2))
+    pairwise = [first_error(runs[a][t]) == first_error(runs[b][t]) for a, b in pairs for t in traces]
+    return same / max(1, len(traces)), sum(pairwise) / max(1, len(pairwise))
 
 
 def main() -> None:
@@ -56,8 +108,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--traces", type=int, default=8)
     ap.add_argument("--subset", default=None, help="take every trace from this Who&When subset (default: half each)")
-    ap.add_argument("--seeds", default="0", help="comma-separated run seeds")
-    ap.add_argument("--tracers", default="per-claim", help="comma-separated tracer modes to compare")
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
+    ap.add_argument("--tracers", default="per-claim,ledger", help="comma-separated tracer modes to compare")
     ap.add_argument("--options", default="", help="extra DRIFT options, e.g. segment=true:chunk_tokens=3000")
     ap.add_argument("--engine", default="vllm")
     args = ap.parse_args()
@@ -66,37 +118,40 @@ def main() -> None:
     modes = [m.strip() for m in args.tracers.split(",") if m.strip()]
     extra = f":{args.options}" if args.options else ""
     engine = make_engine(args.engine)
-    runs: dict[tuple[str, int], dict] = {}
+    watched = SupportBatches(engine)
+    runs: dict[str, dict[int, dict]] = {m: {} for m in modes}
+    first_sizes: list[int] = []
+    print(f"traces={len(traces)} seeds={','.join(map(str, seeds))} tracers={','.join(modes)} engine={args.engine}")
     try:
-        run(engine, get_method(f"drift:tracer={modes[0]}{extra}"), traces[:1], seeds[0] + 99, 1)  # warm-up
+        run(engine, get_method(f"drift:tracer={modes[0]}{extra}"), traces[:1], seeds[0] + 99)  # warm-up
         for mode, seed in itertools.product(modes, seeds):
             engine.reset_prefix_cache()  # every run starts cold: its cache hits are its own
-            results, wall = run(engine, get_method(f"drift:tracer={mode}{extra}"), traces, seed, len(traces))
-            runs[(mode, seed)] = results
+            watched.sizes = []
+            results, wall = run(watched, get_method(f"drift:tracer={mode}{extra}"), traces, seed)
+            runs[mode][seed] = results
+            if not first_sizes:
+                first_sizes = list(watched.sizes)
             totals = stage_totals(results)
             errors = sum(1 for d in results.values() if d.error)
             print(f"tracer={mode} seed={seed}: {len(traces)} traces in {wall:.1f} s, errors={errors}")
             for s in STAGES:
                 t = totals[s]
                 print(
-                    f"  {s:8s} calls={t['calls']:3d} prompt={t['prompt_tokens']:7d} "
-                    f"completion={t['completion_tokens']:6d} cached={t['cached_tokens']:7d}"
+                    f"  {s:8s} calls={t['calls']:3d} prompt={t['prompt_tokens']:7d} completion={t['completion_tokens']:6d} cached={t['cached_tokens']:7d}"
                 )
             print(f"  traces with an error span: {sum(1 for d in results.values() if d.details.get('error_spans'))}")
     finally:
         engine.close()
+    ids = list(runs[modes[0]][seeds[0]])
+    for mode in modes:
+        same, pairwise = agreement(runs[mode], ids)
+        print(f"tracer={mode} first_error_agreement={same:.3f} pairwise={pairwise:.3f} traces={len(ids)} seeds={len(seeds)}")
     for seed in seeds:
         for a, b in itertools.combinations(modes, 2):
-            same = sum(first_error(runs[(a, seed)][k]) == first_error(runs[(b, seed)][k]) for k in runs[(a, seed)])
-            print(f"seed {seed}: {a} and {b} give the same step and spans on {same}/{len(traces)} traces")
-    for mode in modes:
-        for s1, s2 in itertools.combinations(seeds, 2):
-            same = sum(first_error(runs[(mode, s1)][k]) == first_error(runs[(mode, s2)][k]) for k in runs[(mode, s1)])
-            print(f"tracer={mode}: seeds {s1} and {s2} give the same step and spans on {same}/{len(traces)} traces")
-    first = runs[(modes[0], seeds[0])]
-    batches = [d.details["cost"]["support"]["calls"] for d in first.values() if not d.error and d.details["cost"]["support"]["calls"]]
-    support = stage_totals(first)["support"]
-    print(f"support_batch_size={sum(batches) / len(batches) if batches else 0.0:.2f}")
+            same_n = sum(first_error(runs[a][seed][t]) == first_error(runs[b][seed][t]) for t in ids)
+            print(f"seed {seed}: tracer={a} and tracer={b} give the same first error on {same_n}/{len(ids)} traces")
+    support = stage_totals(runs[modes[0]][seeds[0]])["support"]
+    print(f"support_batch_size={sum(first_sizes) / len(first_sizes) if first_sizes else 0.0:.2f}")
     print(f"cached_prompt_share={support['cached_tokens'] / max(1, support['prompt_tokens']):.3f}")
 
 

@@ -1,7 +1,9 @@
 """FALAT on the embedded model: 8 dev traces diagnosed concurrently on one engine, and what it cost.
 
 Half the traces come from each Who&When subset (the shortest ones, so the run stays short on a
-CPU). Prints per-stage calls and tokens, then, last:
+CPU). The method runs with the engine's profile applied (the embedded model: cpu-embedded.toml's
+`[methods.falat]` table under FALAT's strong-model defaults). Prints per-stage calls, tokens and
+FALAT's own batch sizes, then, last:
 
 - `calls_per_trace=`      model calls per trace (mean);
 - `batched_share=`        share of calls that reached the engine in a batch of 2 or more: sent
@@ -115,7 +117,8 @@ def main() -> None:
             for key in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens"):
                 stages[name][key] += cost[key]
     for name, cost in stages.items():
-        print(f"stage {name}: " + ", ".join(f"{k} {v}" for k, v in cost.items()))
+        sizes = [n for d in results for n in d.details.get("cost", {}).get(name, {}).get("batches", [])]
+        print(f"stage {name}: " + ", ".join(f"{k} {v}" for k, v in cost.items()) + f", batch sizes {sorted(sizes)}")
     for d in errors:
         print(f"error {d.trace}: {d.error.splitlines()[0]}")
     calls = sum(d.usage["calls"] for d in results)

@@ -1,14 +1,25 @@
-"""Fault-injection soak: a sweep of every registered method on the scripted engine with faults
-injected (localfa.testing.faults), killed with SIGKILL twice at random points and resumed until
-no retryable failure is left. Prints, last:
+"""Fault-injection soak, in two phases, each a sweep of every registered method.
 
-    units=  faults_injected=  records=  records_lost=  duplicates=  errors_final=
+1. Faults in the engine: the scripted engine with faults injected (localfa.testing.faults),
+   killed with SIGKILL twice at random points and resumed until no retryable failure is left:
 
-`records_lost`: planned units with no record; `duplicates`: a unit recorded again after a final
-record (a retried transient failure that is replaced does not count); `errors_final`: units whose
-record is still an error after the resumes (only final faults: cut or invalid output).
+       units=  faults_injected=  records=  records_lost=  duplicates=  errors_final=
 
-    python scripts/soak.py                      # 27 traces x 8 methods = 216 units, ~1-3 min
+2. Faults in the servers: the sweep runs over HTTP (`--engine openai`) against two scripted
+   servers (localfa.testing.scripted_server, real processes) and meets, mid-run, a poison request
+   (a 500 on every server that takes it), a server that is killed (SIGKILL) and started again on
+   its port, a 429 with Retry-After, and, after the sweep itself is killed, cache entries that no
+   longer validate. It ends with every unit recorded once:
+
+       lost=0 duplicates=0 servers_readmitted=1
+
+`records_lost`/`lost`: planned units with no record; `duplicates`: a unit recorded again after a
+final record (a retried transient failure that is replaced does not count); `errors_final`: units
+whose record is still an error after the resumes (only final faults: cut or invalid output, and
+in phase 2 the poison request's unit).
+
+    python scripts/soak.py                      # both phases, ~1-3 min
+    python scripts/soak.py --phase servers      # phase 2 only
     python scripts/soak.py --rate 0.1 --seed 3 --out /tmp/soak --keep
 """
 
@@ -126,48 +137,17 @@ def analyse(results: Path, planned: set[tuple]) -> dict[str, int]:
     }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--traces", type=int, default=27, help="synthetic traces (units = traces x methods x seeds)")
-    ap.add_argument("--seeds", default="0")
-    ap.add_argument("--rate", type=float, default=0.05, help="share of requests that meet a fault")
-    ap.add_argument("--seed", type=int, default=7, help="fault seed (each pass adds its number to it)")
-    ap.add_argument("--delay", type=float, default=0.01, help="scripted engine delay per request, seconds")
-    ap.add_argument("--max-passes", type=int, default=12, help="resumes after the kills, at most")
-    ap.add_argument("--out", type=Path, default=None, help="work folder (default: a temporary one)")
-    ap.add_argument("--keep", action="store_true", help="keep the work folder")
-    args = ap.parse_args()
-
+def engine_phase(args: argparse.Namespace, work: Path) -> bool:
+    """Phase 1: faults injected into the scripted engine, the sweep killed twice and resumed."""
     from localfa.bench.sweep import load_traces, parse_seeds
     from localfa.methods.registry import method_names
 
-    work = args.out or Path(tempfile.mkdtemp(prefix="localfa-soak-"))
-    if work.exists() and args.out is not None:
-        shutil.rmtree(work)
-    work.mkdir(parents=True, exist_ok=True)
     traces_dir, run_dir, fault_log = work / "traces", work / "run", work / "faults.jsonl"
     results = run_dir / "results.jsonl"
     write_traces(traces_dir, args.traces, args.seed)
     methods, seeds = method_names(), parse_seeds(args.seeds)
     planned = {(t.id, m, "none", s) for t in load_traces([traces_dir]) for m in methods for s in seeds}
-    cmd = [
-        sys.executable,
-        "-m",
-        "localfa",
-        "bench",
-        str(traces_dir),
-        "--methods",
-        ",".join(methods),
-        "--seeds",
-        args.seeds,
-        "--engine",
-        "scripted",
-        "--out",
-        str(run_dir),
-        "--no-progress",
-        "--concurrency",
-        "16",
-    ]
+    cmd = bench_command(traces_dir, run_dir, methods, args.seeds, ["--engine", "scripted"])
     rng = random.Random(args.seed)
     kill_points = [int(len(planned) * rng.uniform(0.15, 0.4)), int(len(planned) * rng.uniform(0.5, 0.8))]
     started = time.perf_counter()
@@ -210,15 +190,63 @@ def main() -> int:
     print(f"records_lost={figures['records_lost']}")
     print(f"duplicates={figures['duplicates']}")
     print(f"errors_final={figures['errors_final']}")
-    if not args.keep and args.out is None:
-        shutil.rmtree(work, ignore_errors=True)
-    ok = (
+    return (
         kills == 2
         and figures["records_lost"] == 0
         and figures["duplicates"] == 0
         and figures["errors_transient"] == 0
         and figures["errors_not_injected"] == 0
     )
+
+
+def bench_command(traces_dir: Path, run_dir: Path, methods: list[str], seeds: str, engine: list[str]) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "localfa",
+        "bench",
+        str(traces_dir),
+        "--methods",
+        ",".join(methods),
+        "--seeds",
+        seeds,
+        *engine,
+        "--out",
+        str(run_dir),
+        "--no-progress",
+        "--concurrency",
+        "16",
+    ]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--phase", choices=("all", "engine", "servers"), default="all")
+    ap.add_argument("--traces", type=int, default=27, help="synthetic traces (units = traces x methods x seeds)")
+    ap.add_argument("--server-traces", type=int, default=16, help="synthetic traces of phase 2")
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--rate", type=float, default=0.05, help="share of requests that meet a fault")
+    ap.add_argument("--seed", type=int, default=7, help="fault seed (each pass adds its number to it)")
+    ap.add_argument("--delay", type=float, default=0.01, help="scripted engine delay per request, seconds")
+    ap.add_argument("--server-delay", type=float, default=0.02, help="phase 2: a scripted server's delay per request")
+    ap.add_argument("--max-passes", type=int, default=12, help="resumes after the kills, at most")
+    ap.add_argument("--out", type=Path, default=None, help="work folder (default: a temporary one)")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = ap.parse_args()
+
+    work = args.out or Path(tempfile.mkdtemp(prefix="localfa-soak-"))
+    if work.exists() and args.out is not None:
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    ok = True
+    if args.phase in ("all", "engine"):
+        ok = engine_phase(args, work / "engine") and ok
+    if args.phase in ("all", "servers"):
+        from soak_servers import servers_phase  # scripts/soak_servers.py
+
+        ok = servers_phase(args, work / "servers") and ok
+    if not args.keep and args.out is None:
+        shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1
 
 

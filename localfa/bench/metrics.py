@@ -9,11 +9,15 @@ none). Per record, each metric is 1.0, 0.0, or None when it does not apply:
 - step: exact match of the 0-based step; ``tol_k``: ``|predicted - labelled| <= k``, k = 1..5.
 - precision: the predicted step is one of the labelled faults (multi-fault labels).
 - strict_precision: the predicted step is one of the high-impact faults.
-- span_precision / span_recall / span_f1 / first_error (span methods only: records with `spans`,
-  and every record of a group where any record has them): precision, recall and F1 of the
-  predicted steps against the labelled fault steps as sets (`gold_steps`: the labelled
-  `fault_spans` and `fault_steps` together); whether the earliest predicted step is the earliest
-  fault. A failed span prediction is a miss (0 on all four).
+- span_precision / span_recall / span_f1 (span methods only: records with `spans`, and every
+  record of a group where any record has them; and only on traces whose labels carry spans:
+  TRAIL-style `fault_spans`, or several fault steps, `has_span_labels`): precision, recall and F1 of the predicted steps against the
+  labelled fault steps as sets (`gold_steps`: the labelled `fault_spans` and `fault_steps`
+  together). Who&When labels one decisive step, not the chain of spans a span method is meant
+  to find, so there step and agent accuracy apply, not a span F1.
+- first_error (span methods, any labelled fault): the earliest predicted span overlaps the
+  earliest labelled fault span (`first_error_hit`; two single steps: the same step). An empty
+  prediction (no error found) or a failed one is a miss (0 on every span metric).
 - step_substring: Who&When's reference scorer, which tests ``str(label) in str(prediction)``, so
   a label "7" matches a prediction "17". Only to compare with published tables, never as ours.
 
@@ -31,7 +35,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from localfa.results import ResultRecord
-from localfa.traces.model import Labels, normalize_agent
+from localfa.traces.model import Labels, normalize_agent, step_runs
 
 TOLERANCES: tuple[int, ...] = (1, 2, 3, 4, 5)
 METRICS: tuple[str, ...] = (
@@ -138,14 +142,44 @@ def score_record(record: ResultRecord, span_method: bool = False) -> dict[str, f
         scores["strict_precision"] = float(pred is not None and pred in label.high_impact_steps)
     if record.spans is not None or span_method:
         g = gold_steps(label)
-        if g:
+        if g and has_span_labels(label):
             p = predicted_steps(record)
             scores["span_precision"] = len(p & g) / len(p) if p else 0.0
             scores["span_recall"] = len(p & g) / len(g)
             scores["span_f1"] = span_f1(p, g)
-            first = min(p) if p else pred
-            scores["first_error"] = float(first is not None and first == min(g))
+        if g:
+            scores["first_error"] = first_error_hit(record, label)
     return scores
+
+
+def has_span_labels(label: Labels) -> bool:
+    """The label lists every faulty step (spans, or several steps), not one decisive step."""
+    return bool(label.fault_spans) or len(set(label.fault_steps)) > 1
+
+
+def _ranges(spans: Iterable[Any]) -> list[tuple[int, int]]:
+    out = []
+    for span in spans:
+        a, b = _as_int(span[0]), _as_int(span[1])
+        if a is not None and b is not None:
+            out.append((min(a, b), max(a, b)))
+    return out
+
+
+def first_error_hit(record: ResultRecord, label: Labels) -> float:
+    """1.0 when the earliest predicted span overlaps the earliest labelled fault span.
+
+    Labelled spans are `fault_spans` and the runs of consecutive `fault_steps`, else the decisive
+    step. A prediction of span (3, 6) against a decisive step 5 is a hit; no predicted span is a miss.
+    """
+    gold = _ranges(label.fault_spans) + step_runs(label.fault_steps)
+    if not gold and label.mistake_step is not None:
+        gold = [(label.mistake_step, label.mistake_step)]
+    pred = _ranges(record.spans or [])
+    if not gold or not pred:
+        return 0.0
+    (pa, pb), (ga, gb) = min(pred), min(gold)
+    return float(pa <= gb and ga <= pb)
 
 
 def is_multi_fault(label: Labels | None) -> bool:
@@ -199,6 +233,8 @@ class GroupSummary:
     seeds: list[int] = field(default_factory=list)
     errors: int = 0
     transient_errors: int = 0  # engine errors a resumed sweep retries
+    forced: int = 0  # answers forced out of the model (SAFARI: turns, budget or a failed turn ran out)
+    turn_failures: int = 0  # runs where a turn the engine could not produce ended the search
     metrics: dict[str, Estimate] = field(default_factory=dict)
     cost: dict[str, float] = field(default_factory=dict)  # per trace-run (record) means
     multi_fault: bool = False
@@ -219,6 +255,8 @@ class GroupSummary:
             "seeds": self.seeds,
             "errors": self.errors,
             "transient_errors": self.transient_errors,
+            "forced": self.forced,
+            "turn_failures": self.turn_failures,
             "balanced": self.balanced,
             "aggregation": AGGREGATION,
             "interval": INTERVAL,
@@ -241,6 +279,8 @@ def summarize_group(
     g.seeds = sorted({r.seed for r in records})
     g.errors = sum(1 for r in records if r.error)
     g.transient_errors = sum(1 for r in records if r.error and r.error_kind == "transient")
+    g.forced = sum(1 for r in records if r.stop_reason == "forced" or (r.details or {}).get("forced_by"))
+    g.turn_failures = sum(1 for r in records if (r.details or {}).get("turn_failure"))
     g.multi_fault = any(is_multi_fault(r.label) for r in records)
     g.spans = any(r.spans is not None for r in records) if span_method is None else span_method
     by_trace: dict[str, list[dict[str, float | None]]] = {}

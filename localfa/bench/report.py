@@ -93,17 +93,25 @@ def _show_budget(groups: list[GroupSummary]) -> bool:
     return any(g.budget != "none" for g in groups)
 
 
+def _show_forced(groups: list[GroupSummary]) -> bool:
+    """Forced answers and failed turns get columns once any run has one."""
+    return any(g.forced or g.turn_failures for g in groups)
+
+
 def table_rows(groups: list[GroupSummary], ci: bool = True) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the main table (method x subset x metric, with cost per trace run)."""
     cols = metric_columns(groups)
     head = ["method"] + (["budget"] if _show_budget(groups) else []) + ["subset", "traces", "seeds × traces", "runs"]
     head += [METRIC_TITLES[c] for c in cols]
     head += ["calls/trace", "tokens/trace", "cached/trace", "errors"]
+    forced = _show_forced(groups)
+    head += ["forced", "turn failures"] if forced else []
     rows = []
     for g in groups:
         row = [g.method] + ([g.budget] if _show_budget(groups) else []) + [g.subset, str(g.traces), seeds_by_traces(g), str(g.records)]
         row += [fmt_estimate(g.metrics[c], ci) for c in cols]
         row += [_fmt_num(g.cost["calls"]), _fmt_num(g.cost["tokens"]), _fmt_num(g.cost["cached_tokens"]), fmt_errors(g)]
+        row += [str(g.forced), str(g.turn_failures)] if forced else []
         rows.append(row)
     return head, rows
 

@@ -1,26 +1,37 @@
-"""`results.jsonl`: append-only, one `ResultRecord` per line, on disk before the next one starts.
+"""`results.jsonl`: append-only, one `ResultRecord` per line, written before the next one starts.
 
-Every record is written with a single `write` of ``json + "\\n"``, flushed and fsynced. A process
+Every record is written with a single `write` of ``json + "\\n"`` and flushed to the kernel, so a
+killed process loses nothing it stored; a background thread fsyncs the file (coalescing records
+that arrive while it syncs), so the disk's latency never holds up the sweep, whose in-process
+engine would wait on it, and `close` waits for the last fsync. A process
 killed mid-write (SIGKILL) can only leave a partial *last* line without its newline; opening the
 store for writing cuts that fragment off, so the next record starts on a clean line. Records are
 keyed by (trace, method, budget, seed). A key is written once, except that a sweep may write a
-new record for a key whose record failed (a retried error, see `ResultRecord.is_final`); when a
-key appears on several lines the last one is the record. A lock file keeps two sweeps from
-appending to the same run at once.
+new record for a key whose record failed (a retried error, see `ResultRecord.is_final`).
+
+One rule decides which record of a key counts, wherever it is read (resume, `report`, `view`),
+whichever file of the run holds it (results.jsonl or a shard's file): a success beats an error;
+among equals the latest `finished_at` wins, then the later line (`wins`). A lock file keeps two
+sweeps from appending to the same file at once. An open store keeps a small summary of each
+key (`Kept`), not the records, so its memory stays small however large the sweep.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Protocol
 
+from localfa.durable import fsync_dir
 from localfa.errors import LocatedError
-from localfa.results import Key, ResultRecord
+from localfa.results import Key, ResultRecord, is_final
 
 RESULTS = "results.jsonl"
 LOCK = ".sweep.lock"
-SHARD_RESULTS = "results.shard-*-of-*.jsonl"  # `localfa bench --shard I/N` (localfa.cluster.shard)
+SHARD_RESULTS = "results.shard-*-of-*.jsonl"  # `localfa bench --shard I/N` (localfa.bench.shard)
 
 
 class StoreError(LocatedError):
@@ -32,11 +43,57 @@ def record_key(record: ResultRecord) -> Key:
     return record.key
 
 
+class _Outcome(Protocol):
+    error: str | None
+    finished_at: str | None
+
+
+def _when(stamp: str | None) -> float:
+    """`finished_at` as a POSIX time (records written in other time zones compare right); -inf if absent."""
+    if not stamp:
+        return float("-inf")
+    try:
+        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except ValueError:
+        return float("-inf")
+
+
+def wins(new: _Outcome, old: _Outcome) -> bool:
+    """Whether `new` (read or written after `old`) is the record of their key: a success beats
+    an error; among equals the later `finished_at`, and at equal times the later one."""
+    if bool(new.error) != bool(old.error):
+        return not new.error
+    return _when(new.finished_at) >= _when(old.finished_at)
+
+
+@dataclass(slots=True)
+class Kept:
+    """What a sweep needs to know of a key's record: is it final, whose trace, its score."""
+
+    error: str | None
+    error_kind: str | None
+    finished_at: str | None
+    trace_sha256: str | None
+    source: str
+    step_score: float | None
+
+    @classmethod
+    def of(cls, record: ResultRecord) -> "Kept":
+        from localfa.bench.metrics import score_record
+
+        error = record.error.splitlines()[0][:200] if record.error else None
+        return cls(error, record.error_kind, record.finished_at, record.trace_sha256, record.source, score_record(record)["step"])
+
+    def is_final(self, retry_errors: bool = False) -> bool:
+        """Whether a resumed sweep keeps this record (False: run its unit again)."""
+        return is_final(self.error, self.error_kind, retry_errors)
+
+
 def read_records(path: str | Path) -> list[ResultRecord]:
     """Every complete record of a results file (a partial last line is ignored).
 
-    A damaged line anywhere else is an error naming the line. A key seen twice keeps its last
-    record (a retried error supersedes the failure), at the position of its first.
+    A damaged line anywhere else is an error naming the line. A key seen twice keeps the record
+    that `wins`, at the position of its first line.
     """
     p = Path(path)
     if not p.exists():
@@ -53,15 +110,18 @@ def results_files(run_dir: str | Path) -> list[Path]:
 
 
 def read_run_records(run_dir: str | Path) -> list[ResultRecord]:
-    """The records of all results files of a run; a key in several files keeps its last record."""
+    """The records of all results files of a run, one per key: the one that `wins`."""
     merged: dict[Key, ResultRecord] = {}
     for f in results_files(run_dir):
-        merged.update(_parse(f.read_bytes(), f)[0])
+        for key, rec in _parse(f.read_bytes(), f)[0].items():
+            if key not in merged or wins(rec, merged[key]):
+                merged[key] = rec
     return list(merged.values())
 
 
 def _parse(data: bytes, path: Path) -> tuple[dict[Key, ResultRecord], int]:
-    """Records by key and the byte length of the complete part (up to the last good newline)."""
+    """Records by key (the one that `wins`) and the byte length of the complete part (up to the
+    last good newline)."""
     end = data.rfind(b"\n") + 1  # 0 when there is no complete line
     complete = data[:end]  # a partial last line (after the last newline) is not a record
     records: dict[Key, ResultRecord] = {}
@@ -81,7 +141,9 @@ def _parse(data: bytes, path: Path) -> tuple[dict[Key, ResultRecord], int]:
                 path, f"line {lineno} is not a result record ({type(exc).__name__}: {first}); fix or remove that line to resume"
             ) from None
         good_end = offset
-        records[rec.key] = rec
+        old = records.get(rec.key)
+        if old is None or wins(rec, old):
+            records[rec.key] = rec
     return records, good_end
 
 
@@ -90,16 +152,19 @@ class ResultStore:
 
     def __init__(self, run_dir: str | Path, name: str = RESULTS) -> None:
         self.run_dir = Path(run_dir)
-        self.path = self.run_dir / name  # a shard writes its own file (localfa.cluster.shard)
+        self.path = self.run_dir / name  # a shard writes its own file (localfa.bench.shard)
         self._fh: Any = None
+        self._syncer: Any = None
         self._lock_fh: Any = None
-        self._by_key: dict[Key, ResultRecord] = {}
+        self._by_key: dict[Key, Kept] = {}
         self.repaired_bytes = 0
 
-    @property
-    def records(self) -> list[ResultRecord]:
-        """The current record of every key, in the order keys first appeared."""
-        return list(self._by_key.values())
+    def items(self) -> Iterator[tuple[Key, Kept]]:
+        """(key, what is kept of its record) for every key, in the order keys first appeared."""
+        return iter(self._by_key.items())
+
+    def __len__(self) -> int:
+        return len(self._by_key)
 
     def open(self) -> "ResultStore":
         """Lock the run, read what is finished, cut a partial last line, open for append."""
@@ -108,9 +173,15 @@ class ResultStore:
         created = not self.path.exists()
         data = b"" if created else self.path.read_bytes()
         own, good_end = _parse(data, self.path)
-        others = [f for f in results_files(self.run_dir) if f != self.path]  # shards of the same run
-        self._by_key = {k: r for f in others for k, r in _parse(f.read_bytes(), f)[0].items()}
-        self._by_key.update(own)
+        merged: dict[Key, ResultRecord] = {}
+        for f in results_files(self.run_dir):  # every file of the run (shards too): one rule decides
+            for key, rec in (own if f == self.path else _parse(f.read_bytes(), f)[0]).items():
+                if key not in merged or wins(rec, merged[key]):
+                    merged[key] = rec
+        for key, rec in own.items():  # a new file (not yet in results_files)
+            merged.setdefault(key, rec)
+        self._by_key = {k: Kept.of(r) for k, r in merged.items()}
+        del merged, own
         if good_end < len(data):
             self.repaired_bytes = len(data) - good_end
             with open(self.path, "r+b") as fh:
@@ -118,8 +189,9 @@ class ResultStore:
                 fh.flush()
                 os.fsync(fh.fileno())
         self._fh = open(self.path, "ab")
+        self._syncer = _Syncer(self._fh.fileno(), self.path)
         if created:
-            _fsync_dir(self.run_dir)
+            fsync_dir(self.run_dir)
         return self
 
     def _lock(self) -> None:
@@ -136,7 +208,7 @@ class ResultStore:
     def __contains__(self, key: Key) -> bool:
         return key in self._by_key
 
-    def get(self, key: Key) -> ResultRecord | None:
+    def get(self, key: Key) -> Kept | None:
         return self._by_key.get(key)
 
     def append(self, record: ResultRecord, replace: bool = False) -> bool:
@@ -144,19 +216,28 @@ class ResultStore:
         key = record.key
         if key in self._by_key and not replace:
             return False
+        self._syncer.check()
         self._fh.write(record.to_line().encode("utf-8"))
         self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._by_key[key] = record
+        self._syncer.request()
+        kept = Kept.of(record)
+        old = self._by_key.get(key)
+        if old is None or wins(kept, old):
+            self._by_key[key] = kept
         return True
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-        if self._lock_fh is not None:
-            self._lock_fh.close()  # closing releases the flock
-            self._lock_fh = None
+        try:
+            if self._fh is not None:
+                try:
+                    self._syncer.close()  # the last fsync; raises if one failed
+                finally:
+                    self._fh.close()
+                    self._fh = None
+        finally:
+            if self._lock_fh is not None:
+                self._lock_fh.close()  # closing releases the flock
+                self._lock_fh = None
 
     def __enter__(self) -> "ResultStore":
         return self.open()
@@ -164,18 +245,42 @@ class ResultStore:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __iter__(self) -> Iterator[ResultRecord]:
-        return iter(self.records)
 
+class _Syncer:
+    """fsyncs one open file on its own thread when asked, coalescing requests (os.fsync releases
+    the GIL). A failed fsync is raised by the store's next `append` or its `close`."""
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(str(path), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    def __init__(self, fd: int, path: Path) -> None:
+        self._fd = fd
+        self._path = path
+        self._wanted = threading.Event()
+        self._stopping = False
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, name="localfa-fsync", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        self._wanted.set()
+
+    def check(self) -> None:
+        if self._error is not None:
+            raise StoreError(self._path, f"cannot write the results to disk: {self._error}")
+
+    def close(self) -> None:
+        """Wait for an fsync of everything written so far; raise if one failed."""
+        self._stopping = True
+        self._wanted.set()
+        self._thread.join()
+        self.check()
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            stopping = self._stopping  # read before syncing: a write before close() is covered
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self._error = self._error or exc
+            if stopping:
+                return

@@ -9,17 +9,28 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_trace
-from localfa.cluster.cli import RAY_HELP, SHARD_HELP, WORKERS_HELP  # noqa: E402 (sweeps across hosts)
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 from localfa.traces.errors import TraceError
 
+if TYPE_CHECKING:
+    from localfa.bench.shard import Shard
+
 METHODS_HELP = "Comma-separated method specs, each " + SPEC_HELP + ". The full text is the method's label."
+RAY_HELP = (
+    "Run the sweep on engine workers of a Ray cluster: 'local' starts one on this machine (loopback "
+    "only), 'auto' joins the one running here, HOST:PORT joins that one (token authentication)"
+)
+WORKERS_HELP = "Engine workers (Ray actors) to start with --ray; each builds one engine from the engine options"
+SHARD_HELP = (
+    "Run only shard I of N of the work units (a Slurm array task, a Kubernetes Job), "
+    "into RUN_DIR/results.shard-I-of-N.jsonl; report, view and resume read every shard's file"
+)
 
 
 @with_engine_options
@@ -61,6 +72,14 @@ def bench(
         typer.Option("--retry-errors", help="On resume, run every error record again (engine errors such as timeouts are always retried)"),
     ] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Warn about unreadable trace files and go on without them")] = False,
+    failed_only: Annotated[
+        bool,
+        typer.Option(
+            "--failed-only",
+            help="Harness runs (a Harbor job folder, a SWE-bench run): only the trials the harness marked failed "
+            "(reward 0, resolved: false); says how many it skipped and why",
+        ),
+    ] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not keep a response cache (default: RUN_DIR/cache)")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar")] = False,
     ray: Annotated[Optional[str], typer.Option("--ray", help=RAY_HELP)] = None,
@@ -70,9 +89,10 @@ def bench(
     engine_choice: EngineChoice,
 ) -> None:
     """Run methods over datasets (traces x methods x budgets x seeds), resumably, into RUN_DIR."""
+    from localfa.bench.driver import run_units_sweep
     from localfa.bench.store import StoreError
-    from localfa.bench.sweep import SweepError, load_traces, parse_budgets, parse_methods, parse_seeds, run_sweep
-    from localfa.cluster.cli import bench_distributed, parse_shard
+    from localfa.bench.sweep import SweepError, load_traces, parse_budgets, parse_methods, parse_seeds
+    from localfa.cluster.runtime import ClusterError
     from localfa.methods.registry import MethodOptionError, get_method
 
     try:
@@ -93,59 +113,36 @@ def bench(
     if out.exists() and not out.is_dir():
         fail(str(out), "--out must be a directory (the run directory), not a file")
     try:
-        traces = load_traces(datasets, limit=limit, skip_bad=skip_bad)
+        traces = load_traces(datasets, limit=limit, skip_bad=skip_bad, failed_only=failed_only)
     except TraceError as exc:
         fail_trace(exc)
     except SweepError as exc:
         fail(exc.path, exc.message)
     if not traces:
-        fail(" ".join(datasets), "no trace files found")
-    cache = None if no_cache else (engine_choice.cache_dir or str(out / "cache"))
+        fail(" ".join(datasets), "--failed-only: no trial the harness marked failed" if failed_only else "no trace files found")
+    cache = None if no_cache else str(Path(engine_choice.cache_dir or out / "cache").resolve())
     choice = dataclasses.replace(engine_choice, cache_dir=cache)
-    eng = None if ray else choice.build()  # with --ray the engines live on the workers
     try:
-        if ray or shard_of:
-            result = bench_distributed(
-                out,
-                traces,
-                specs,
-                seed_list,
-                budget_list,
-                choice,
-                eng,
-                ray=ray,
-                workers=workers,
-                shard=shard_of,
-                concurrency=concurrency,
-                force=force,
-                retry_errors=retry_errors,
-                progress=not no_progress,
-                manifest_extra={"limit": limit, "dataset_args": list(datasets), "response_cache": cache},
-            )
-        else:
-            result = run_sweep(
-                out,
-                traces,
-                specs,
-                seed_list,
-                eng,
-                budget_list,
-                concurrency=concurrency,
-                force=force,
-                retry_errors=retry_errors,
-                progress=not no_progress,
-                manifest_extra={"limit": limit, "dataset_args": list(datasets), "response_cache": cache},
-            )
-    except StoreError as exc:
-        fail(exc.path, exc.message)
-    except SweepError as exc:
-        fail(exc.path, exc.message)
+        result = run_units_sweep(
+            out,
+            traces,
+            specs,
+            seed_list,
+            make_executor(choice, ray, workers),  # engines start only once the run's lock is held
+            budget_list,
+            shard=shard_of,
+            concurrency=concurrency,
+            force=force,
+            retry_errors=retry_errors,
+            progress=not no_progress,
+            manifest_extra={"limit": limit, "dataset_args": list(datasets), "response_cache": cache},
+            cache_dir=cache,
+        )
+    except (StoreError, SweepError, ClusterError) as exc:
+        fail(exc.path, exc.message, code=1 if isinstance(exc, ClusterError) else 2)
     except KeyboardInterrupt:
         typer.echo(f"interrupted: finished records are in {out / 'results.jsonl'}; run the same command again to resume", err=True)
         raise typer.Exit(130) from None
-    finally:
-        if eng is not None:
-            eng.close()
     typer.echo(
         f"{result.written} new records ({result.errors} with errors"
         + (f", {result.retried} were retries of failed records" if result.retried else "")
@@ -153,3 +150,28 @@ def bench(
         f"{result.planned} planned; {out / 'results.jsonl'}  ({result.wall_s:.1f}s)",
         err=True,
     )
+
+
+def make_executor(choice: EngineChoice, ray: str | None, workers: int) -> Any:
+    """Ray workers (`--ray`), or this process's engine, built when the driver starts it."""
+    if ray:
+        from localfa.bench.ray_executor import RayExecutor
+
+        return RayExecutor(ray, workers, dataclasses.asdict(choice.options()))
+    from localfa.bench.executors import LocalExecutor
+
+    return LocalExecutor(build=choice.build)
+
+
+def parse_shard(text: str | None, ray: str | None = None, workers: int = 1) -> "Shard | None":
+    """The `--shard` value (and a `--workers` without `--ray`), or one `error:` line and exit status 2."""
+    from localfa.bench.shard import Shard
+
+    if workers > 1 and not ray:
+        fail("--workers", "engine workers run on Ray: add --ray local (this machine) or --ray auto")
+    if text is None:
+        return None
+    try:
+        return Shard.parse(text)
+    except ValueError as exc:
+        fail("--shard", str(exc))

@@ -61,6 +61,14 @@ def diagnose(
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the trace view page here (as `localfa view`)")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress or summary on stderr (errors still show)")] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Traces investigated at once")] = 8,
+    failed_only: Annotated[
+        bool,
+        typer.Option(
+            "--failed-only",
+            help="Harness runs (a Harbor job folder, a SWE-bench run): only the trials the harness marked failed "
+            "(reward 0, resolved: false); says how many it skipped and why",
+        ),
+    ] = False,
     *,
     engine_choice: EngineChoice,
 ) -> None:
@@ -68,7 +76,8 @@ def diagnose(
     from localfa.methods.budget import parse_budget
     from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, method_option_names
     from localfa.results import ResultRecord
-    from localfa.traces.load import distinct_ids, load_trace, trace_files_with_roots
+    from localfa.traces.load import distinct_ids, trace_files_with_roots
+    from localfa.traces.runs import keep_failed, with_verdict
 
     try:
         budget_label = parse_budget(budget).label
@@ -81,10 +90,17 @@ def diagnose(
     if not found:
         fail(" ".join(traces), "no trace files found")
     files = [f for _, f in found]
+    readable, unreadable = load_each(found, fmt)
+    if not readable:  # nothing to diagnose: bad input (each file's error line is above)
+        raise typer.Exit(2)
     try:  # ids distinct per file: two 1.json in different folders are two traces
-        loaded = distinct_ids([(root, f, load_trace(f, fmt)) for root, f in found])
+        loaded = distinct_ids([(root, f, with_verdict(t, root, f)) for root, f, t in readable])
     except TraceError as exc:
         fail_trace(exc)
+    if failed_only:  # a harness run's trials: only those its harness marked failed
+        loaded = keep_failed(loaded, [Path(t) for t in traces], lambda msg: typer.echo(msg, err=True))
+        if not loaded:
+            fail(" ".join(traces), "--failed-only: no trial the harness marked failed")
     warn_empty_steps(loaded)
     try:
         spec = MethodSpec.parse(method)
@@ -102,7 +118,10 @@ def diagnose(
             from localfa.manifest import build_manifest
 
             manifest = build_manifest(
-                eng, seeds=[seed], methods={spec.label: chosen.for_model(eng.method_defaults).describe()}, extra={"budget": budget, "trace_files": [str(f) for f in files]}
+                eng,
+                seeds=[seed],
+                methods={spec.label: chosen.for_model(eng.method_defaults).describe()},
+                extra={"budget": budget, "trace_files": [str(f) for f in files]},
             )
             Path(f"{out}.manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         results = run_diagnoses(eng, chosen, loaded, seed, budget, concurrency, quiet=quiet)
@@ -112,6 +131,10 @@ def diagnose(
         ResultRecord.from_diagnosis(d, t, method=spec.label, method_name=spec.name, budget=budget_label, seed=seed)
         for d, t in zip(results, loaded)
     ]
+    if unreadable:  # each unreadable file is its own error record, in the order the files came
+        records += [unreadable_record(root, f, exc, spec, budget_label, seed) for root, f, exc in unreadable]
+        order = {str(f): i for i, f in enumerate(files)}
+        records.sort(key=lambda r: order.get(r.source, len(order)))
     sink = open(out, "w", encoding="utf-8") if out else sys.stdout
     try:
         for r in records:
@@ -128,11 +151,53 @@ def diagnose(
         raise typer.Exit(1)
 
 
+def load_each(
+    found: list[tuple[Path, Path]], fmt: str | None
+) -> tuple[list[tuple[Path, Path, Trace]], list[tuple[Path, Path, TraceError]]]:
+    """(root, file, trace) for the files that load and (root, file, error) for those that do not;
+    each failure is one `error:` line on stderr now, and an error record later (`unreadable_record`)."""
+    from localfa.traces.load import load_trace
+
+    readable, unreadable = [], []
+    for root, f in found:
+        try:
+            readable.append((root, f, load_trace(f, fmt)))
+        except TraceError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            unreadable.append((root, f, exc))
+    return readable, unreadable
+
+
+def unreadable_record(root: Path, path: Path, exc: TraceError, spec: Any, budget: str, seed: int) -> Any:
+    """The error record of a trace file that could not be read (what `bench --skip-bad` skips)."""
+    import time
+
+    from localfa.results import ResultRecord
+    from localfa.traces.load import file_trace_id
+
+    return ResultRecord(
+        trace=file_trace_id(root, path),
+        source=str(path),
+        method=spec.label,
+        method_name=spec.name,
+        seed=seed,
+        budget=budget,
+        stop_reason="error",
+        error=f"TraceError: {exc.message}",
+        error_kind="final",
+        finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
+
+
 def warn_empty_steps(traces: list[Trace]) -> None:
     """Say on stderr when an import left many steps empty (an export localfa reads only in part)."""
+    from localfa.traces.load import repair_note
     from localfa.traces.quality import empty_step_warning
 
     for trace in traces:
+        note = repair_note(trace)
+        if note:
+            typer.echo(f"warning: {note}", err=True)
         warning = empty_step_warning(trace)
         if warning:
             typer.echo(f"warning: {trace.source}: {warning}", err=True)

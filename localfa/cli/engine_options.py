@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
@@ -39,7 +39,7 @@ class EngineChoice:
     model: str | None = None
     profile: str | None = None
     base_urls: list[str] | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never printed
     cache_dir: str | None = None
     max_model_len: int | None = None
 

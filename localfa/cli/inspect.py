@@ -1,7 +1,8 @@
 """`localfa inspect TRACE`: what a trace file holds, as the methods will see it.
 
-Prints the detected format, steps, agents, size (lines, characters, tokens) and labels, or with
-``--lines A:B`` a window of the numbered line view. Bad input exits with status 2 and one line
+Prints the detected format, steps, agents, size (lines, characters, tokens) and labels, then one
+row per step (its kind, action or observation, its size in characters and line-view lines, and
+who acted), or with ``--lines A:B`` a window of the numbered line view. Bad input exits with status 2 and one line
 ``error: <file>: <what is wrong, where>`` on stderr.
 """
 
@@ -19,6 +20,7 @@ from localfa.traces.lineview import LineView, TokenCounter, approx_tokens
 from localfa.traces.load import FORMATS, load_trace
 from localfa.traces.model import Trace
 from localfa.traces.quality import empty_step_warning
+from localfa.traces.runs import with_verdict
 
 
 def resolve_token_counter(tokenizer: str | None) -> tuple[str, TokenCounter]:
@@ -57,6 +59,30 @@ def parse_lines(spec: str, total: int, source: str) -> tuple[int, int]:
     return first, min(last, total - 1)
 
 
+def step_rows(trace: Trace, view: LineView) -> list[dict[str, Any]]:
+    """Per step: index, kind (action / observation), characters, line-view lines, agent, name."""
+    rows = []
+    for s in trace.steps:
+        first, last = view.lines_of_step(s.index)
+        chars = len(s.content) + len(s.observation or "") + len(s.input or "") + sum(len(str(c)) for c in s.tool_calls)
+        rows.append({"step": s.index, "kind": s.kind, "chars": chars, "lines": last - first + 1, "agent": s.agent, "name": s.name})
+    return rows
+
+
+def render_steps(rows: list[dict[str, Any]]) -> str:
+    """`step_rows` as an aligned table."""
+    if not rows:
+        return ""
+    w_step = max(4, len(str(rows[-1]["step"])))
+    w_chars = max(5, *(len(f"{r['chars']:,}") for r in rows))
+    w_lines = max(5, *(len(str(r["lines"])) for r in rows))
+    out = [f"{'step':>{w_step}}  {'kind':<11}  {'chars':>{w_chars}}  {'lines':>{w_lines}}  agent"]
+    for r in rows:
+        who = r["agent"] + (f" · {r['name']}" if r["name"] else "")
+        out.append(f"{r['step']:>{w_step}}  {r['kind']:<11}  {r['chars']:>{w_chars},}  {r['lines']:>{w_lines}}  {who}")
+    return "\n".join(out)
+
+
 def summary(trace: Trace, view: LineView, tokenizer_name: str) -> dict[str, Any]:
     """The facts `inspect` reports, as plain data."""
     labels = None
@@ -72,6 +98,7 @@ def summary(trace: Trace, view: LineView, tokenizer_name: str) -> dict[str, Any]
         "subset": trace.subset,
         "task": trace.task,
         "steps": len(trace.steps),
+        "action_steps": len([s for s in trace.steps if s.kind == "action"]),
         "agents": [a.name for a in trace.agents],
         "speakers": trace.agent_names(),
         "lines": view.total_lines,
@@ -82,7 +109,11 @@ def summary(trace: Trace, view: LineView, tokenizer_name: str) -> dict[str, Any]
         "labels": labels,
         "final_output": trace.final_output,
         "ground_truth": trace.ground_truth,
-        "warnings": trace.metadata.get("label_warnings", []) + [w for w in [empty_step_warning(trace)] if w],
+        "warnings": trace.metadata.get("label_warnings", [])
+        + trace.metadata.get("import_warnings", [])
+        + [w for w in [empty_step_warning(trace)] if w],
+        "harness": trace.metadata.get("harness"),
+        "per_step": step_rows(trace, view),
     }
 
 
@@ -91,6 +122,11 @@ def _short(text: str | None, limit: int = 100) -> str:
         return "-"
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _steps_row(info: dict[str, Any]) -> str:
+    n, acts = info["steps"], info.get("action_steps", info["steps"])
+    return str(n) if acts == n else f"{n} ({acts} action, {n - acts} observation)"
 
 
 def render_summary(info: dict[str, Any]) -> str:
@@ -103,7 +139,7 @@ def render_summary(info: dict[str, Any]) -> str:
         ("source", info["source"]),
         ("format", fmt),
         ("task", _short(info["task"])),
-        ("steps", str(info["steps"])),
+        ("steps", _steps_row(info)),
         ("agents", f"{', '.join(info['agents'])} ({len(info['agents'])})"),
         ("lines", f"{info['lines']:,} (width {info['width']})"),
         ("characters", f"{info['characters']:,}"),
@@ -127,12 +163,18 @@ def render_summary(info: dict[str, Any]) -> str:
         rows.append(("labels", " ".join(parts) or "(labelled, no faults)"))
         if lab.get("reason"):
             rows.append(("reason", _short(lab["reason"], 160)))
+    harness = info.get("harness")
+    if harness:
+        verdict = {True: "failed", False: "passed", None: "no verdict"}[harness.get("failed")]
+        rows.append(("harness", f"{harness.get('harness')}: {verdict} ({harness.get('why')})"))
     rows.append(("final output", _short(info["final_output"])))
     rows.append(("ground truth", _short(info["ground_truth"])))
     for w in info["warnings"]:
         rows.append(("warning", w))
     pad = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k + ':':<{pad + 1}} {v}" for k, v in rows)
+    text = "\n".join(f"{k + ':':<{pad + 1}} {v}" for k, v in rows)
+    table = render_steps(info.get("per_step") or [])
+    return f"{text}\n\n{table}" if table else text
 
 
 def inspect(
@@ -165,7 +207,7 @@ def inspect(
         return
     name, counter = resolve_token_counter(tokenizer)
     view = LineView(loaded, width=width, count_tokens=counter)
-    info = summary(loaded, view, name)
+    info = summary(with_verdict(loaded, Path(trace).parent, Path(trace)), view, name)
     info["format_source"] = "forced" if format else "detected"
     if as_json:
         typer.echo(json.dumps(info, ensure_ascii=False, indent=2))

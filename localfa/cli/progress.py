@@ -29,12 +29,23 @@ def stage_of(keys: list[str]) -> str:
 
 def watch(program: Program, on_batch: Callable[[list[Request]], None], on_responses: Callable[[list[Response]], None]) -> Program:
     """`program`, unchanged, calling `on_batch` on each batch it yields and `on_responses` on
-    each answer it receives. Closing the wrapper closes the program."""
+    each answer it receives.
+
+    An exception thrown into the wrapper (the runner throws a failed request into its program)
+    is thrown into the program, which may recover from it (SAFARI's forced finalisation after a
+    turn the engine could not produce); closing the wrapper closes the program.
+    """
     try:
         batch = next(program)
         while True:
             on_batch(batch)
-            responses = yield batch
+            try:
+                responses = yield batch
+            except GeneratorExit:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - whatever the runner throws goes to the program
+                batch = program.throw(exc)
+                continue
             on_responses(responses)
             batch = program.send(responses)
     except StopIteration as stop:

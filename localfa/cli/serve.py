@@ -65,6 +65,7 @@ def serve(
         start_server,
         stop_on_signals,
         stop_server,
+        wait_exit,
     )
 
     check_exposure(host, api_key, insecure)
@@ -96,12 +97,15 @@ def serve(
             return
         typer.echo(url, err=False)
         typer.echo(f"localfa: healthy; use --engine openai --base-url {url}   (Ctrl-C or SIGTERM stops it)", err=True)
+        exited_alone = False
         try:
-            proc.wait()
+            wait_exit(proc)  # not reaped yet: stop_server still reaches the workers it left
+            exited_alone = True
+            stop_server(proc)
             typer.echo(f"localfa: vllm serve exited with status {proc.returncode}", err=True)
         except (KeyboardInterrupt, StopRequested):
             typer.echo("localfa: stopping vllm serve...", err=True)
         finally:
             stop_server(proc)
-    if proc.returncode and proc.returncode > 0:
+    if proc.returncode and (proc.returncode > 0 or exited_alone):  # a crash or a kill we did not ask for
         raise SystemExit(1)

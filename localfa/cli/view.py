@@ -37,7 +37,7 @@ def view(
         fail(str(results), "no record matches --trace/--method")
     target = out or default_output(results)
     try:
-        written = write_view(records, target, base=path.parent, title=f"localfa — {results.name}")
+        written = write_view(records, target, base=path if path.is_dir() else path.parent, title=f"localfa — {results.name}")
     except OSError as exc:
         fail(str(target), f"cannot write the page: {exc.strerror or exc}")
     typer.echo(f"wrote {written} ({len(records)} diagnoses)", err=True)

@@ -1,10 +1,4 @@
-"""Sweeps past one host: engine workers on a Ray cluster (`ray_driver`), or shards (`shard`).
-
-The driver (`driver.run_units_sweep`) owns the run directory whatever runs the units; see the
-README section "Sweeps across hosts".
+"""What running engines on a Ray cluster needs: connecting (`runtime`) and the engine worker actor
+(`worker`). The sweep itself (its driver, and the local, shard and Ray executors) lives in
+`localfa.bench`; nothing here imports it. See the README section "Sweeps across hosts".
 """
-
-from localfa.cluster.driver import LocalExecutor, run_units_sweep
-from localfa.cluster.shard import Shard
-
-__all__ = ["LocalExecutor", "Shard", "run_units_sweep"]

@@ -1,11 +1,16 @@
-"""The engine worker: one engine, fed whole traces by the driver, records streamed back.
+"""The engine worker: one engine, fed work items by the driver, results streamed back.
 
-The same class runs as a Ray actor (`localfa.cluster.ray_driver`) on any node. Its engine is
-built by `make_engine` from the driver's engine options, inside the worker's own runner thread,
-which is also the only thread that ever touches the engine. Traces arrive with `submit` (all
-units of a trace at once, so its calls share this engine's prefix cache); the runner thread
-feeds them to `run_jobs` with the sweep's concurrency, and finished records wait in an outbox
-until the driver's next `poll`. Seeds come from the units, never from which worker ran them.
+The same class runs as a Ray actor on any node. Its engine is built by `make_engine` from the
+driver's engine options, inside the worker's own runner thread, which is also the only thread
+that ever touches the engine. What a work item is and how it runs is not the worker's business:
+the driver hands it `run_items` (the sweep's `localfa.bench.units.run_units`), which turns an
+iterator of items into (index, result) pairs on the engine.
+
+Items arrive with `submit` and join the programs already in flight as soon as there is room: the
+feed never reads as exhausted while the driver may send more (when the inbox is momentarily
+empty it says "nothing yet" and the engine keeps decoding what it has), so the engine does not
+drain to zero between the driver's rounds. Only `stop` ends the run. Results wait in an outbox
+until the driver's next `poll`.
 """
 
 from __future__ import annotations
@@ -16,38 +21,37 @@ import socket
 import threading
 import time
 import traceback
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
-from localfa.cluster.plan import Unit, make_record, unit_job
-from localfa.methods.registry import get_method
-from localfa.methods.runner import Job, run_jobs
-from localfa.results import ResultRecord, trace_digest
-
-WorkItem = tuple[int, Unit]  # (the unit's index in the driver's plan, the unit)
+RunItems = Callable[[Any, Iterable[Any], int], Iterator[tuple[int, Any]]]
 
 
 class EngineWorker:
-    """Runs the method programs of the traces it is handed; see the module doc."""
+    """Runs the work items it is handed on its own engine; see the module doc."""
 
-    def __init__(self, engine_options: dict[str, Any], env: dict[str, str] | None = None) -> None:
+    def __init__(self, engine_options: dict[str, Any], run_items: RunItems, env: dict[str, str] | None = None) -> None:
         for key, value in (env or {}).items():
             os.environ.setdefault(key, value)  # a value set on the node wins
         self._options = dict(engine_options)
+        self._run_items = run_items
         self._concurrency = 8
-        self._inbox: queue.Queue[list[WorkItem] | None] = queue.Queue()
-        self._outbox: queue.Queue[tuple[int, ResultRecord]] = queue.Queue()
+        self._inbox: queue.Queue[list[Any] | None] = queue.Queue()
+        self._outbox: queue.Queue[tuple[int, Any]] = queue.Queue()
         self._ready = threading.Event()
         self._failure: str | None = None
         self._messages: list[str] = []
-        self._methods: dict[str, Any] = {}
-        self._units: dict[int, Unit] = {}
-        self._digests: dict[str, str] = {}
-        self.busy_s = 0.0  # time with programs in flight: the engine's share of the wall time
+        self._in_flight = 0  # items fed to the runner whose result is not out yet (runner thread only)
+        self._idle_s = 0.0  # time the runner waited for work with nothing in flight
+        self.busy_s = 0.0  # time with work in flight: the engine's share of the wall time
         self.engine: Any = None
         self._thread = threading.Thread(target=self._main, name="localfa-engine", daemon=True)
         self._thread.start()
 
     # ---- called by the driver ------------------------------------------------------------------
+    def ping(self) -> int:
+        """Answers as soon as the actor runs (it was placed), before its engine is up."""
+        return os.getpid()
+
     def info(self, timeout_s: float = 3600.0) -> dict[str, Any]:
         """Wait for the engine; what the manifest records about this worker (raises if it failed)."""
         if not self._ready.wait(timeout_s):
@@ -61,18 +65,19 @@ class EngineWorker:
             "resources": _assigned_resources(),
             "engine": self.engine.describe(),
             "model": getattr(self.engine, "model_info", None),
+            "max_model_len": getattr(self.engine, "max_model_len", None),
             "messages": list(self._messages),
         }
 
-    def submit(self, items: list[WorkItem], concurrency: int) -> int:
-        """Queue the units of whole traces, to run with `concurrency` programs in flight."""
+    def submit(self, items: list[Any], concurrency: int) -> int:
+        """Queue work items, to run with `concurrency` in flight (the first submit fixes it)."""
         self._concurrency = concurrency
         self._inbox.put(list(items))
         return len(items)
 
-    def poll(self, timeout_s: float = 0.5) -> list[tuple[int, ResultRecord]]:
-        """Finished (unit index, record) pairs: waits up to `timeout_s` for the first one."""
-        out: list[tuple[int, ResultRecord]] = []
+    def poll(self, timeout_s: float = 0.5) -> list[tuple[int, Any]]:
+        """Finished (index, result) pairs: waits up to `timeout_s` for the first one."""
+        out: list[tuple[int, Any]] = []
         try:
             out.append(self._outbox.get(timeout=timeout_s))
             while True:
@@ -83,11 +88,17 @@ class EngineWorker:
             raise RuntimeError(self._failure)
         return out
 
-    def stats(self) -> dict[str, float]:
-        return {"busy_s": round(self.busy_s, 3)}
+    def stats(self) -> dict[str, Any]:
+        """The worker's time with work in flight, and its engine's own figures where the engine
+        keeps some (`stats()`, e.g. the latency engine's time stepping: scripts/bench_engine_busy.py)."""
+        out: dict[str, Any] = {"busy_s": round(self.busy_s, 3)}
+        engine_stats = getattr(self.engine, "stats", None)
+        if callable(engine_stats):
+            out["engine"] = engine_stats()
+        return out
 
     def stop(self) -> None:
-        """Finish the runner thread and close the engine."""
+        """The run is over: finish what is in flight, end the runner thread, close the engine."""
         self._inbox.put(None)
         self._thread.join(timeout=60)
         if self.engine is not None:
@@ -105,59 +116,61 @@ class EngineWorker:
             self._ready.set()
             return
         self._ready.set()
+        first = self._inbox.get()  # the first submit also says how many to keep in flight
+        if first is None:
+            return
+        started = time.perf_counter()
+        try:
+            for idx, result in self._run_items(self.engine, self._feed(first), self._concurrency):
+                self._in_flight -= 1
+                self._outbox.put((idx, result))
+        except BaseException as exc:  # the engine itself broke: this worker is done
+            self._failure = f"worker failed: {type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=3)
+        finally:
+            self.busy_s = time.perf_counter() - started - self._idle_s
+
+    def _feed(self, first: list[Any]) -> Iterator[Any]:
+        """`first`, then queued items as the runner has room; None ("nothing yet") while work is
+        in flight and the inbox is empty; blocks only when nothing is in flight; ends at `stop`."""
+        for item in first:
+            self._in_flight += 1
+            yield item
         while True:
-            first = self._inbox.get()
-            if first is None:
-                return
-            started = time.perf_counter()
+            idle = self._in_flight == 0
+            waited = time.perf_counter()
             try:
-                for key, diag in run_jobs(self.engine, self._feed(first), concurrency=self._concurrency):
-                    idx = int(key)
-                    unit = self._units.pop(idx)
-                    self._outbox.put((idx, make_record(diag, unit, self._digests.get(unit.trace.id))))
-            except BaseException as exc:  # the engine itself broke: this worker is done
-                self._failure = f"worker failed: {type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=3)
-                return
-            finally:
-                self.busy_s += time.perf_counter() - started
-
-    def _feed(self, first: list[WorkItem]) -> Iterator[Job]:
-        """Jobs of the queued traces: `first`, then whatever else is queued, without waiting."""
-        batch: list[WorkItem] | None = first
-        while batch is not None:
-            for idx, unit in batch:
-                yield self._job(idx, unit)
-            try:
-                batch = self._inbox.get_nowait()
+                batch = self._inbox.get(block=idle)
             except queue.Empty:
+                yield None
+                continue
+            if idle:
+                self._idle_s += time.perf_counter() - waited
+            if batch is None:
                 return
-            if batch is None:  # stop after this round
-                self._inbox.put(None)
-                return
+            for item in batch:
+                self._in_flight += 1
+                yield item
 
-    def _job(self, idx: int, unit: Unit) -> Job:
-        method = self._methods.get(unit.spec.label)
-        if method is None:
-            method = self._methods[unit.spec.label] = get_method(unit.spec)
-        if unit.trace.id not in self._digests:
-            self._digests[unit.trace.id] = trace_digest(unit.trace)
-        self._units[idx] = unit
-        return unit_job(self.engine, method, unit, key=str(idx))
+
+def _ray() -> Any:
+    """Ray, when this worker runs as an actor (never starting an instance of its own)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    return ray if ray is not None and ray.is_initialized() else None
 
 
 def _node_ip() -> str | None:
     try:
-        import ray
-
-        return ray.util.get_node_ip_address()
+        ray = _ray()
+        return ray.util.get_node_ip_address() if ray else None
     except Exception:
         return None
 
 
 def _assigned_resources() -> dict[str, float]:
     try:
-        import ray
-
-        return dict(ray.get_runtime_context().get_assigned_resources())
+        ray = _ray()
+        return dict(ray.get_runtime_context().get_assigned_resources()) if ray else {}
     except Exception:
         return {}

@@ -45,6 +45,7 @@ class BaseEngine(ABC):
     computes_locally: bool = True
     uses_gpus: bool = False
     packages: tuple[str, ...] = ()  # distributions whose versions the manifest records
+    takes_params: bool = False  # whether `--engine NAME:key=value` parameters mean anything to it
 
     @abstractmethod
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
@@ -58,11 +59,23 @@ class BaseEngine(ABC):
         """Tokens of plain text; backends with a tokenizer override this."""
         return approx_tokens(text)
 
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text; backends that pay per call (a server) count them all in one."""
+        return [self.count_tokens(t) for t in texts]
+
+    def token_unit(self) -> str:
+        """What the counts are: "tokens" from a tokenizer, "chars/4" where none was at hand."""
+        return "chars/4" if type(self).count_tokens is BaseEngine.count_tokens else "tokens"
+
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "max_model_len": self.max_model_len}
 
     def close(self) -> None:  # noqa: B027 - a no-op by default, on purpose
         """Release the model; backends holding processes override this."""
+
+    def attach_trace(self, trace: Any) -> None:  # noqa: B027 - a model never needs the trace
+        """Told the trace a job runs on (the runner calls it for every job; requests name it in
+        `route`). Only the oracle engine, which answers from the trace's labels, uses it."""
 
     def reset_prefix_cache(self) -> None:  # noqa: B027 - a no-op where there is no prefix cache
         """Forget cached prompt prefixes (benchmarks measure phases from a cold cache)."""

@@ -1,7 +1,8 @@
 """A content-addressed response cache: a re-run replays exactly, a killed sweep loses nothing.
 
-Keys hash everything that determines an answer (model identity, backend, messages, grammar,
-sampling with its seed). Stored in SQLite (WAL), so concurrent processes and SIGKILL are safe.
+Keys hash everything that determines an answer (model identity and answer settings, backend,
+messages, grammar, sampling with its seed). An entry that no longer validates against its
+grammar (or is damaged) is a miss: asked again and overwritten, never a crash. Stored in SQLite (WAL), so concurrent processes and SIGKILL are safe.
 """
 
 from __future__ import annotations
@@ -12,9 +13,14 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
+from localfa.engine.errors import CacheError, EngineError
 from localfa.engine.types import Request, Response, Usage
+from localfa.engine.wrapper import EngineWrapper
+
+if TYPE_CHECKING:
+    from localfa.engine.cache_files import CacheFiles
 
 
 def request_key(identity: str, req: Request) -> str:
@@ -69,19 +75,28 @@ class ResponseCache:
             self._db.close()
 
 
-class CachingEngine:
+class CachingEngine(EngineWrapper):
     """Wraps any engine: hits are replayed (re-validated), misses go to the engine as one batch."""
 
-    def __init__(self, inner: Any, cache: ResponseCache, identity: str) -> None:
-        self.inner = inner
+    def __init__(self, inner: Any, cache: "ResponseCache | CacheFiles", identity: str) -> None:
+        super().__init__(inner)
         self.cache = cache
         self.identity = identity
-        self.name = inner.name
-        self.max_model_len = inner.max_model_len
-        self.model_info = inner.model_info
-        self.method_defaults = inner.method_defaults
         self.hits = 0
         self.misses = 0
+        self.stale = 0  # entries that no longer validated: asked again
+
+    def lookup(self, req: Request, key: str) -> Response | None:
+        """The cached answer to `req`, or None: never stored, or stored but no longer valid (its
+        grammar changed, or the entry is damaged), which is asked again and overwritten."""
+        body = self.cache.get(key)
+        if body is None:
+            return None
+        try:
+            return self._replay(req, body)
+        except (EngineError, KeyError, TypeError, ValueError):
+            self.stale += 1
+            return None
 
     def _replay(self, req: Request, body: dict[str, Any]) -> Response:
         return Response(
@@ -113,11 +128,11 @@ class CachingEngine:
         out: list[Response | None] = [None] * len(requests)
         missing: list[int] = []
         for i, (req, key) in enumerate(zip(requests, keys)):
-            body = self.cache.get(key)
-            if body is None:
+            hit = self.lookup(req, key)
+            if hit is None:
                 missing.append(i)
                 continue
-            out[i] = self._replay(req, body)
+            out[i] = hit
         self.hits += len(requests) - len(missing)
         self.misses += len(missing)
         if missing:
@@ -128,12 +143,6 @@ class CachingEngine:
                 items.append((keys[i], self._body(resp)))
             self.cache.put_many(items)
         return [r for r in out if r is not None]
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    def reset_prefix_cache(self) -> None:
-        self.inner.reset_prefix_cache()
 
     def describe(self) -> dict[str, Any]:
         d = dict(self.inner.describe())
@@ -152,7 +161,7 @@ class CachingSession:
         self.owner = owner
         self.inner = inner
         self._next = 0
-        self._hits: list[tuple[int, Response]] = []
+        self._hits: list[tuple[int, Response | CacheError]] = []
         self._misses: dict[int, tuple[int, str]] = {}  # inner ticket -> (our ticket, cache key)
 
     def pending(self) -> int:
@@ -164,9 +173,13 @@ class CachingSession:
             ticket, self._next = self._next, self._next + 1
             ours.append(ticket)
             key = request_key(self.owner.identity, req)
-            body = self.owner.cache.get(key)
-            if body is not None:
-                self._hits.append((ticket, self.owner._replay(req, body)))
+            try:
+                hit = self.owner.lookup(req, key)
+            except CacheError as exc:  # a cache that cannot be read: this request's error
+                self._hits.append((ticket, exc))
+                continue
+            if hit is not None:
+                self._hits.append((ticket, hit))
                 self.owner.hits += 1
             else:
                 to_send.append(req)
@@ -187,5 +200,9 @@ class CachingSession:
                 items.append((key, self.owner._body(result)))
             out.append((ticket, result))
         if items:
-            self.owner.cache.put_many(items)
+            try:
+                self.owner.cache.put_many(items)
+            except CacheError as exc:  # not kept: those requests' error (a resume asks them again)
+                failed = {t for t, r in out if isinstance(r, Response)}
+                out = [(t, exc if t in failed else r) for t, r in out]
         return out

@@ -27,6 +27,12 @@ class EngineUnavailableError(EngineError):
     transient = True
 
 
+class CacheError(EngineError):
+    """The response cache could not be read or written: that request's error, retried on resume."""
+
+    transient = True
+
+
 class RequestFailedError(EngineError):
     """One request failed on two servers that answer other requests: the request is at fault, not
     the servers, so it is that request's (final) error and no third server is tried."""

@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
-from localfa.engine.cache import CachingEngine, ResponseCache
+from localfa.engine.cache import CachingEngine
+from localfa.engine.cache_files import CacheFiles
 from localfa.engine.errors import EngineError
 from localfa.engine.settings import EMBEDDED_PROFILE, EngineSettings, MethodDefaults, load_profile
 from localfa.engine.types import Engine
@@ -24,6 +24,8 @@ ENGINES: dict[str, str] = {
     "transformers": "localfa.engine.transformers_backend:TransformersEngine",
     "openai": "localfa.engine.openai_backend:OpenAIEngine",
     "scripted": "localfa.engine.scripted:ScriptedEngine",
+    "oracle": "localfa.oracle.engine:OracleEngine",
+    "latency": "localfa.testing.latency:LatencyEngine",  # scripted answers at a GPU's pace (benchmarks)
 }
 # Local backends, best first: the default when no engine is named.
 LOCAL_PREFERENCE = ("vllm", "transformers")
@@ -43,7 +45,7 @@ class EngineOptions:
     model: str | None = None
     profile: str | None = None
     base_urls: list[str] = field(default_factory=list)
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never printed
     cache_dir: str | None = None
     max_model_len: int | None = None
 
@@ -68,7 +70,9 @@ def method_defaults(options: EngineOptions, backend: str) -> MethodDefaults:
 
 
 def engine_class(name: str) -> Any:
-    """The backend class registered under `name`, imported on first use."""
+    """The backend class registered under `name` (``NAME`` or ``NAME:key=value...``, whose
+    parameters the backend's `create` reads), imported on first use."""
+    name = name.partition(":")[0]
     target = ENGINES.get(name)
     if target is None:
         raise EngineError(f"unknown engine {name!r} (known: {', '.join(ENGINES)})")
@@ -96,18 +100,22 @@ def build_engine(options: EngineOptions, say: Callable[[str], None] = _say) -> E
     """Build the chosen engine; wrap it in the response cache when `options.cache_dir` is set."""
     chosen = chosen_backend(options)
     cls = engine_class(chosen)
+    if ":" in chosen and not cls.takes_params:
+        raise EngineError(f"engine {chosen.partition(':')[0]!r} takes no parameters (got {chosen!r})")
     built: Engine = cls.create(options, say=say, named=options.engine is not None)
     built.method_defaults = method_defaults(options, chosen)
     if options.cache_dir:  # the wrapper copies method_defaults from the engine it wraps
-        wrapped = CachingEngine(built, ResponseCache(Path(options.cache_dir) / "responses.sqlite"), cache_identity(chosen, built))
+        wrapped = CachingEngine(built, CacheFiles(options.cache_dir), cache_identity(chosen, built))
         return wrapped
     return built
 
 
 def cache_identity(backend: str, engine: Engine) -> str:
-    """What must match for a cached answer to be replayed: backend and model identity."""
-    info = engine.model_info
-    return f"{backend}:{info.get('sha256') or info.get('identity') or info.get('name')}"
+    """What must match for a cached answer to be replayed: backend, model identity and every
+    answer setting (`localfa.manifest.answer_identity`)."""
+    from localfa.manifest import answer_identity
+
+    return answer_identity(backend, engine)
 
 
 def make_engine(

@@ -146,15 +146,32 @@ def resolve_model(model: str | os.PathLike[str] | None) -> Path:
     raise ModelPathError(f"{text}: no such model folder")
 
 
-def model_fingerprint(model_dir: Path) -> dict[str, str]:
-    """Path and content hash of a model folder's weights and tokenizer (for the run manifest).
+# Files in a model folder that cannot change an answer; every other file is hashed (weights,
+# config, tokenizer files such as merges.txt and vocab.json, chat_template.jinja, ...).
+_NOT_ANSWERS = {"localfa-fingerprint.json", "localfa-source.json", "README.md", "LICENSE", "LICENSE.txt", ".gitattributes"}
 
-    Hashes are cached beside the weights keyed by size and mtime, so a sweep does not rehash.
-    """
-    files = sorted(
-        p for p in model_dir.iterdir() if p.suffix in {".safetensors", ".json", ".bin", ".model"} and p.name != "localfa-fingerprint.json"
+
+def _answer_files(model_dir: Path) -> list[Path]:
+    """Every file below `model_dir` that may change an answer, in a stable order."""
+    return sorted(
+        (
+            p
+            for p in model_dir.rglob("*")
+            if p.is_file() and p.name not in _NOT_ANSWERS and not any(part.startswith(".") for part in p.relative_to(model_dir).parts)
+        ),
+        key=lambda p: p.relative_to(model_dir).as_posix(),
     )
-    key = [(p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in files]
+
+
+def model_fingerprint(model_dir: Path) -> dict[str, str]:
+    """Path and content hash of a model folder: every file that may change an answer (weights,
+    config, tokenizer, merges, chat template), for the run manifest and the cache identity.
+
+    Hashes are cached beside the weights keyed by name, size and mtime (ns), so a sweep does not
+    rehash; an edited file changes the key and is hashed again.
+    """
+    files = _answer_files(model_dir)
+    key = [(p.relative_to(model_dir).as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
     sidecar = cache_root() / "fingerprints" / (hashlib.sha256(str(model_dir).encode()).hexdigest()[:16] + ".json")
     if sidecar.is_file():
         try:
@@ -164,8 +181,8 @@ def model_fingerprint(model_dir: Path) -> dict[str, str]:
         except (OSError, ValueError, KeyError):
             pass
     h = hashlib.sha256()
-    for p in files:
-        h.update(p.name.encode())
+    for (name, _, _), p in zip(key, files):
+        h.update(name.encode())
         h.update(_file_digest(p).encode())
     digest = h.hexdigest()
     try:

@@ -1,34 +1,71 @@
 """Client for running `vllm serve` engines (OpenAI-compatible HTTP), one or several.
 
 A batch is sent concurrently; with several servers every request of one trace goes to the same
-server (chosen by a hash of the trace id), so a trace's turns reuse that server's prefix cache. A
-server that refuses connections, times out or answers 5xx leaves the rotation and its requests go
-to the others; the run fails only when none is left. All servers must serve the same model. Structured outputs travel in the request body
+server (chosen by a hash of the trace id), so a trace's turns reuse that server's prefix cache.
+Failures are told apart by what they say about the server (`localfa.engine.rotation`):
+
+- refused or no connection: the server leaves the rotation, its requests go to the others, and
+  it is probed again with backoff and re-admitted when healthy;
+- the server took the request and failed (5xx, read timeout, dropped connection): the request
+  goes to another server; a request that fails on two servers is that request's error
+  (`RequestFailedError`), never a reason to drop a third; a server leaves the rotation once it
+  has failed `STRIKES` different requests in a row, so one poison request takes none down;
+- with one server (or one left), the same failures are retried on it with backoff;
+- 401, 408 and 429 are retried with backoff on the same server (429 waits as `Retry-After` says).
+
+All servers must serve the same model. Structured outputs travel in the request body
 (`structured_outputs`), so the server enforces the same grammar as the in-process engine. Cached
 prompt tokens are reported when the server runs with `--enable-prompt-tokens-details` (the
-profiles launched by `localfa serve` do).
+profiles launched by `localfa serve` do). A server started by `localfa serve` also says what it
+serves (`/localfa/fingerprint`: model content hash and answer settings), which becomes the
+identity of its answers, and counts many texts' tokens in one call (`/localfa/count_tokens`).
 """
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import os
 import re
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import httpx
 
 from localfa.engine.base import BaseEngine, RawOutput
-from localfa.engine.errors import ContextLengthError, EngineError, EngineUnavailableError, GrammarError
+from localfa.engine.errors import ContextLengthError, EngineError, EngineUnavailableError, GrammarError, RequestFailedError
+from localfa.engine.rotation import Rotation
 from localfa.engine.session import as_engine_error
 from localfa.engine.types import Message, Request
 from localfa.engine.vllm_types import structured_outputs
+from localfa.redact import redact
 from localfa.tokens import approx_tokens
 
 _LEN_RE = re.compile(r"maximum context length is (\d+).*?(\d+) (?:input )?tokens", re.S)
+RETRY_STATUS = (401, 408, 429)
+STRIKES = 3  # different requests in a row a server must fail (having taken them) to leave the rotation
+PROBE_TIMEOUT_S = 10.0  # listing models and the fingerprint: a hung server must not hold a request thread
+FINGERPRINT_ROUTE = "/localfa/fingerprint"
+COUNT_ROUTE = "/localfa/count_tokens"
+# Answer settings a `localfa serve` server reports, copied into `describe()` for the manifest.
+SERVED_SETTINGS = ("dtype", "structured_outputs_backend", "vllm_version", "chat_template", "sampling_defaults", "extra_args")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently one request is retried: waits double from `base_s` up to
+    `max_s`; `Retry-After` is honoured up to `max_after_s`."""
+
+    attempts: int = 4
+    base_s: float = 0.5
+    max_s: float = 30.0
+    max_after_s: float = 120.0
+
+    def wait_s(self, attempt: int) -> float:
+        return min(self.max_s, self.base_s * 2 ** max(0, attempt - 1))
 
 
 class OpenAIEngine(BaseEngine):
@@ -67,7 +104,7 @@ class OpenAIEngine(BaseEngine):
                 resp = self.client.post(f"{url}/chat/completions", json=self._body(probe))
                 usage = resp.raise_for_status().json().get("usage") or {}
             except (httpx.HTTPError, ValueError) as exc:
-                self._take_out(url, f"probe request failed ({exc})")
+                self._take_out(url, f"probe request failed ({self._redact(str(exc))})")
                 continue
             if "prompt_tokens_details" not in usage or usage["prompt_tokens_details"] is None:
                 missing.append(url)
@@ -89,108 +126,205 @@ class OpenAIEngine(BaseEngine):
         enable_thinking: bool = False,
         say: Callable[[str], None] | None = None,
         connect_timeout_s: float = 10.0,
+        retry: RetryPolicy | None = None,
+        first_probe_s: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not base_urls:
             raise EngineError("the openai backend needs at least one --base-url")
         self.base_urls = [u.rstrip("/") for u in base_urls]
         self.base_urls = [u if u.endswith("/v1") else u + "/v1" for u in self.base_urls]
+        self._secret = api_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.Client(headers=headers, trust_env=False, timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
         self.max_concurrency = max_concurrency
         self.enable_thinking = enable_thinking
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
         self._say = say or (lambda _msg: None)
-        self._lock = threading.Lock()
-        self.down: dict[str, str] = {}  # server -> why it was taken out of rotation
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        self._strikes: dict[str, int] = {}  # failed requests in a row, per server
+        self._units: set[str] = set()  # how token counts were made ("tokens", "chars/4", ...)
+        self._count_warned: set[str] = set()
+        self.rotation = Rotation(self.base_urls, self._probe, self._say, first_probe_s=first_probe_s)
         self.servers = self._probe_servers(model)
         first = self.servers[self.live()[0]]
         self.model = model or first["id"]
         self.max_model_len = first["max_model_len"]
+        self.served = first["served"] or {}
+        identity = f"{self.model}|{first['root']}|{self.max_model_len}"
         self.model_info = {
             "path": None,
-            "sha256": None,
+            "sha256": self.served.get("sha256"),
             "name": self.model,
             "root": first["root"],
             "max_model_len": self.max_model_len,
-            "identity": f"{self.model}|{first['root']}|{self.max_model_len}",
+            "identity": identity + (f"|{self.served['sha256']}" if self.served.get("sha256") else ""),
         }
 
     # ---- servers -------------------------------------------------------------------------
+    @property
+    def down(self) -> dict[str, str]:
+        """Servers out of rotation now, with why."""
+        return dict(self.rotation.down)
+
+    def _describe_server(self, url: str) -> dict[str, Any]:
+        """Model id, root, window and (from `localfa serve`) the fingerprint of one server."""
+        data = self.client.get(f"{url}/models", timeout=PROBE_TIMEOUT_S).raise_for_status().json()
+        entry = (data.get("data") or [None])[0]
+        if not isinstance(entry, dict) or "id" not in entry:
+            raise EngineError(f"{url}: the server serves no model")
+        return {
+            "id": entry["id"],
+            "root": entry.get("root") or entry["id"],
+            "max_model_len": int(entry.get("max_model_len") or 0) or None,
+            "served": self._served_fingerprint(url),
+        }
+
+    def _served_fingerprint(self, url: str) -> dict[str, Any] | None:
+        """What a `localfa serve` server reports it serves; None for a plain `vllm serve`."""
+        try:
+            resp = self.client.get(url.removesuffix("/v1") + FINGERPRINT_ROUTE, timeout=PROBE_TIMEOUT_S)
+        except httpx.HTTPError:
+            return None
+        if resp.status_code != 200:
+            return None
+        try:
+            data = resp.json()
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    @staticmethod
+    def _kind(entry: dict[str, Any]) -> tuple[Any, ...]:
+        return (entry["id"], entry["root"], entry["max_model_len"], (entry["served"] or {}).get("sha256"))
+
     def _probe_servers(self, model: str | None) -> dict[str, dict[str, Any]]:
         """Model id, root and window of every server; unreachable ones start out of rotation.
 
-        Servers that serve different models (or the same name with a different root or window)
-        are refused: their answers would not be comparable within one run.
+        Servers that serve different models (or the same name with a different root, window or
+        served fingerprint) are refused: their answers would not be comparable within one run.
         """
         found: dict[str, dict[str, Any]] = {}
         for url in self.base_urls:
             try:
-                data = self.client.get(f"{url}/models").raise_for_status().json()
-                entry = (data.get("data") or [None])[0]
-                if not isinstance(entry, dict) or "id" not in entry:
-                    raise EngineError(f"{url}: the server serves no model")
+                found[url] = self._describe_server(url)
             except (httpx.HTTPError, ValueError) as exc:
-                self._take_out(url, f"cannot list models ({exc})")
-                continue
-            found[url] = {
-                "id": entry["id"],
-                "root": entry.get("root") or entry["id"],
-                "max_model_len": int(entry.get("max_model_len") or 0) or None,
-            }
+                self._take_out(url, f"cannot list models ({self._redact(str(exc))})")
         if not found:
             raise EngineUnavailableError("no server answered: " + "; ".join(f"{u}: {w}" for u, w in self.down.items()))
-        kinds = {(v["id"], v["root"], v["max_model_len"]) for v in found.values()}
-        if len(kinds) > 1:
-            listing = ", ".join(f"{u} serves {v['id']} (root {v['root']}, max_model_len {v['max_model_len']})" for u, v in found.items())
+        if len({self._kind(v) for v in found.values()}) > 1:
+            listing = ", ".join(
+                f"{u} serves {v['id']} (root {v['root']}, max_model_len {v['max_model_len']}"
+                + (f", fingerprint {v['served']['sha256'][:12]}" if (v["served"] or {}).get("sha256") else "")
+                + ")"
+                for u, v in found.items()
+            )
             raise EngineError(f"the servers serve different models: {listing}; use servers of one model")
         if model is not None and model not in {v["id"] for v in found.values()}:
             raise EngineError(f"no server serves model {model!r}")
         return found
 
+    def _probe(self, url: str) -> str | None:
+        """Whether a server out of rotation may come back: healthy, and serving the same model."""
+        try:
+            entry = self._describe_server(url)
+        except (httpx.HTTPError, ValueError, EngineError) as exc:
+            return f"still unreachable ({self._redact(str(exc))})"
+        expected = next(iter(self.servers.values()))
+        if self._kind(entry) != self._kind(expected):
+            return f"now serves another model ({entry['id']}, root {entry['root']}): kept out"
+        self.servers[url] = entry
+        return None
+
     def live(self) -> list[str]:
-        with self._lock:
-            return [u for u in self.base_urls if u not in self.down]
+        return self.rotation.live()
 
     def _take_out(self, url: str, why: str) -> None:
-        with self._lock:
-            if url in self.down:
-                return
-            self.down[url] = why
-        self._say(f"localfa: server {url} taken out of rotation: {why}")
+        self.rotation.take_out(url, why)
 
-    def _server_for(self, req: Request, live: list[str]) -> str:
-        """The server of the request's route (its trace): stable, so a trace keeps its prefix
-        cache; when that server is down, the next live one in the ring."""
-        if len(self.base_urls) == 1:
-            return live[0]
+    @property
+    def servers_readmitted(self) -> int:
+        return self.rotation.readmitted
+
+    def _route_order(self, req: Request) -> list[str]:
+        """Every server, starting from the request's route (its trace): stable, so a trace keeps
+        its prefix cache; when that server is out, the next one in the ring takes it."""
         h = int(hashlib.sha256((req.route or req.key).encode()).hexdigest()[:12], 16)
         start = h % len(self.base_urls)
-        for i in range(len(self.base_urls)):
-            url = self.base_urls[(start + i) % len(self.base_urls)]
-            if url in live:
-                return url
-        return live[0]
+        return [self.base_urls[(start + i) % len(self.base_urls)] for i in range(len(self.base_urls))]
 
+    def _server_for(self, req: Request, live: list[str]) -> str:
+        return next(u for u in self._route_order(req) if u in live)
+
+    def _redact(self, text: str) -> str:
+        return redact(text, [self._secret])
+
+    # ---- token counting ------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
-        root = self.base_urls[0].removesuffix("/v1")
-        try:
-            data = self.client.post(f"{root}/tokenize", json={"model": self.model, "prompt": text, "add_special_tokens": False}).json()
-            return int(data["count"])
-        except Exception:
-            return approx_tokens(text)
+        return self.count_tokens_many([text])[0]
+
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text, counted by a live server in one call (`localfa serve` counts each
+        text; a plain vLLM counts them joined, shared out by characters). No server can: 4
+        characters a token, with a warning; `token_unit()` says which was used."""
+        texts = list(texts)
+        if not texts:
+            return []
+        why = "no server is in rotation"
+        for url in self.live():
+            try:
+                counts, unit = self._count_on(url.removesuffix("/v1"), texts)
+            except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+                why = f"{url}: {self._redact(str(exc)) or type(exc).__name__}"
+                continue
+            self._units.add(unit)
+            return counts
+        self._units.add("chars/4")
+        if why not in self._count_warned:
+            self._count_warned.add(why)
+            self._say(f"localfa: warning: no server could count tokens ({why}); counting 4 characters a token instead")
+        return [approx_tokens(t) for t in texts]
+
+    def _count_on(self, root: str, texts: list[str]) -> tuple[list[int], str]:
+        resp = self.client.post(root + COUNT_ROUTE, json={"texts": texts})
+        if resp.status_code != 404:
+            counts = [int(c) for c in resp.raise_for_status().json()["counts"]]
+            if len(counts) != len(texts):
+                raise ValueError(f"{len(counts)} counts for {len(texts)} texts")
+            return counts, "tokens"
+        # a plain `vllm serve`: one /tokenize of all texts joined, shared out by characters
+        body = {"model": self.model, "prompt": "".join(texts), "add_special_tokens": False}
+        total = int(self.client.post(root + "/tokenize", json=body).raise_for_status().json()["count"])
+        if len(texts) == 1:
+            return [total], "tokens"
+        return share_out(total, [len(t) for t in texts]), "tokens_shared_by_chars"
+
+    def token_unit(self) -> str:
+        """How this engine's token counts were made so far ("tokens" until it counted any)."""
+        return "+".join(sorted(self._units)) or "tokens"
 
     def describe(self) -> dict[str, Any]:
+        served = self.served.get("answer_settings") or {}
         return {
             "backend": self.name,
             "base_urls": self.base_urls,
             "served_model": self.model,
             "model_root": self.model_info.get("root"),
             "max_model_len": self.max_model_len,
+            "served_fingerprint": self.served.get("sha256"),
+            **{k: served.get(k) for k in SERVED_SETTINGS if k in served},
             "chat_template_kwargs": {"enable_thinking": self.enable_thinking},
-            "servers_down": dict(self.down),
+            "servers_down": self.down,
             "self_checks": self.self_checks,
         }
 
     def close(self) -> None:
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
         self.client.close()
 
     # -----------------------------------------------------------------------------------
@@ -210,33 +344,80 @@ class OpenAIEngine(BaseEngine):
         return body
 
     def _one(self, req: Request) -> RawOutput:
-        """Send one request; a server that refuses, times out or fails (5xx) leaves the rotation
-        and the request goes to the next live one; only when none is left does it fail."""
+        """Send one request, moving or retrying it as the module docstring says."""
+        failed_on: dict[str, str] = {}  # servers that took this request and failed
+        tries = 0  # retries on the same server (one server left, or 401/408/429)
         while True:
-            live = self.live()
-            if not live:
-                raise EngineUnavailableError("every server is out of rotation: " + "; ".join(f"{u}: {w}" for u, w in self.down.items()))
-            url = self._server_for(req, live)
+            url = self._pick(req, failed_on)
             try:
-                return self._post(url, req)
+                out = self._post(url, req)
+                self._strikes[url] = 0
+                return out
+            except _Retry as exc:
+                tries += 1
+                if tries >= self.retry.attempts:
+                    raise exc.final(url) from None
+                self._sleep(min(self.retry.max_after_s, exc.after_s) if exc.after_s is not None else self.retry.wait_s(tries))
             except _ServerDown as exc:
-                self._take_out(url, str(exc))
+                others = [u for u in self.live() if u != url and u not in failed_on]
+                if exc.reached:
+                    failed_on[url] = str(exc)
+                    if len(failed_on) >= 2:
+                        raise RequestFailedError(
+                            f"request {req.key!r} failed on {len(failed_on)} servers, which stay in rotation: "
+                            + "; ".join(f"{u}: {w}" for u, w in failed_on.items())
+                        ) from None
+                    if others:  # try the request elsewhere; the server leaves only if it keeps failing
+                        if self._strike(url):
+                            self._take_out(url, f"{STRIKES} requests in a row failed, the last: {exc}")
+                        continue
+                if others or (not exc.reached and len(self.base_urls) > 1):
+                    self._take_out(url, str(exc))  # unreachable: out until a probe finds it back
+                    continue
+                tries += 1  # the last server: retry it with backoff
+                if tries >= self.retry.attempts:
+                    raise EngineUnavailableError(f"{url}: {exc} (tried {tries} times)") from None
+                failed_on.pop(url, None)
+                self._sleep(self.retry.wait_s(tries))
+
+    def _strike(self, url: str) -> bool:
+        """Count a failed request against a server that took it; True once it has failed
+        `STRIKES` different requests in a row (an answer in between clears the count)."""
+        with self._pool_lock:
+            self._strikes[url] = self._strikes.get(url, 0) + 1
+            return self._strikes[url] >= STRIKES
+
+    def _pick(self, req: Request, failed_on: dict[str, str]) -> str:
+        """The server for this request now; when every server is out, wait for the next probe."""
+        for attempt in range(self.retry.attempts + 1):
+            live = [u for u in self.live() if u not in failed_on]
+            if live:
+                return self._server_for(req, live)
+            wait_s = self.rotation.next_probe_in()
+            if wait_s is None or attempt == self.retry.attempts:
+                break
+            self._sleep(min(self.retry.max_s, wait_s))
+        raise EngineUnavailableError("every server is out of rotation: " + "; ".join(f"{u}: {w}" for u, w in self.down.items()))
 
     def _post(self, url: str, req: Request) -> RawOutput:
         started = time.perf_counter()
         try:
             resp = self.client.post(f"{url}/chat/completions", json=self._body(req))
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
-            raise _ServerDown(f"request failed ({type(exc).__name__}: {exc})") from exc
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise _ServerDown(f"request failed ({type(exc).__name__}: {self._redact(str(exc))})", reached=False) from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:  # dropped while it had it
+            raise _ServerDown(f"request failed ({type(exc).__name__}: {self._redact(str(exc))})", reached=True) from exc
         except httpx.TimeoutException as exc:
-            raise _ServerDown(f"timed out ({exc})") from exc
+            raise _ServerDown(f"timed out ({type(exc).__name__})", reached=True) from exc
         except httpx.HTTPError as exc:
-            raise EngineUnavailableError(f"{url}: request failed ({exc})") from exc
+            raise EngineUnavailableError(f"{url}: request failed ({self._redact(str(exc))})") from exc
         latency = time.perf_counter() - started
+        text = self._redact(resp.text)
+        if resp.status_code in RETRY_STATUS:
+            raise _Retry(resp.status_code, text[:200], retry_after_s(resp.headers.get("retry-after")))
         if resp.status_code >= 500:
-            raise _ServerDown(f"HTTP {resp.status_code}: {resp.text[:200]}")
+            raise _ServerDown(f"HTTP {resp.status_code}: {text[:200]}", reached=True)
         if resp.status_code >= 400:
-            text = resp.text
             m = _LEN_RE.search(text)
             if m or "maximum context length" in text or "longer than the maximum" in text:
                 limit = int(m.group(1)) if m else (self.max_model_len or -1)
@@ -248,12 +429,16 @@ class OpenAIEngine(BaseEngine):
         try:
             return _raw_output(resp.json(), latency)
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise EngineUnavailableError(f"{url}: malformed response body ({type(exc).__name__}: {exc}): {resp.text[:200]!r}") from exc
+            raise EngineUnavailableError(f"{url}: malformed response body ({type(exc).__name__}: {exc}): {text[:200]!r}") from exc
 
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
-        workers = max(1, min(self.max_concurrency, len(requests)))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(self._one, requests))
+        if len(requests) == 1:  # a session's request: no pool at all
+            return [self._one(requests[0])]
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="localfa-http")
+            pool = self._pool
+        return list(pool.map(self._one, requests))
 
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
         return None  # the server checks; a too-long prompt comes back as ContextLengthError
@@ -263,7 +448,54 @@ class OpenAIEngine(BaseEngine):
 
 
 class _ServerDown(Exception):
-    """A server-side failure that takes the server out of rotation (refused, timeout, 5xx)."""
+    """A server-side failure: refused or unreachable (`reached` False: the request never got
+    there), or a server that took the request and failed (5xx, read timeout, dropped)."""
+
+    def __init__(self, why: str, reached: bool) -> None:
+        super().__init__(why)
+        self.reached = reached
+
+
+class _Retry(Exception):
+    """401, 408 or 429: retried on the same server, after `after_s` when the server says so."""
+
+    def __init__(self, status: int, text: str, after_s: float | None) -> None:
+        super().__init__(f"HTTP {status}: {text}")
+        self.status, self.text, self.after_s = status, text, after_s
+
+    def final(self, url: str) -> EngineError:
+        """The error once retries are spent: a refused key is final, the others transient."""
+        if self.status == 401:
+            return EngineError(f"{url}: HTTP 401 (the server refused the API key: check --api-key or LOCALFA_API_KEY): {self.text}")
+        return EngineUnavailableError(f"{url}: HTTP {self.status} after retries: {self.text}")
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds a `Retry-After` header asks for (delta seconds or an HTTP date), None if absent."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def share_out(total: int, weights: list[int]) -> list[int]:
+    """`total` split in proportion to `weights` (largest remainders), summing exactly to it."""
+    if sum(weights) <= 0:
+        weights = [1] * len(weights)
+    mass = sum(weights)
+    exact = [total * w / mass for w in weights]
+    out = [int(x) for x in exact]
+    for i in sorted(range(len(weights)), key=lambda i: exact[i] - out[i], reverse=True)[: total - sum(out)]:
+        out[i] += 1
+    return out
 
 
 def _raw_output(data: dict[str, Any], latency: float) -> RawOutput:

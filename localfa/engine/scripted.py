@@ -10,6 +10,7 @@ import json
 import os
 import time
 from collections import deque
+from functools import lru_cache
 from typing import Any, Callable, Iterable, Sequence
 
 from localfa.engine.base import BaseEngine, RawOutput
@@ -42,7 +43,7 @@ class ScriptedEngine(BaseEngine):
         return sum(self.count_tokens(m.get("content", "")) for m in messages)
 
     def count_tokens(self, text: str) -> int:
-        return len(text.split())
+        return _words(text)
 
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
         self.batches.append(list(requests))
@@ -69,22 +70,47 @@ class ScriptedEngine(BaseEngine):
     def create(cls, options: Any, say: Callable[[str], None], named: bool = True) -> "ScriptedEngine":
         """Answers every grammar with a valid example, seeded per request (smoke tests).
 
-        LOCALFA_SCRIPTED_DELAY_S adds a per-request delay (soak and concurrency tests).
+        LOCALFA_SCRIPTED_DELAY_S adds a per-request delay (soak and concurrency tests);
+        LOCALFA_SCRIPTED_EXIT_ON=TEXT ends the whole process at once on a request whose messages
+        contain TEXT, as an engine that segfaults on one input would (cluster poison tests).
         """
         engine = scripted_default(float(os.environ.get("LOCALFA_SCRIPTED_DELAY_S", "0") or 0))
+        poison = os.environ.get("LOCALFA_SCRIPTED_EXIT_ON")
+        if poison:
+            answer = engine._fn
+            assert answer is not None
+
+            def dies_on_poison(req: Request) -> Any:
+                if any(poison in str(m.get("content", "")) for m in req.messages):
+                    os._exit(71)
+                return answer(req)
+
+            engine._fn = dies_on_poison
         engine.model_info = {"path": None, "sha256": None, "name": "scripted"}
         from localfa.testing.faults import maybe_inject_faults  # LOCALFA_INJECT_FAULTS (soak tests only)
 
         return maybe_inject_faults(engine)  # type: ignore[return-value]
 
 
+@lru_cache(maxsize=4096)
+def _words(text: str) -> int:
+    """Words of `text`, the scripted engine's token count (prompts repeat their long parts)."""
+    return len(text.split())
+
+
 def scripted_default(delay_s: float = 0.0) -> ScriptedEngine:
     """A scripted engine that answers every grammar with a valid example (seeded per request)."""
-    from localfa.engine.examples import example_text
 
     def answer(req: Request) -> str:
         if delay_s:
             time.sleep(delay_s)
-        return example_text(req.grammar, req.sampling.seed)
+        return example_answer(req)
 
     return ScriptedEngine(answer)
+
+
+def example_answer(req: Request) -> str:
+    """A valid example for the request's grammar, seeded by the request (the default script)."""
+    from localfa.engine.examples import example_text
+
+    return example_text(req.grammar, req.sampling.seed)

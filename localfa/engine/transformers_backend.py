@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -21,6 +22,7 @@ from localfa.engine.types import Message, Request
 class TransformersEngine(BaseEngine):
     name = "transformers"
     packages = ("transformers", "torch", "outlines", "llguidance")
+    max_generators = 64  # compiled grammars kept (a sweep's concurrent traces need a few each)
 
     @classmethod
     def available(cls) -> bool:
@@ -58,7 +60,9 @@ class TransformersEngine(BaseEngine):
         self.max_model_len = min(x for x in (max_model_len, limit) if x) if (max_model_len or limit) else None
         self.enable_thinking = enable_thinking
         self.grammar_backend = grammar_backend
-        self._generators: dict[str, Any] = {}
+        # Compiled grammars, least recently used first: per-trace grammars (SAFARI's turn grammar
+        # holds the trace's step ids) would otherwise grow with the sweep.
+        self._generators: OrderedDict[str, Any] = OrderedDict()
 
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
         return len(self.tokenizer.encode(self._prompt(messages), add_special_tokens=False))
@@ -91,12 +95,17 @@ class TransformersEngine(BaseEngine):
         import outlines
 
         key = req.grammar.fingerprint
-        if key not in self._generators:
-            try:
-                self._generators[key] = outlines.Generator(self.model, req.grammar.output_type(), self.grammar_backend)
-            except Exception as exc:
-                raise GrammarError(req.grammar.name, f"{type(exc).__name__}: {exc}") from exc
-        return self._generators[key]
+        if key in self._generators:
+            self._generators.move_to_end(key)
+            return self._generators[key]
+        try:
+            gen = outlines.Generator(self.model, req.grammar.output_type(), self.grammar_backend)
+        except Exception as exc:
+            raise GrammarError(req.grammar.name, f"{type(exc).__name__}: {exc}") from exc
+        self._generators[key] = gen
+        while len(self._generators) > self.max_generators:
+            self._generators.popitem(last=False)
+        return gen
 
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
         outs: list[RawOutput] = []

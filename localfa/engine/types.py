@@ -91,7 +91,9 @@ class Engine(Protocol):
     `generate` answers a whole batch; `session()` lets a caller submit requests at any time and
     collect each response as it finishes (backends without continuous batching return a session
     that sends everything pending as one batch). `max_model_len` is the context window (None
-    when unknown), `model_info` what the manifest records about the model.
+    when unknown), `model_info` what the manifest records about the model. `attach_trace` tells
+    the engine the trace (a `localfa.traces.model.Trace`) a job runs on before its requests come
+    (their `route` is its id); wrappers forward it; only the oracle engine uses it.
     """
 
     name: str
@@ -105,11 +107,17 @@ class Engine(Protocol):
 
     def count_tokens(self, text: str) -> int: ...
 
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]: ...
+
+    def token_unit(self) -> str: ...
+
     def reset_prefix_cache(self) -> None: ...
 
     def describe(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+    def attach_trace(self, trace: Any) -> None: ...
 
 
 def derive_seed(run_seed: int, trace_id: str, call_key: str) -> int:

@@ -155,6 +155,7 @@ class VLLMEngine(BaseEngine):
             "max_model_len": self.max_model_len,
             "engine_args": self._engine_kwargs,
             "chat_template_kwargs": {"enable_thinking": self.settings.enable_thinking},
+            "extra_args": dict(self.settings.extra),
             "self_checks": self.self_checks,
             "grammar_compilation": "synchronous" if self.sync_grammars else "async (vLLM default)",
         }
@@ -272,7 +273,7 @@ class VLLMSession:
         rid = f"s{id(self)}-{ticket}-{'r' if first else 'a'}"
         try:
             self.engine._add(rid, req, self.engine._prompt_ids(req.messages))
-        except EngineError as exc:
+        except Exception as exc:  # a tokenizer or chat-template error is this request's, not the batch's
             self._ready.append((ticket, exc))
             return
         self._live[rid] = (ticket, req, first)

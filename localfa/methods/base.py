@@ -9,6 +9,7 @@ full batches, and request seeds come from (run seed, trace id, call key), never 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator, Protocol, Sequence, TypeVar
 
@@ -40,6 +41,9 @@ class MethodContext:
     budget: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     count_tokens: Any = None  # callable(str) -> int from the engine's tokenizer
+    count_tokens_many: Any = None  # callable(list[str]) -> list[int]: one engine call for many texts
+    token_unit: Any = None  # callable() -> str: what the counts are ("tokens", "chars/4", ...)
+    count_prompt_tokens: Any = None  # callable(messages) -> int | None: the prompt after the chat template
     max_model_len: int | None = None  # the engine's context window, when it has one
     # Set by ensembles for their members ("vote.1|"): keys (so seeds) stay distinct per member.
     key_prefix: str = ""
@@ -94,6 +98,9 @@ class BaseMethod:
     Options: ClassVar[type] = type("NoOptions", (), {})
     # "module:function" that renders this method's own path in `localfa view` (None: generic).
     view_path: ClassVar[str | None] = None
+    # "module:NAME" of this method's oracle policy (`localfa.oracle.policy.Policy`): how the oracle
+    # engine answers each of its request kinds (None: the method sends no request).
+    oracle_policy: ClassVar[str | None] = None
 
     def __init__(self, options: Any = None, given: dict[str, Any] | None = None) -> None:
         self.options = options if options is not None else self.Options()
@@ -109,7 +116,8 @@ class BaseMethod:
         table = {k: v for k, v in defaults.for_method(self.name).items() if k not in self.given}
         if not table:
             return self
-        key = (defaults.profile, tuple(sorted(table.items(), key=lambda kv: kv[0])))
+        # JSON, not a tuple of items: a table may hold a nested table (`[methods.safari.limits]`).
+        key = (defaults.profile, json.dumps(table, sort_keys=True, default=str))
         if key not in self._for_model:
             from localfa.methods.registry import MethodOptionError, build_options
 

@@ -13,6 +13,12 @@ Every model answer is grammar-constrained per trace, so a wrong *form* is imposs
   step among them (``{"step", "reason"}``, step bounded to the segment). A halving that ends on a
   single step needs no final call.
 
+Observation steps (tool results, environment output, harness nags: `Step.kind`) are shown but
+never answered: every answer grammar admits only `Trace.action_steps()` and the agents acting at
+them, step-by-step asks only about action steps, binary search halves the action steps, and the
+floors draw among them. A trace with no observation step gets exactly the prompts and grammars
+it always had.
+
 Option ``with_ground_truth=True`` puts the task's correct answer in the prompt (the paper's
 "with G" setting). Floors, with no model call:
 
@@ -36,18 +42,18 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Literal
+from typing import Any, Callable, ClassVar
 
 import regex as re
-from pydantic import BaseModel, Field, create_model
 
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Sampling, derive_seed
-from localfa.limits import Limits, LimitsHit
+from localfa.limits import Limits, LimitsHit, shorten  # noqa: F401 (shorten: used here and by other methods)
 from localfa.methods.base import BaseMethod, MethodContext, Program
 from localfa.methods.fencing import fence_overhead
 from localfa.templates import render
-from localfa.traces.model import Trace, normalize_agent
+from localfa.traces.importers.common import calls_text
+from localfa.traces.model import Step, Trace, normalize_agent
 
 HUMAN_NAMES = frozenset({"human", "user"})
 TASK_MAX_CHARS = 1500
@@ -56,18 +62,6 @@ _BLANKS = re.compile(r"\n{3,}")
 
 
 # ---- fitting the trace into the prompt ---------------------------------------------------------
-
-
-def shorten(text: str, cap: int) -> str:
-    """`text` cut to about `cap` characters, keeping its head and tail around a marker."""
-    if len(text) <= cap:
-        return text
-    cut = len(text) - cap
-    marker = f" [... {cut} chars cut ...] "
-    keep = max(0, cap - len(marker))
-    head = (keep * 2 + 2) // 3
-    tail = keep - head
-    return text[:head] + marker + (text[len(text) - tail :] if tail > 0 else "")
 
 
 def water_fill_cap(lengths: list[int], budget: int, min_cap: int = 24) -> int | None:
@@ -101,7 +95,7 @@ class TraceView:
     def __post_init__(self) -> None:
         hit = self.limits
         n = len(self.trace.steps) if hit is None else hit.steps(len(self.trace.steps))
-        texts = [_clean(s.content or s.observation or "") for s in self.trace.steps[:n]]
+        texts = [_clean(step_text(s)) for s in self.trace.steps[:n]]
         self.contents = texts if hit is None else [hit.step_text(i, t) for i, t in enumerate(texts)]
 
     def header(self, i: int) -> str:
@@ -117,14 +111,32 @@ class TraceView:
         out = []
         for i in range(lo, hi + 1):
             text = self.contents[i] if cap is None else shorten(self.contents[i], cap)
-            out.append({"index": i, "agent": self.trace.steps[i].agent, "content": text})
+            step = self.trace.steps[i]
+            out.append({"index": i, "agent": step.agent, "content": text, "observation": step.kind == "observation"})
         return out
 
 
+def step_text(step: Step) -> str:
+    """What a step shows: its content (else its observation), and any tool call the content does
+    not already spell out (a coding agent's command may live only in its tool calls)."""
+    text = step.content or step.observation or ""
+    calls = [c for c in (calls_text([c]) for c in step.tool_calls) if c and c not in text]
+    return "\n".join([text, *calls]) if calls and text else (text or "\n".join(calls))
+
+
+def answer_steps(trace: Trace, n: int) -> list[int]:
+    """The steps an answer may name among the first `n`: the action steps (every step when the
+    trace marks none as an observation)."""
+    allowed = [i for i in trace.action_steps() if i < n]
+    return allowed or trace.action_steps()[:1]
+
+
 def agent_choices(trace: Trace) -> list[str]:
-    """The trace's speakers in its own spelling (``Orchestrator``, ``WebSurfer``), in order."""
+    """The agents acting at the trace's action steps, in its own spelling (``Orchestrator``,
+    ``WebSurfer``), in order of first appearance."""
+    acting = {normalize_agent(trace.steps[i].agent) for i in trace.action_steps()}
     out: dict[str, str] = {}
-    for key in trace.agent_names():
+    for key in (k for k in trace.agent_names() if k in acting):
         spelled = (trace.resolve_agent(key) or key).strip() or key
         out.setdefault(normalize_agent(spelled), spelled)
     return list(out.values())
@@ -173,7 +185,9 @@ def fit_char_budget(
     room = int(ctx.max_model_len * 0.97) - max_tokens - margin  # 3%: chat template, tokenizer drift
     for _ in range(8):
         messages = prompt_for(char_budget)
-        used = sum(int(ctx.count_tokens(m["content"])) + 8 for m in messages)
+        texts = [m["content"] for m in messages]  # one engine call for the prompt (a server counts them at once)
+        counts = ctx.count_tokens_many(texts) if ctx.count_tokens_many else [ctx.count_tokens(t) for t in texts]
+        used = sum(int(n) + 8 for n in counts)
         if used <= room or char_budget <= 256:
             return char_budget
         char_budget = max(256, int(char_budget * 0.95 * room / used))
@@ -183,17 +197,28 @@ def fit_char_budget(
 # ---- answer grammars ---------------------------------------------------------------------------
 
 
-def _agent_step_model(agents: list[str], n_steps: int, reason_chars: int) -> type[BaseModel]:
-    return create_model(
-        "AgentStepAnswer",
-        agent=(Literal[tuple(agents)], ...),  # type: ignore[valid-type,arg-type]
-        step=(int, Field(ge=0, le=n_steps - 1)),
-        reason=(str, Field(max_length=reason_chars)),
-    )
+def _step_schema(steps: list[int]) -> dict[str, Any]:
+    """A step answer: a range when `steps` is contiguous, else exactly the listed steps."""
+    if steps == list(range(steps[0], steps[-1] + 1)):
+        return {"type": "integer", "minimum": steps[0], "maximum": steps[-1]}
+    return {"enum": list(steps)}
 
 
-def _step_model(lo: int, hi: int, reason_chars: int) -> type[BaseModel]:
-    return create_model("StepAnswer", step=(int, Field(ge=lo, le=hi)), reason=(str, Field(max_length=reason_chars)))
+def _answer(props: dict[str, Any], title: str, name: str) -> Grammar:
+    """A JSON object of exactly `props`, in order (a dict schema: microseconds, where a pydantic
+    model per trace took milliseconds to create)."""
+    return Grammar.json({"title": title, "type": "object", "properties": props, "required": list(props)}, name=name)
+
+
+def _agent_step_grammar(agents: list[str], steps: list[int], reason_chars: int) -> Grammar:
+    """All-at-once's answer: one of the trace's agents, one of its answerable steps, a reason."""
+    props = {"agent": {"enum": list(agents)}, "step": _step_schema(steps), "reason": {"type": "string", "maxLength": reason_chars}}
+    return _answer(props, "AgentStepAnswer", "all_at_once")
+
+
+def _step_grammar(steps: list[int], reason_chars: int) -> Grammar:
+    """Binary search's final answer: one of the steps left, and a reason."""
+    return _answer({"step": _step_schema(steps), "reason": {"type": "string", "maxLength": reason_chars}}, "StepAnswer", "binary_search_final")
 
 
 def _json_max_tokens(reason_chars: int, agents: list[str] | None = None) -> int:
@@ -247,6 +272,7 @@ class _ModelBaseline(BaseMethod):
             "ground_truth": shorten(gt, 500) if gt else None,
             "n_steps": n_steps,
             "reason_chars": self.options.reason_chars,
+            "has_observations": any(s.kind == "observation" for s in t.steps[:n_steps]),
         }
 
     @staticmethod
@@ -261,6 +287,7 @@ class _ModelBaseline(BaseMethod):
 
 class AllAtOnce(_ModelBaseline):
     name = "all-at-once"
+    oracle_policy = "localfa.methods.baselines_oracle:ALL_AT_ONCE"
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
@@ -277,15 +304,15 @@ class AllAtOnce(_ModelBaseline):
         char_budget, note = _budget_chars(ctx, self.options.max_chars)
         char_budget = fit_char_budget(ctx, char_budget, messages, max_tokens)
         cap = TraceView(trace, char_budget, hit).cap_for(0, n - 1)
-        grammar = Grammar.json(_agent_step_model(agents, n, self.options.reason_chars), name="all_at_once")
+        grammar = _agent_step_grammar(agents, answer_steps(trace, n), self.options.reason_chars)
         req = ctx.request("aao", messages(char_budget), grammar, self._sampling(max_tokens))
         (resp,) = yield [req]
         ans = resp.value
         return ctx.diagnosis(
             self.name,
-            step=ans.step,
-            agent=ans.agent,
-            reasoning=ans.reason,
+            step=int(ans["step"]),
+            agent=ans["agent"],
+            reasoning=ans["reason"],
             details={
                 "content_cap": cap,
                 "char_budget": char_budget,
@@ -298,6 +325,7 @@ class AllAtOnce(_ModelBaseline):
 
 class StepByStep(_ModelBaseline):
     name = "step-by-step"
+    oracle_policy = "localfa.methods.baselines_oracle:STEP_BY_STEP"
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
@@ -318,9 +346,12 @@ class StepByStep(_ModelBaseline):
         cap = view.cap_for(0, n - 1)  # one cap for the trace: each prompt extends the previous
         grammar = Grammar.choice(["yes", "no"], name="decisive_yes_no")
         flagged: int | None = None
-        for i in range(n):
+        asked = answer_steps(trace, n)  # observation steps are shown, never asked about
+        checked = 0
+        for i in asked:
             req = ctx.request(f"sbs/step/{i}", messages(view, cap, i), grammar, self._sampling(4))
             (resp,) = yield [req]
+            checked += 1
             if resp.value == "yes":
                 flagged = i
                 break
@@ -329,15 +360,15 @@ class StepByStep(_ModelBaseline):
             "char_budget": char_budget,
             "budget_note": note,
             "ground_truth_shown": base["ground_truth"] is not None,
-            "checked_steps": (flagged + 1) if flagged is not None else n,
+            "checked_steps": checked,
             "limits_hit": hit.as_details(),
         }
         if flagged is None:
             return ctx.diagnosis(
                 self.name,
-                step=n - 1,
+                step=asked[-1],
                 stop_reason="no_step_flagged",
-                reasoning="no step was judged decisive; the last step is predicted",
+                reasoning="no step was judged decisive; the last agent step is predicted",
                 details=details,
             )
         return ctx.diagnosis(
@@ -347,19 +378,30 @@ class StepByStep(_ModelBaseline):
 
 class BinarySearch(_ModelBaseline):
     name = "binary-search"
+    oracle_policy = "localfa.methods.baselines_oracle:BINARY_SEARCH"
     Options = BinarySearchOptions
     options: BinarySearchOptions
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
         hit, n = self._limits(ctx)
-        lo, hi = 0, n - 1
+        acts = answer_steps(trace, n)  # the halving runs over the agent steps (all steps when no observation)
+        lo, hi = 0, len(acts) - 1  # positions in `acts`
         base = self._vars(ctx, n)
+
+        def shown(a: int, b: int) -> tuple[int, int]:
+            """Steps shown for the agent steps acts[a..b]: up to the next agent step (its results)."""
+            return (0 if a == 0 else acts[a]), (acts[b + 1] - 1 if b + 1 < len(acts) else n - 1)
+
+        def segment(a: int, b: int) -> tuple[int, int, int]:
+            first, last = shown(a, b)
+            return first, shown(a, a + (b - a) // 2)[1], last
 
         def first_round(budget: int) -> list[dict[str, str]]:
             v = TraceView(trace, budget, hit)
+            first, mid, last = segment(lo, hi)
             prompt = render(
-                "baselines/binary_search.j2", **base, steps=v.steps(lo, hi, v.cap_for(lo, hi)), lo=lo, hi=hi, mid=lo + (hi - lo) // 2
+                "baselines/binary_search.j2", **base, steps=v.steps(first, last, v.cap_for(first, last)), lo=first, hi=last, mid=mid
             )
             return [self._system(), {"role": "user", "content": prompt}]
 
@@ -370,15 +412,17 @@ class BinarySearch(_ModelBaseline):
         path: list[dict[str, Any]] = []
         rnd = 0
         while hi - lo + 1 > self.options.final_window:
-            mid = lo + (hi - lo) // 2
-            prompt = render("baselines/binary_search.j2", **base, steps=view.steps(lo, hi, view.cap_for(lo, hi)), lo=lo, hi=hi, mid=mid)
+            half = lo + (hi - lo) // 2
+            first, mid, last = segment(lo, hi)
+            steps = view.steps(first, last, view.cap_for(first, last))
+            prompt = render("baselines/binary_search.j2", **base, steps=steps, lo=first, hi=last, mid=mid)
             req = ctx.request(f"bs/round/{rnd}", [self._system(), {"role": "user", "content": prompt}], halves, self._sampling(4))
             (resp,) = yield [req]
-            path.append({"segment": [lo, hi], "answer": resp.value})
+            path.append({"segment": [first, last], "answer": resp.value})
             if resp.value == "upper":
-                hi = mid
+                hi = half
             else:
-                lo = mid + 1
+                lo = half + 1
             rnd += 1
         details = {
             "path": path,
@@ -388,9 +432,14 @@ class BinarySearch(_ModelBaseline):
             "limits_hit": hit.as_details(),
         }
         if lo == hi:  # the halving already ended on one step: nothing left to ask
-            return ctx.diagnosis(self.name, step=lo, details=details, reasoning=f"binary search narrowed the trace to step {lo}")
-        grammar = Grammar.json(_step_model(lo, hi, self.options.reason_chars), name="binary_search_final")
-        prompt = render("baselines/binary_search_final.j2", **base, steps=view.steps(lo, hi, view.cap_for(lo, hi)), lo=lo, hi=hi)
+            return ctx.diagnosis(
+                self.name, step=acts[lo], details=details, reasoning=f"binary search narrowed the trace to step {acts[lo]}"
+            )
+        grammar = _step_grammar(acts[lo : hi + 1], self.options.reason_chars)
+        first, last = shown(lo, hi)
+        prompt = render(
+            "baselines/binary_search_final.j2", **base, steps=view.steps(first, last, view.cap_for(first, last)), lo=first, hi=last
+        )
         req = ctx.request(
             "bs/final",
             [self._system(), {"role": "user", "content": prompt}],
@@ -399,7 +448,7 @@ class BinarySearch(_ModelBaseline):
         )
         (resp,) = yield [req]
         ans = resp.value
-        return ctx.diagnosis(self.name, step=ans.step, reasoning=ans.reason, details=details)
+        return ctx.diagnosis(self.name, step=int(ans["step"]), reasoning=ans["reason"], details=details)
 
 
 def _no_calls(program_result: Any) -> Program:
@@ -413,7 +462,8 @@ class RandomFloor(BaseMethod):
 
     def run(self, ctx: MethodContext) -> Program:
         rng = random.Random(derive_seed(ctx.seed, ctx.trace.id, "random"))
-        step = rng.randrange(len(ctx.trace.steps))
+        acts = ctx.trace.action_steps()
+        step = acts[rng.randrange(len(acts))]
         return (
             yield from _no_calls(
                 ctx.diagnosis(self.name, step=step, reasoning="uniformly random step (floor)", details={"rule": "uniform"})
@@ -422,17 +472,18 @@ class RandomFloor(BaseMethod):
 
 
 def heuristic_step(trace: Trace) -> int:
-    """First step of the most active non-human agent (ties: the one that spoke first)."""
+    """First step of the most active non-human agent (ties: the one that spoke first), counting
+    agent (action) steps only."""
     counts: dict[str, int] = {}
     first: dict[str, int] = {}
-    for s in trace.steps:
+    for s in (trace.steps[i] for i in trace.action_steps()):
         key = normalize_agent(s.agent)
         if key in HUMAN_NAMES:
             continue
         counts[key] = counts.get(key, 0) + 1
         first.setdefault(key, s.index)
     if not counts:
-        return 0
+        return trace.action_steps()[0]
     best = min(counts, key=lambda k: (-counts[k], first[k]))
     return first[best]
 

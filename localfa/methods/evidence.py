@@ -18,6 +18,7 @@ finds quoted spans in free text (a model's reasoning), apostrophes inside them i
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from typing import Any, Iterator
 
 import regex as re
@@ -112,9 +113,26 @@ class _Haystack:
         return any(_squeeze(f) in self.squeezed for f in forms if _squeeze(f))
 
 
+_HAYSTACKS: "OrderedDict[int, tuple[Trace, _Haystack]]" = OrderedDict()
+HAYSTACKS_MAX = 64  # traces whose folded text is kept (a sweep's traces in flight, with room)
+
+
+def _haystack(trace: Trace) -> _Haystack:
+    """The trace's haystack, built once per trace (methods check quotes every turn)."""
+    hit = _HAYSTACKS.get(id(trace))
+    if hit is not None and hit[0] is trace:
+        _HAYSTACKS.move_to_end(id(trace))
+        return hit[1]
+    hay = _Haystack(trace)
+    _HAYSTACKS[id(trace)] = (trace, hay)  # the trace is held, so its id names no other object
+    while len(_HAYSTACKS) > HAYSTACKS_MAX:
+        _HAYSTACKS.popitem(last=False)
+    return hay
+
+
 def verify_quotes(trace: Trace, quotes: list[str]) -> list[bool]:
     """One verdict per quote, in order: does it occur in the trace as a person reads it?"""
-    hay = _Haystack(trace)
+    hay = _haystack(trace)
     return [hay.holds(q) for q in quotes]
 
 
@@ -170,5 +188,4 @@ def extract_quotes(text: str, accept: Any = None) -> list[str]:
 
 def quoted_evidence(trace: Trace, text: str) -> list[str]:
     """The quoted spans of `text` that occur verbatim in `trace`, in order."""
-    hay = _Haystack(trace)
-    return extract_quotes(text, accept=hay.holds)
+    return extract_quotes(text, accept=_haystack(trace).holds)

@@ -38,7 +38,10 @@ _BLOCK = re.compile(r"^<<<(?!END )(?P<label>[^<>\n]+)>>>\n(?P<text>.*?)\n<<<END 
 
 def neutralise(text: str) -> str:
     """`text` with every run of 3+ ``<`` / ``>`` replaced by ``‹`` / ``›`` (same length): no marker survives."""
-    return _RUNS.sub(lambda m: ("‹" if m.group(0)[0] == "<" else "›") * len(m.group(0)), str(text))
+    text = str(text)
+    if "<<<" not in text and ">>>" not in text:  # the usual case, without a regex pass (every prompt's steps)
+        return text
+    return _RUNS.sub(lambda m: ("‹" if m.group(0)[0] == "<" else "›") * len(m.group(0)), text)
 
 
 def fence(text: str, label: str) -> str:

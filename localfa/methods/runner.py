@@ -38,10 +38,11 @@ def method_job(engine: Engine, method: Method, ctx: MethodContext, key: str | No
     engine.attach_trace(ctx.trace)
     if ctx.count_tokens is None:
         ctx.count_tokens = engine.count_tokens
+        ctx.count_tokens_many = getattr(engine, "count_tokens_many", None)
+        ctx.token_unit = getattr(engine, "token_unit", None)
+        ctx.count_prompt_tokens = getattr(engine, "count_prompt_tokens", None)
     if ctx.max_model_len is None:
         ctx.max_model_len = engine.max_model_len
-    if ctx.tokenizer is None:
-        ctx.tokenizer = engine
     name = label or method.name
     if isinstance(method, BaseMethod):  # the model's profile sizes the method's bounds
         method = method.for_model(engine.method_defaults)
@@ -151,7 +152,7 @@ def run_jobs(engine: Engine, jobs: Iterable[Job | None], concurrency: int = 8) -
             if job is _END:
                 exhausted = True
                 break
-            if job is None:  # nothing to start yet (a feed that may get more): go on with what runs
+            if not isinstance(job, Job):  # None: nothing to start yet (a feed that may get more)
                 break
             done = step(_Active(job), None)
             if done is not None:

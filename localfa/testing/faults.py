@@ -36,6 +36,7 @@ from typing import Any, Sequence
 from localfa.engine.errors import EngineUnavailableError, InvalidOutputError, TruncatedOutputError
 from localfa.engine.session import BatchSession, Session
 from localfa.engine.types import Engine, Request, Response
+from localfa.engine.wrapper import EngineWrapper
 
 ENV_FAULTS = "LOCALFA_INJECT_FAULTS"
 ENV_FAULT_LOG = "LOCALFA_FAULT_LOG"
@@ -80,7 +81,7 @@ def _draw(seed: int, *parts: object) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-class FaultyEngine:
+class FaultyEngine(EngineWrapper):
     """Any engine, with faults injected per `FaultPlan`; answers pass through untouched.
 
     Batches go through `generate` (its session is a `BatchSession`), so a fault hits the whole
@@ -89,32 +90,17 @@ class FaultyEngine:
     """
 
     def __init__(self, inner: Engine, plan: FaultPlan, log_path: str | None = None) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.max_model_len = inner.max_model_len
-        self.model_info = inner.model_info
-        self.method_defaults = inner.method_defaults
+        super().__init__(inner)
         self.plan = plan
         self.log_path = log_path
         self.injected: Counter[str] = Counter()
         self._attempts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    # ---- the Engine protocol: everything but generate is the inner engine's ------------------
+    # ---- the Engine protocol: everything but generate is the inner engine's (describe too:
+    # faults change no answer, so the manifest stays comparable) ---------------------------------
     def session(self) -> Session:
         return BatchSession(self)
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    def reset_prefix_cache(self) -> None:
-        self.inner.reset_prefix_cache()
-
-    def describe(self) -> dict[str, Any]:
-        return self.inner.describe()  # faults change no answer: the manifest stays comparable
-
-    def close(self) -> None:
-        self.inner.close()
 
     def __getattr__(self, name: str) -> Any:  # backend extras (e.g. the scripted engine's `batches`)
         return getattr(self.inner, name)

@@ -1,6 +1,7 @@
 """Traces: every method reads failed runs through this package.
 
-`load_trace` turns a log file (Who&When, message lists, OpenInference, OTel GenAI) into a
+`load_trace` turns a log file (Who&When, message lists, OpenInference, OTel GenAI, ATIF,
+mini-swe-agent and SWE-agent trajectories) into a
 `Trace`; `LineView` serialises it into numbered lines with read/search tools.
 """
 

@@ -1,9 +1,12 @@
 """A trace as numbered lines, with the read/search tools an investigating model uses.
 
 Each step is one compact JSON record, ``{"step_id": N, "agent": ..., "role": ..., [name,
-span_id, parent_span_id,] "content": ..., [tool_calls, input, observation]}``, serialised
+span_id, parent_span_id, "kind": "observation", call_id,] "content": ..., [tool_calls, input,
+observation]}`` (``kind`` only on observation steps: tool results and environment output no agent
+wrote; ``call_id`` names the tool call such a step answers), serialised
 deterministically (same trace, same width -> same lines) and wrapped onto continuation lines of
-at most `width` characters, preferring to break after an escaped newline or a space. Lines are
+at most `width` characters, preferring to break after an escaped newline or a space; in coding
+runs code, diffs and numbered listings break after every source line (`localfa.traces.wrap`). Lines are
 numbered from 0, like steps, everywhere (read offsets, search hits, line_of_step), and every
 line shown carries the step it belongs to (``  57 (step 12)| ...``):
 `search('"step_id": 7')` finds step 7's first line, `read(that_line, n)` shows it.
@@ -21,12 +24,13 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import regex
 
 from localfa.tokens import TokenCounter, approx_tokens  # noqa: F401  (re-exported)
 from localfa.traces.model import Step, Trace
+from localfa.traces.wrap import CODE_FORMATS, wrap_record
 
 SNIPPET_CHARS = 160
 MAX_PATTERN_CHARS = 2000
@@ -42,6 +46,10 @@ def step_record(step: Step) -> str:
         rec["span_id"] = step.span_id
     if step.parent_span_id:
         rec["parent_span_id"] = step.parent_span_id
+    if step.kind == "observation":
+        rec["kind"] = "observation"
+    if step.call_id:
+        rec["call_id"] = step.call_id
     rec["content"] = step.content
     if step.tool_calls:
         rec["tool_calls"] = step.tool_calls
@@ -50,28 +58,6 @@ def step_record(step: Step) -> str:
     if step.observation is not None:
         rec["observation"] = step.observation
     return json.dumps(rec, ensure_ascii=False, default=str)
-
-
-def wrap_record(record: str, width: int) -> list[int]:
-    """Start offsets of the physical lines of `record` (each at most `width` characters).
-
-    A break goes after the last escaped newline (``\\n``) or space in the window when that is in
-    its second half, else at exactly `width` characters.
-    """
-    starts = [0]
-    pos, n = 0, len(record)
-    half = width // 2
-    while n - pos > width:
-        window_end = pos + width
-        cut = record.rfind("\\n", pos + half, window_end)
-        if cut != -1:
-            cut += 2
-        else:
-            cut = record.rfind(" ", pos + half, window_end)
-            cut = cut + 1 if cut != -1 else window_end
-        pos = cut
-        starts.append(pos)
-    return starts
 
 
 _REPEAT = regex.compile(r"\{\s*(\d*)\s*(?:,\s*(\d*)\s*)?\}")
@@ -114,11 +100,24 @@ class SearchResult:
 class LineView:
     """Numbered lines of a trace, for reading in windows and searching."""
 
-    def __init__(self, trace: Trace, width: int = 200, count_tokens: TokenCounter | None = None) -> None:
+    def __init__(
+        self,
+        trace: Trace,
+        width: int = 200,
+        count_tokens: TokenCounter | None = None,
+        code: bool | None = None,
+        count_many: Callable[[list[str]], list[int]] | None = None,
+    ) -> None:
+        """`code`: lines of code, diffs and listings each start a line (`localfa.traces.wrap`);
+        by default for the coding-agent formats, whose steps are mostly code and command output.
+        `count_many`: counts every record in one call (a tokenizer over HTTP), else `count_tokens`."""
         if width < 20:
             raise ValueError("width must be at least 20 characters")
+        if code is None:
+            code = trace.format in CODE_FORMATS
         self.trace = trace
         self.width = width
+        self.count_many = count_many
         self.count_tokens: TokenCounter = count_tokens or approx_tokens
         self.lines: list[str] = []
         self._records: list[str] = []
@@ -131,7 +130,7 @@ class LineView:
             self._records.append(rec)
             self._record_offsets.append(offset)
             self._step_first_line.append(len(self.lines))
-            starts = wrap_record(rec, width)
+            starts = wrap_record(rec, width, code)
             for i, s in enumerate(starts):
                 e = starts[i + 1] if i + 1 < len(starts) else len(rec)
                 self.lines.append(rec[s:e])
@@ -146,9 +145,11 @@ class LineView:
 
     def _prefix(self) -> list[int]:
         if self._token_prefix is None:
+            texts = [rec + "\n" for rec in self._records]
+            counts = self.count_many(texts) if self.count_many is not None else [self.count_tokens(t) for t in texts]
             prefix = [0]
-            for rec in self._records:
-                prefix.append(prefix[-1] + self.count_tokens(rec + "\n"))
+            for n in counts:
+                prefix.append(prefix[-1] + int(n))
             self._token_prefix = prefix
         return self._token_prefix
 
@@ -206,7 +207,8 @@ class LineView:
     def read(self, offset: int, limit: int) -> str:
         """Lines `offset` .. `offset + limit - 1` (numbered from 0), each as ``  12 (step 3)| ...``.
 
-        A footer says which lines were shown and where to continue. Out-of-range requests give
+        A footer says which lines were shown, nothing more (where to read next is the reader's
+        choice: SAFARI tells its model not to scan sequentially). Out-of-range requests give
         an observation saying what the valid range is, never an exception.
         """
         span = f"lines 0..{self.total_lines - 1}"
@@ -223,7 +225,7 @@ class LineView:
         last = min(self.total_lines - 1, offset + limit - 1)
         body = "\n".join(self._number(i) for i in range(offset, last + 1))
         if last < self.total_lines - 1:
-            body += f"\n[shown lines {offset}-{last} of 0-{self.total_lines - 1}; continue with offset={last + 1}]"
+            body += f"\n[shown lines {offset}-{last} of 0-{self.total_lines - 1}]"
         else:
             body += f"\n[shown lines {offset}-{last} of 0-{self.total_lines - 1}; end of trace]"
         return body

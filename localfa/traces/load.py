@@ -8,23 +8,22 @@ or report the file.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Sequence
 
+from localfa.limits import DEFAULT_MAX_TRACE_BYTES, ENV, max_trace_bytes_from_env
 from localfa.traces import importers
 from localfa.traces.errors import TraceError
-from localfa.traces.importers.common import check_labels, type_name
+from localfa.traces.importers.common import check_labels, file_stem, type_name
 from localfa.traces.model import Trace
+from localfa.traces.runs import harness_trace_files
 
 FORMATS: tuple[str, ...] = importers.FORMATS
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-MAX_BYTES_ENV = "LOCALFA_MAX_TRACE_BYTES"
-TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson")
+DEFAULT_MAX_BYTES = DEFAULT_MAX_TRACE_BYTES
+MAX_BYTES_ENV = ENV["max_trace_bytes"]
+TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")  # .traj: SWE-agent trajectories
 _SKIP_NAMES = re.compile(r"^(readme|license|licence|copying|notice|changelog)(\..*)?$", re.IGNORECASE)
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]i?b?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 # A shape an importer did not foresee (pydantic's ValidationError is a ValueError) still gives
 # one clear TraceError, never a traceback.
 _SHAPE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
@@ -32,13 +31,10 @@ _SHAPE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, Re
 
 def max_bytes_from_env(source: str = "") -> int:
     """The size limit: $LOCALFA_MAX_TRACE_BYTES (bytes, or with a K/M/G suffix), else 256 MiB."""
-    raw = os.environ.get(MAX_BYTES_ENV)
-    if raw is None or not raw.strip():
-        return DEFAULT_MAX_BYTES
-    m = _SIZE.match(raw)
-    if not m:
-        raise TraceError(source or MAX_BYTES_ENV, f"{MAX_BYTES_ENV}={raw!r} is not a size (bytes, or e.g. 512M)")
-    return int(m.group(1)) * _UNITS[(m.group(2) or "")[:1].lower()]
+    try:
+        return max_trace_bytes_from_env()
+    except ValueError as exc:
+        raise TraceError(source or MAX_BYTES_ENV, str(exc)) from None
 
 
 def _mib(n: int) -> str:
@@ -212,6 +208,9 @@ def load_trace(path: str | Path, format: str | None = None, max_bytes: int | Non
     limit = max_bytes if max_bytes is not None else max_bytes_from_env(source)
     text = _read_text(p, source, limit)
     data = _parse_json(text, source)
+    repaired: list[str] = []
+    if _SURROGATE_ESCAPE.search(text):  # cheap gate: only JSON escapes can carry a lone surrogate
+        data = _repair_surrogates(data, "$", repaired)
     del text
     try:
         trace = _import(data, format, p, source)
@@ -222,7 +221,49 @@ def load_trace(path: str | Path, format: str | None = None, max_bytes: int | Non
     if not trace.steps:
         raise TraceError(source, "empty history: the trace has no steps")
     check_labels(trace.labels, len(trace.steps), source)
+    if repaired:
+        trace.metadata[REPAIRED] = _repair_note(trace, repaired)
     return trace
+
+
+# A lone UTF-16 surrogate ("\ud83d" without its partner: a stack that cut an emoji in half) is
+# valid JSON but no text: it cannot be encoded, hashed, tokenised or written. Each is replaced at
+# load by U+FFFD, and the trace says where (`repair_note`).
+_SURROGATE_ESCAPE = re.compile(r"\\ud[89a-f]", re.IGNORECASE)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+REPAIRED = "text_repaired"
+
+
+def _repair_surrogates(value: Any, where: str, repaired: list[str]) -> Any:
+    """`value` with every lone surrogate replaced by U+FFFD; the JSON paths changed go to `repaired`."""
+    if isinstance(value, str):
+        if _LONE_SURROGATE.search(value):
+            repaired.append(where)
+            return _LONE_SURROGATE.sub("\ufffd", value)
+        return value
+    if isinstance(value, list):
+        return [_repair_surrogates(v, f"{where}[{i}]", repaired) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {_repair_surrogates(k, where, repaired): _repair_surrogates(v, f"{where}.{k}", repaired) for k, v in value.items()}
+    return value
+
+
+def _repair_note(trace: Trace, repaired: list[str]) -> str:
+    """One line: where lone surrogates were replaced (the first step holding one, else the JSON path)."""
+    steps = [s.index for s in trace.steps if "\ufffd" in (s.content or "") + (s.observation or "")]
+    where = f"step {steps[0]}" if steps else repaired[0]
+    more = (
+        f" ({len(repaired) - 1} more places{', steps ' + ', '.join(map(str, steps[:5])) if len(steps) > 1 else ''})"
+        if len(repaired) > 1
+        else ""
+    )
+    return f"{where}: a lone UTF-16 surrogate (half of an emoji cut by the writer) was replaced by U+FFFD{more}"
+
+
+def repair_note(trace: Trace) -> str | None:
+    """The load-time repair of this trace's text, as `FILE: step N: ...`, or None (nothing repaired)."""
+    note = trace.metadata.get(REPAIRED) if isinstance(trace.metadata, dict) else None
+    return f"{trace.source}: {note}" if note else None
 
 
 def _natural_key(path: Path) -> list[tuple[int, int | str]]:
@@ -262,7 +303,11 @@ def trace_files_with_roots(paths: Sequence[str | Path]) -> list[tuple[Path, Path
     seen: set[Path] = set()
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
+        run = harness_trace_files(p, is_trace_file) if p.is_dir() else None  # Harbor jobs, SWE-bench runs: trajectories
+        if run is not None:
+            found = sorted(run, key=lambda f: _natural_key(f.relative_to(p)))
+            root = p
+        elif p.is_dir():
             found = [f for f in p.rglob("*") if is_trace_file(f) and not any(part.startswith(".") for part in f.relative_to(p).parts)]
             found.sort(key=lambda f: _natural_key(f.relative_to(p)))
             root = p
@@ -279,45 +324,41 @@ def trace_files_with_roots(paths: Sequence[str | Path]) -> list[tuple[Path, Path
     return out
 
 
+def file_trace_id(root: Path, path: Path) -> str:
+    """The id a file under dataset `root` gets when its importer names it only by its file name
+    (also the id of a file that cannot be read, for its error record)."""
+    return _path_id(path, root)
+
+
 def _path_id(path: Path, base: Path) -> str:
     """`path` under `base`, '/'-separated, without the trace suffix (a/1.json -> a/1)."""
-    rel = path.resolve().relative_to(base.resolve())
-    name = rel.name
-    for ext in TRACE_SUFFIXES:
-        if name.lower().endswith(ext) and len(name) > len(ext):
-            name = name[: -len(ext)]
-            break
-    return "/".join([*rel.parts[:-1], name])
+    try:
+        rel = path.relative_to(base)
+    except ValueError:
+        rel = path.resolve().relative_to(base.resolve())
+    return "/".join([*rel.parts[:-1], file_stem(rel)])
 
 
 def distinct_ids(loaded: list[tuple[Path, Path, Trace]]) -> list[Trace]:
-    """The traces of (root, file, trace) triples, with no id shared by two files.
+    """The traces of (root, file, trace) triples, each with an id that never moves.
 
-    Results are keyed by trace id, so two files with one id (1.json in two folders of a layout
-    no importer knows) would pass for one trace. Each id that several files share is replaced,
-    for each of them, by its path under its dataset root, or, when that is still shared (files
-    given from different roots), by its path under the folder the clashing files have in common.
-    A clash that remains (an id equal to another file's path) is a TraceError naming both files.
+    Results are keyed by trace id, so an id must name one file, and the same file the same way
+    on every run, whatever other files are added beside it. An id an importer derives from the
+    file's own place (Who&When: ``whowhen/hand-crafted/12``) is kept; an id that is only the
+    file's name becomes the file's path under its dataset root (the folder given; for a file
+    given by itself, its folder): ``ds/a/run1.json`` run as ``ds`` is ``a/run1``, always. Two
+    files with one id (given from two roots) are a TraceError naming both, never renamed.
     """
-    by_id: dict[str, list[int]] = {}
-    for i, (_, _, t) in enumerate(loaded):
-        by_id.setdefault(t.id, []).append(i)
-    ids = [t.id for _, _, t in loaded]
-    for group in (g for g in by_id.values() if len(g) > 1):
-        under_root = [_path_id(loaded[i][1], loaded[i][0]) for i in group]
-        if len(set(under_root)) < len(group):
-            common = Path(os.path.commonpath([str(loaded[i][1].resolve().parent) for i in group]))
-            under_root = [_path_id(loaded[i][1], common) for i in group]
-        for i, new in zip(group, under_root):
-            ids[i] = new
     owner: dict[str, Trace] = {}
     out: list[Trace] = []
-    for (_, _, t), new in zip(loaded, ids):
+    for root, f, t in loaded:
+        new = _path_id(f, root) if t.id == file_stem(f) else t.id
         trace = t if new == t.id else t.model_copy(update={"id": new})
         if new in owner:
             raise TraceError(
                 trace.source,
-                f"trace id {new!r} is also the id of {owner[new].source}; results are keyed by trace id, so ids must be distinct",
+                f"trace id {new!r} is also the id of {owner[new].source}; results are keyed by trace id, so ids must be "
+                "distinct: give the folder that holds both files (ids are paths under the folder given)",
             )
         owner[new] = trace
         out.append(trace)

@@ -53,6 +53,9 @@ class Step(BaseModel):
     parent_span_id: str | None = None
     name: str | None = Field(default=None, description="span/operation/tool name where the format has one")
     start_time: str | None = None
+    call_id: str | None = Field(
+        default=None, description="observation steps: the id of the tool call (in an earlier step's tool_calls) this result answers"
+    )
     kind: Literal["action", "observation"] = Field(
         default="action",
         description="'action': an agent (or a human) acted here; 'observation': environment output, a tool "
@@ -112,7 +115,7 @@ class Trace(BaseModel):
 
     id: str = Field(description="stable id: 'whowhen/hand-crafted/12' for Who&When files, else the file stem")
     source: str = Field(description="the file path as given")
-    format: str = Field(description="'whowhen' | 'messages' | 'openinference' | 'otel-genai'")
+    format: str = Field(description="'whowhen' | 'messages' | 'openinference' | 'otel-genai' | 'atif' | 'mini-swe-agent' | 'swe-agent'")
     subset: str | None = Field(default=None, description="Who&When subset, else None")
     task: str = ""
     agents: list[AgentInfo] = Field(default_factory=list)

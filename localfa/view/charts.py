@@ -218,8 +218,10 @@ def line_chart(
     y_label: str = "accuracy",
     width: int = 600,
     height: int = 340,
+    x_prefix: str = "±",
 ) -> str:
-    """Curves in [0, 1] over a shared numeric x axis, one per series, with a legend."""
+    """Curves in [0, 1] over a shared numeric x axis, one per series, with a legend (each point's
+    tooltip reads "label: {x_prefix}x = y")."""
     left, right, top, bottom = 58, 180, 32, 46
     pw, ph = width - left - right, height - top - bottom
     parts = _svg(width, height, title, "lines")
@@ -246,7 +248,7 @@ def line_chart(
             parts.append(f'<polyline class="curve" points="{coords}" fill="none" stroke="{s.color}" stroke-width="2"/>')
             parts.extend(
                 f'<circle cx="{x(px):.1f}" cy="{y(py):.1f}" r="3" fill="{s.color}"><title>{_e(s.label)}: '
-                f"±{px:g} = {py:.3f}</title></circle>"
+                f"{_e(x_prefix)}{px:g} = {py:.3f}</title></circle>"
                 for px, py in pts
             )
         ly = top + 14 + 18 * i

@@ -16,6 +16,7 @@ from typing import Any
 
 from localfa.methods.evidence import verify_quotes
 from localfa.traces.model import Step, Trace, normalize_agent
+from localfa.view.code import code_text_html, is_code_heavy
 from localfa.view.html import FOLD_CHARS, e, folded_text
 from localfa.view.marks import Range, find_quotes, marked_html
 from localfa.view.paths import base_name, method_path
@@ -59,6 +60,9 @@ def collect_quotes(group: TraceGroup) -> list[Quote]:
 
 
 # ---- the timeline ------------------------------------------------------------------------------
+
+
+OBSERVATION_TAG = ' · <span class="obs">observation</span>'  # tool output, environment text: no agent wrote it
 
 
 def step_parts(step: Step) -> list[tuple[str, str]]:
@@ -117,7 +121,8 @@ def timeline_html(group: TraceGroup, gid: int, quotes: list[Quote], colors: dict
             badges += '<span class="badge span">error span</span>'
         head = (
             f'<div class="stephead"><a href="#t{gid}-s{i}">[{i}]</a> <b>{e(step.agent)}</b> · {e(step.role)}'
-            f"{' · ' + e(step.name) if step.name else ''}{badges}</div>"
+            f"{' · ' + e(step.name) if step.name else ''}"
+            f"{OBSERVATION_TAG if step.kind == 'observation' else ''}{badges}</div>"
         )
         body = []
         for kind, text in step_parts(step):
@@ -127,9 +132,12 @@ def timeline_html(group: TraceGroup, gid: int, quotes: list[Quote], colors: dict
                 if i not in where[q]:
                     where[q].append(i)
             highlight = bool(ranges) or i in decisive or i == labelled
-            inner = marked_html(text, ranges)
             tag = "" if kind == "content" else f'<span class="muted">{e(kind)}</span>'
-            body.append(f'<div class="part">{tag}{folded_text(text, FOLD_CHARS, open_=highlight, inner=inner)}</div>')
+            if is_code_heavy(text):  # code and diffs unwrapped, long output folded with head and tail shown
+                shown = code_text_html(text, ranges, open_=highlight)
+            else:
+                shown = folded_text(text, FOLD_CHARS, open_=highlight, inner=marked_html(text, ranges))
+            body.append(f'<div class="part">{tag}{shown}</div>')
         items.append(f'<li id="t{gid}-s{i}" class="{" ".join(classes)}">{head}{"".join(body)}</li>')
     return f'<ol class="timeline">{"".join(items)}</ol>'
 

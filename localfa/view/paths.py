@@ -1,10 +1,11 @@
 """How a method got to its verdict, as read from a record's `details` and `transcript`.
 
 SAFARI gets a turn-by-turn view (tool call, STM update and the STM after the turn, claims with
-their scores, what the tool returned). FALAT and DRIFT get their stages in the papers' order, each
-stage drawn by the generic renderer so that keys being renamed while those methods evolve do not
-break the page. Keys no stage claims, and every method this module does not know, end up in one
-"other details" block: a new method still shows everything it recorded.
+their scores, what the tool returned). FALAT's path is drawn by `localfa.view.falat` from the keys
+it records. DRIFT gets its stages in the paper's order, each stage drawn by the generic renderer so
+that keys being renamed while the method evolves do not break the page. Keys no stage claims, and
+every method this module does not know, end up in one "other details" block: a new method still
+shows everything it recorded.
 """
 
 from __future__ import annotations
@@ -19,25 +20,15 @@ SHOWN_ELSEWHERE = frozenset({"label"})
 
 Stage = tuple[str, tuple[str, ...]]  # (title, key names or fragments that belong to it)
 
-FALAT_STAGES: tuple[Stage, ...] = (
-    ("Prior (expected plan and output)", ("prior",)),
-    ("Window summaries", ("window", "summar")),
-    ("Candidates and regions", ("candidate", "region")),
-    ("Transitions (pair labels)", ("pair", "transition")),
-    ("Pruned", ("prun",)),
-    ("Top 3 and verdicts", ("top3", "top_3", "verdict", "verif")),
-    ("Roles", ("role",)),
-    ("Final step", ("t_hat", "final", "research", "re_search", "decisive")),
-    ("Cost per stage", ("stage", "calls", "usage", "tokens")),
-)
-DRIFT_STAGES: tuple[Stage, ...] = (
-    ("Spans", ("span", "segment")),
-    ("Claim ledger", ("ledger", "claim")),
+DRIFT_STAGES: tuple[Stage, ...] = (  # after DRIFT's own Prediction / Error spans / First error (drift_path)
+    ("Spans", ("spans", "segmented", "segment_chunks")),
+    ("Claim ledger", ("ledger", "ledger_chunks", "ledger_retries", "unchecked_claims")),
     ("Support checks", ("support",)),
-    ("Dependency tracer", ("tracer", "mark", "harm")),
-    ("Prediction", ("first_error", "error", "predict")),
-    ("Cost per stage", ("stage", "calls", "usage", "tokens")),
+    ("Dependency tracer", ("tracer",)),
+    ("Bounds hit and text cut", ("bounds_hit", "limits_hit", "run_cut_steps", "run_char_budget", "budget_note")),
+    ("Cost per stage", ("cost",)),
 )
+DRIFT_PREDICTION = frozenset({"error_spans", "first_error_span", "no_error_span", "step_is_fallback", "fallback_span"})
 
 
 def base_name(record: dict[str, Any]) -> str:
@@ -181,12 +172,36 @@ def safari_path(record: dict[str, Any], link: StepLink) -> str:
 # ---- dispatch ----------------------------------------------------------------------------------
 
 
-def falat_path(record: dict[str, Any], link: StepLink) -> str:
-    return staged_details(record.get("details") or {}, FALAT_STAGES, link)
+def _step_range(a: int, b: int, link: StepLink) -> str:
+    text = f"step {a}" if a == b else f"steps {a}–{b}"
+    return f'<a class="steplink" href="{link(a)}">{text}</a>'
+
+
+def drift_prediction_html(record: dict[str, Any], link: StepLink) -> str:
+    """DRIFT's answer as it records it: the answered step and agent (a fallback when no error span
+    was found), the error spans, and the first error with the claims marked there."""
+    d = record.get("details") or {}
+    spans = d.get("spans") or []
+    step, agent = record.get("step"), record.get("agent")
+    answered = value_html(step, link, "step") if step is not None else "none"
+    why = f'<p class="muted">fallback: {e(d.get("no_error_span"))}</p>' if d.get("step_is_fallback") else ""
+    out = [section("Prediction", f"<p>answered {answered}, agent <b>{e(agent)}</b></p>{why}", css="stage")]
+    err = [i for i in d.get("error_spans") or [] if 0 <= i < len(spans)]
+    items = "".join(f"<li>span {i}: {_step_range(spans[i][0], spans[i][1], link)}</li>" for i in err)
+    out.append(section("Error spans", f"<ol>{items}</ol>" if items else '<p class="muted">none (the prediction is empty)</p>', css="stage"))
+    first = d.get("first_error_span")
+    if first is not None and 0 <= first < len(spans):
+        marks = [m for m in (d.get("tracer") or {}).get("marks") or [] if m.get("span") == first]
+        roles = ", ".join(f"{e(m.get('claim'))} ({e(m.get('role'))})" for m in marks) or "none"
+        body = f"<p>span {first}: {_step_range(spans[first][0], spans[first][1], link)}; claims marked there: {roles}</p>"
+    else:
+        body = '<p class="muted">none</p>'
+    out.append(section("First error", body, css="stage"))
+    return "".join(out)
 
 
 def drift_path(record: dict[str, Any], link: StepLink) -> str:
-    return staged_details(record.get("details") or {}, DRIFT_STAGES, link)
+    return drift_prediction_html(record, link) + staged_details(record.get("details") or {}, DRIFT_STAGES, link, skip=DRIFT_PREDICTION)
 
 
 def method_path(record: dict[str, Any], link: StepLink) -> str:

@@ -1,8 +1,8 @@
 """What a page shows: diagnosis records, each with the trace it diagnosed when that can be read.
 
 Input is a results file (`localfa diagnose --out`, or a sweep's `results.jsonl`) or a run
-directory holding one. A record names its trace file in `source`; the trace is loaded from there
-once per file. A trace that cannot be read any more (moved, deleted) leaves its records on the
+directory (its results.jsonl and shard files, read by the one reader `report` and resume use).
+A record names its trace file in `source`; the trace is loaded from there once per file. A trace that cannot be read any more (moved, deleted) leaves its records on the
 page with a note, without a timeline: the verdict and the method's path are still worth seeing.
 """
 
@@ -12,11 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localfa.errors import LocatedError, one_line
-from localfa.results import ResultRecord
+from localfa.errors import LocatedError
 from localfa.traces.model import Trace
-
-RESULTS = "results.jsonl"  # the name a sweep's run directory gives its results (localfa.bench.store)
 
 
 class ViewError(LocatedError):
@@ -35,41 +32,39 @@ class TraceGroup:
 
 
 def results_path(path: str | Path) -> Path:
-    """The results file behind `path` (a JSONL file, or a run directory holding results.jsonl)."""
+    """The results behind `path`: a JSONL file, or a run directory holding results.jsonl and/or
+    the shard files of `bench --shard I/N`."""
+    from localfa.bench.store import results_files
+
     p = Path(path)
     if p.is_dir():
-        p = p / RESULTS
-        if not p.exists():
-            raise ViewError(p, "no results file in this run directory")
+        if not results_files(p):
+            raise ViewError(p / "results.jsonl", "no results file in this run directory")
     elif not p.exists():
         raise ViewError(p, "no such file or run directory")
     return p
 
 
 def read_results(path: str | Path) -> list[dict[str, Any]]:
-    """Every record of a results file; a line that is not a JSON object is an error naming it.
+    """One record per (trace, method, budget, seed), decided as resume and `report` decide it
+    (`localfa.bench.store.wins`: a retried unit is shown once, by its record that counts), from
+    a results file or every results file of a run directory (shards too).
 
-    A partial last line (a sweep killed mid-write) is skipped, as the sweep itself does.
+    A damaged line is an error naming it; a partial last line (a sweep killed mid-write) is
+    skipped, as the sweep itself does.
     """
+    from localfa.bench.store import StoreError, read_records, read_run_records
+
     p = results_path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        records = read_run_records(p) if p.is_dir() else read_records(p)
+    except StoreError as exc:
+        raise ViewError(exc.path, exc.message.replace("result record", "diagnosis record")) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ViewError(p, f"cannot read: {exc}") from None
-    lines = text.split("\n")
-    complete = lines[:-1] if not text.endswith("\n") else lines
-    records = []
-    for lineno, line in enumerate(complete, start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = ResultRecord.from_line(line)
-        except ValueError as exc:  # bad JSON, or JSON that is no diagnosis record
-            raise ViewError(p, f"line {lineno} is not a diagnosis record ({one_line(str(exc))[:200]})") from None
-        records.append(rec.record(with_transcript=True))
     if not records:
         raise ViewError(p, "no diagnosis records in this file")
-    return records
+    return [r.record(with_transcript=True) for r in records]
 
 
 def group_records(records: list[dict[str, Any]], traces: dict[str, Trace] | None = None, base: Path | None = None) -> list[TraceGroup]:

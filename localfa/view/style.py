@@ -50,6 +50,9 @@ li.step.decisive{border-left-color:#d62728;background:#fff1f0;box-shadow:0 0 0 2
 li.step:target{outline:3px solid #0b5cad}
 .stephead{font-size:.88em;color:#444}.stephead b{color:#111}
 .text{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.9em}
+pre.code{white-space:pre;overflow-wrap:normal;overflow-x:auto;max-height:40em;margin:.2em 0;font-size:.85em}
+pre.code .add{background:#e6ffec;display:inline-block;min-width:100%}pre.code .del{background:#ffebe9;display:inline-block;min-width:100%}
+pre.code .hunk{color:#6f42c1}.stephead .obs{color:#666;font-style:italic}details.mid>summary{font-size:.85em}
 .part{margin-top:.25em}.part>.muted{font-size:.8em;text-transform:uppercase;letter-spacing:.03em}
 details.fold>summary .head{color:#333}
 mark.ev{background:#ffe45c;padding:0 .1em;border-radius:2px}

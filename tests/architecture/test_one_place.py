@@ -49,6 +49,15 @@ def test_engine_never_imports_traces():
     assert _offenders(PKG / "engine", "localfa.traces") == []
 
 
+def test_cluster_never_imports_the_sweep():
+    """One sweep driver, in bench/ with its executors; cluster/ is only Ray plumbing below it (issue 25.11)."""
+    assert _offenders(PKG / "cluster", "localfa.bench") == []
+
+
+def test_limits_is_a_leaf():
+    assert [n for n in sorted(_imports(PKG / "limits.py")) if n.startswith("localfa")] == []
+
+
 def test_typer_only_in_the_cli_package():
     outside = [p for p in _modules(PKG) if "cli" not in p.relative_to(PKG).parts[:1]]
     assert [str(p.relative_to(PKG)) for p in outside if any(n.split(".")[0] == "typer" for n in _imports(p))] == []

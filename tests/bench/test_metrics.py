@@ -105,10 +105,11 @@ def test_precision_and_strict_precision():
 
 
 def test_span_f1_and_first_error():
-    # predicted {2,3,4} vs labelled {3,4,5,6}: overlap 2 -> F1 = 2*2/(3+4) = 4/7; first 2 != 3
+    # predicted {2,3,4} vs labelled {3,4,5,6}: overlap 2 -> F1 = 2*2/(3+4) = 4/7; span 2-4 overlaps 3-6
     s = score_record(rec("t", 2, label_step=3, faults=[3, 4, 5, 6], spans=[[2, 4]]))
     assert math.isclose(s["span_f1"], 4 / 7)
-    assert s["first_error"] == 0.0
+    assert s["first_error"] == 1.0
+    assert score_record(rec("t", 0, label_step=3, faults=[3, 4], spans=[[0, 1]]))["first_error"] == 0.0
     # predicted {3,8,9} vs {3,4}: overlap 1 -> 2*1/(3+2) = 0.4; first 3 == 3
     s = score_record(rec("t", 3, label_step=3, faults=[3, 4], spans=[[3, 3], [9, 8]]))
     assert math.isclose(s["span_f1"], 0.4)
@@ -185,7 +186,7 @@ def test_empty_run():
 
 def test_a_failed_span_prediction_is_a_span_miss():
     ok = rec("A", 3, label_step=3, faults=[3, 4], spans=[[3, 4]])  # F1 1.0, first error right
-    failed = rec("B", None, label_step=2, faults=[2], error="EngineUnavailableError: refused")
+    failed = rec("B", None, label_step=2, faults=[2, 3], error="EngineUnavailableError: refused")
     g = summarize_group("drift", "none", "overall", [ok, failed], n_boot=0)
     assert (g.metrics["span_f1"].mean, g.metrics["span_f1"].n) == (0.5, 2)
     assert (g.metrics["first_error"].mean, g.metrics["first_error"].n) == (0.5, 2)

@@ -59,10 +59,12 @@ def test_gold_steps_join_fault_spans_and_fault_steps():
 
 
 def test_span_precision_recall_f1_and_first_error():
-    # predicted {2,3,4} vs labelled span 3-6 -> {3,4,5,6}: P = 2/3, R = 2/4, F1 = 4/7; first 2 != 3
+    # predicted {2,3,4} vs labelled span 3-6 -> {3,4,5,6}: P = 2/3, R = 2/4, F1 = 4/7; the spans overlap
     s = score_record(rec("t", 2, spans=[[2, 4]], fault_spans=[(3, 6)]))
     assert math.isclose(s["span_precision"], 2 / 3) and math.isclose(s["span_recall"], 0.5)
-    assert math.isclose(s["span_f1"], 4 / 7) and s["first_error"] == 0.0
+    assert math.isclose(s["span_f1"], 4 / 7) and s["first_error"] == 1.0
+    s = score_record(rec("t", 0, spans=[[0, 1], [3, 3]], fault_spans=[(3, 6)]))
+    assert s["first_error"] == 0.0  # the earliest predicted span (0-1) misses the earliest fault span
     s = score_record(rec("t", 3, spans=[[3, 4]], fault_spans=[(3, 4)]))
     assert (s["span_precision"], s["span_recall"], s["span_f1"], s["first_error"]) == (1.0, 1.0, 1.0, 1.0)
 
@@ -87,3 +89,26 @@ def test_report_shows_span_columns_for_span_methods_only():
         assert title in head
     row = rows[-1 if rows[-1][0] == "drift" else 0]
     assert row[head.index("span F1")] == "1.000"
+
+
+def test_first_error_scores_the_earliest_predicted_span_by_overlap():
+    # DRIFT's span (3, 6) holds its answered step 5, the labelled decisive step: a hit
+    s = score_record(rec("t", 5, spans=[[3, 6]], mistake=5))
+    assert s["first_error"] == 1.0
+    assert score_record(rec("t", 4, spans=[[4, 4]], mistake=5))["first_error"] == 0.0  # single steps: the same step
+    assert score_record(rec("t", 5, spans=[[5, 5], [1, 2]], mistake=5))["first_error"] == 0.0  # the earliest span is 1-2
+
+
+def test_who_and_when_records_carry_no_span_f1_only_step_agent_and_first_error():
+    s = score_record(rec("t", 5, spans=[[5, 5], [7, 7], [9, 9]], mistake=5))  # a decisive step, no span labels
+    assert s["span_precision"] is None and s["span_recall"] is None and s["span_f1"] is None
+    assert s["step"] == 1.0 and s["first_error"] == 1.0
+    groups = summarize([rec("a", 5, spans=[[5, 5]], mistake=5)], n_boot=0)
+    assert "span_f1" not in metric_columns(groups) and "first_error" in metric_columns(groups)
+
+
+def test_an_empty_prediction_is_a_span_miss_and_keeps_its_fallback_step():
+    s = score_record(rec("t", 3, spans=[], fault_spans=[(3, 3)]))  # no error found: Ê = ∅, step 3 a fallback
+    assert (s["span_precision"], s["span_recall"], s["span_f1"], s["first_error"]) == (0.0, 0.0, 0.0, 0.0)
+    s = score_record(rec("t", 3, spans=[], mistake=3))
+    assert s["step"] == 1.0 and s["first_error"] == 0.0

@@ -182,7 +182,7 @@ def test_store_cuts_a_partial_last_line_and_never_duplicates(tmp_path):
     assert [(r.trace, r.step) for r in read_records(path)] == [("a", 1), ("b", 2)]
     with ResultStore(run) as st:
         assert st.repaired_bytes == len(b'{"trace":"c","method":"m","bud')
-        assert ("a", "m", "none", 0) in st and len(st.records) == 2
+        assert ("a", "m", "none", 0) in st and len(st) == 2
         st.append(stored("c", 3))
     lines = path.read_text().splitlines()
     assert [json.loads(x)["trace"] for x in lines] == ["a", "b", "c"]

@@ -93,11 +93,12 @@ def test_same_file_name_in_two_folders_gets_path_ids(tmp_path):
     messages_trace(data / "b" / "1.json", "beta")
     messages_trace(data / "b" / "2.json", "gamma")
     traces = load_traces([data])
-    assert [t.id for t in traces] == ["a/1", "b/1", "2"]
+    assert [t.id for t in traces] == ["a/1", "b/1", "b/2"]  # paths under the folder given, always
     # the ids do not depend on --limit: they are fixed before it applies
     assert [t.id for t in load_traces([data], limit=1)] == ["a/1", "b/1"]
-    # two files given from different roots with the same relative path: the folders they share decide
-    assert [t.id for t in load_traces([data / "a", data / "b"])] == ["a/1", "b/1", "2"]
+    # two files given from different roots with the same path under them: refused, never renamed
+    with pytest.raises(TraceError, match="give the folder that holds both"):
+        load_traces([data / "a", data / "b"])
 
 
 def test_a_key_collision_across_runs_names_both_files(tmp_path):
@@ -223,6 +224,8 @@ class Described(ScriptedEngine):
             "vllm_version": s["vllm_version"],
             "max_model_len": self.max_model_len,
             "engine_args": {"dtype": s["dtype"], "structured_outputs_config": {"backend": s["backend"]}},
+            "chat_template_kwargs": {"enable_thinking": s.get("thinking", False)},
+            "extra_args": s.get("extra", {}),
         }
 
 
@@ -238,6 +241,8 @@ CHANGES = {
     "dtype": (lambda m: Described(m, dtype="float16"), "dtype: 'bfloat16' -> 'float16'"),
     "structured_outputs_backend": (lambda m: Described(m, backend="xgrammar"), "structured_outputs_backend: 'guidance' -> 'xgrammar'"),
     "vllm_version": (lambda m: Described(m, vllm_version="0.33.0"), "vllm_version: '0.32.0' -> '0.33.0'"),
+    "enable_thinking": (lambda m: Described(m, thinking=True), "enable_thinking: False -> True"),
+    "extra_args": (lambda m: Described(m, extra={"kv_cache_dtype": "fp8"}), "extra_args: kv_cache_dtype differ"),
     "chat_template": (lambda m: Described(model_dir(m, template="{{ other }}")), "chat_template: '"),
     "sampling_defaults": (lambda m: Described(model_dir(m, temperature=1.0)), "sampling_defaults: temperature differ"),
 }
@@ -258,6 +263,9 @@ def test_resume_refuses_a_changed_engine_setting(tmp_path, field):
         "vllm_version": "0.32.0",
         "chat_template": manifest["answer_settings"]["chat_template"],
         "sampling_defaults": {"temperature": 0.6, "top_p": 0.9},
+        "enable_thinking": False,
+        "extra_args": {},
+        "limits": {"max_step_chars": 20000, "max_steps": 5000},
     }
     assert len(manifest["answer_settings"]["chat_template"]) == 16
     run_sweep(run, traces, methods, [1], Described(mdir), progress=False)  # unchanged: resumes
@@ -267,6 +275,17 @@ def test_resume_refuses_a_changed_engine_setting(tmp_path, field):
         run_sweep(run, traces, methods, [2], changed, progress=False)
     assert needle in str(err.value) and "--force" in str(err.value)
     assert run_sweep(run, traces, methods, [2], changed, force=True, progress=False).written == 2
+
+
+def test_resume_refuses_changed_trace_limits(tmp_path, monkeypatch):
+    traces = load_traces([write_whowhen(tmp_path / "ww", per_subset=1)])
+    methods = parse_methods("random")
+    run = tmp_path / "run"
+    mdir = model_dir(tmp_path / "model")
+    run_sweep(run, traces, methods, [0], Described(mdir), progress=False)
+    monkeypatch.setenv("LOCALFA_MAX_STEP_CHARS", "1000")
+    with pytest.raises(SweepError, match="limits: max_step_chars differ"):
+        run_sweep(run, traces, methods, [1], Described(mdir), progress=False)
 
 
 @pytest.mark.parametrize(

@@ -34,14 +34,31 @@ def unlabelled(path: Path) -> Path:
     return path
 
 
-def test_a_bad_trace_is_exit_2_and_one_line(whowhen, tmp_path):
-    good = shutil.copy(whowhen / "algorithm-generated" / "1.json", tmp_path / "good.json")
+def test_a_lone_bad_trace_is_exit_2_and_one_line(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"history": [{"content": "hi", "name": "A"}, ')
-    p = diagnose(str(good), str(bad), "--method", "random")
+    p = diagnose(str(bad), "--method", "random")
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.splitlines() == [p.stderr.strip()]
     assert p.stderr.startswith(f"error: {bad}: truncated JSON: the file ends before the value is complete")
+
+
+def test_an_unreadable_trace_among_good_ones_is_its_own_error_record(whowhen, tmp_path):
+    """Issue 25.10: `diagnose good.json unreadable.json` diagnoses the good one, writes an error
+    record for the unreadable one (the others are not refused) and exits 1."""
+    good = shutil.copy(whowhen / "algorithm-generated" / "1.json", tmp_path / "good.json")
+    bad = tmp_path / "unreadable.json"
+    bad.write_text('{"history": [{"content": "hi", "name": "A"}, ')
+    other = shutil.copy(whowhen / "hand-crafted" / "1.json", tmp_path / "other.json")
+    out = tmp_path / "d.jsonl"
+    p = diagnose(str(good), str(bad), str(other), "--method", "all-at-once", "--out", str(out))
+    assert p.returncode == 1, p.stderr
+    assert f"error: {bad}: truncated JSON" in p.stderr
+    recs = [ResultRecord.from_line(x) for x in out.read_text().splitlines()]
+    assert [(r.trace, r.source) for r in recs] == [("good", str(good)), ("unreadable", str(bad)), ("other", str(other))]
+    assert recs[0].error is None and recs[0].step is not None and recs[2].error is None
+    assert recs[1].error.startswith("TraceError: truncated JSON") and recs[1].error_kind == "final" and recs[1].step is None
+    assert recs[1].method == "all-at-once" and recs[1].finished_at
 
 
 def test_one_failing_trace_gets_an_error_record_and_the_others_are_diagnosed(whowhen, tmp_path):

@@ -16,9 +16,10 @@ import localfa  # noqa: F401  (sets Ray's switches before Ray is imported, as th
 
 pytest.importorskip("ray")
 
+from localfa.bench.driver import run_units_sweep  # noqa: E402
+from localfa.bench.ray_executor import RayExecutor
 from localfa.bench.sweep import load_traces, parse_methods, run_sweep  # noqa: E402
-from localfa.cluster.driver import run_units_sweep  # noqa: E402
-from localfa.cluster.ray_driver import RayExecutor, reap_session  # noqa: E402
+from localfa.cluster.runtime import reap_session  # noqa: E402
 from localfa.engine.scripted import scripted_default  # noqa: E402
 from tests.cluster.helpers import LOCALFA, by_key, raw_lines, start_cli, wait_for_lines, write_whowhen  # noqa: E402
 
@@ -100,7 +101,7 @@ def test_ray_usage_statistics_are_off_before_ray_is_imported():
     code = (
         "import os, sys; import localfa; assert 'ray' not in sys.modules; "
         "print(os.environ['RAY_USAGE_STATS_ENABLED']); "
-        "from localfa.cluster.ray_driver import import_ray; ray = import_ray(); "
+        "from localfa.cluster.runtime import import_ray; ray = import_ray(); "
         "from ray._common.usage import usage_lib; print(usage_lib.usage_stats_enabled(), os.environ['RAY_AUTH_MODE'])"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}

@@ -6,11 +6,12 @@ import subprocess
 
 import pytest
 
+from localfa.bench.driver import run_units_sweep
+from localfa.bench.executors import LocalExecutor
 from localfa.bench.report import load_run
+from localfa.bench.shard import Shard, bucket
 from localfa.bench.sweep import load_traces, parse_methods, run_sweep
-from localfa.cluster.driver import LocalExecutor, run_units_sweep
-from localfa.cluster.plan import plan_units
-from localfa.cluster.shard import Shard, bucket
+from localfa.bench.units import plan_units
 from localfa.engine.scripted import scripted_default
 from tests.cluster.helpers import LOCALFA, by_key, raw_lines, write_whowhen
 
@@ -41,8 +42,7 @@ def test_two_shards_equal_the_unsharded_run(tmp_path):
     whole = run_sweep(tmp_path / "whole", traces, methods, [0, 1], scripted_default(), progress=False)
     run = tmp_path / "sharded"
     parts = [
-        run_units_sweep(run, traces, methods, [0, 1], LocalExecutor(scripted_default(), methods), shard=Shard(i, 2), progress=False)
-        for i in (1, 2)
+        run_units_sweep(run, traces, methods, [0, 1], LocalExecutor(scripted_default()), shard=Shard(i, 2), progress=False) for i in (1, 2)
     ]
     assert sorted(p.name for p in run.glob("results*.jsonl")) == ["results.shard-1-of-2.jsonl", "results.shard-2-of-2.jsonl"]
     assert sum(p.written for p in parts) == whole.written == 36 and min(p.written for p in parts) > 0
@@ -54,7 +54,7 @@ def test_two_shards_equal_the_unsharded_run(tmp_path):
     again = run_sweep(run, traces, methods, [0, 1], scripted_default(), progress=False)
     assert again.written == 0 and again.skipped == 36
     # and a shard re-run after a kill skips what it finished
-    redo = run_units_sweep(run, traces, methods, [0, 1], LocalExecutor(scripted_default(), methods), shard=Shard(1, 2), progress=False)
+    redo = run_units_sweep(run, traces, methods, [0, 1], LocalExecutor(scripted_default()), shard=Shard(1, 2), progress=False)
     assert redo.written == 0 and redo.skipped == parts[0].written
 
 

@@ -1,28 +1,33 @@
-"""A JSON grammar's validator is compiled once per grammar, however many responses it checks
-(issue 13: re-checking the schema on every response cost ~18 ms a call)."""
+"""A JSON grammar's check is compiled once per grammar, however many responses it checks
+(issue 13: re-checking the schema on every response cost ~18 ms a call; issue 26: one compiled
+check, not jsonschema's interpreter, for each answer). A bad schema is refused
+by `Grammar.check()` (tests/engine/test_grammar_builders.py)."""
 
 from __future__ import annotations
-
-import sys
 
 import jsonschema
 import pytest
 
-from localfa.engine.errors import GrammarError, InvalidOutputError
-from localfa.engine.grammar import Grammar
+from localfa.engine.errors import InvalidOutputError
+from localfa.engine.grammar import Grammar, clear_interned
 
 
-def test_validator_is_built_once_however_many_responses(monkeypatch):
-    built = []
-    real = jsonschema.validators.validator_for
+def test_a_valid_answer_is_one_compiled_check(monkeypatch):
+    """Valid answers go through the check compiled once per grammar; jsonschema is never asked
+    (it is only for the message of an invalid answer), and never per response with `validate`."""
+    import localfa.engine.jsoncheck as jsoncheck
 
-    def counting(schema, *args, **kwargs):
-        if sys._getframe(1).f_globals.get("__name__") == "localfa.engine.grammar":
-            built.append(1)  # a validator class looked up by our code, i.e. a validator being built
-        return real(schema, *args, **kwargs)
+    compiled = []
+    real = jsoncheck.compile_check
 
-    monkeypatch.setattr(jsonschema.validators, "validator_for", counting)
+    def counting(schema):
+        compiled.append(1)
+        return real(schema)
+
+    monkeypatch.setattr(jsoncheck, "compile_check", counting)
+    monkeypatch.setattr(jsonschema.validators, "validator_for", lambda *a, **k: pytest.fail("jsonschema asked about a valid answer"))
     monkeypatch.setattr(jsonschema, "validate", lambda *a, **k: pytest.fail("per-response jsonschema.validate"))
+    clear_interned()  # an interned twin from another test would already hold its check
     g = Grammar.json(
         {
             "type": "object",
@@ -33,7 +38,7 @@ def test_validator_is_built_once_however_many_responses(monkeypatch):
     )
     for i in range(50):
         assert g.parse(f'{{"n":{i % 5}}}') == {"n": i % 5}
-    assert len(built) == 1
+    assert len(compiled) == 1
 
 
 def test_error_messages_are_jsonschemas_best_match():
@@ -43,7 +48,3 @@ def test_error_messages_are_jsonschemas_best_match():
     with pytest.raises(InvalidOutputError, match=r"'n' is a required property"):
         g.parse("{}")
 
-
-def test_a_bad_schema_is_refused_when_the_grammar_is_built():
-    with pytest.raises(GrammarError, match="not a valid JSON schema"):
-        Grammar.json({"type": "object", "properties": {"n": {"type": "no-such-type"}}}, name="broken")

@@ -59,12 +59,9 @@ def test_a_server_that_dies_mid_run_is_taken_out():
     with FakeOpenAI() as a, FakeOpenAI() as b:
         engine = OpenAIEngine([a.url, b.url])
         a.mode = "500"
-        out = engine.generate([_req(f"t{i}", i) for i in range(10)])
-        assert [r.value for r in out] == ["ok"] * 10
-        assert engine.live() == [b.url + "/v1"]
-        b.mode = "500"
-        with pytest.raises(EngineUnavailableError, match="every server is out of rotation"):
-            engine.generate([_req("last", 0)])
+        out = engine.generate([_req(f"t{i}", i) for i in range(30)])  # A fails every one it takes
+        assert [r.value for r in out] == ["ok"] * 30
+        assert engine.live() == [b.url + "/v1"]  # until a probe finds it back (test_server_recovery.py)
         engine.close()
 
 

@@ -70,7 +70,7 @@ def test_all_at_once_rejects_answers_outside_the_trace():
                 MethodContext(make_trace(SPEAKERS)).request(
                     "x",
                     [{"role": "user", "content": "q"}],
-                    baselines.Grammar.json(baselines._agent_step_model(["WebSurfer"], 6, 10)),
+                    baselines._agent_step_grammar(["WebSurfer"], list(range(6)), 10),
                     baselines.Sampling(),
                 )
             ]

@@ -11,6 +11,7 @@ from localfa.engine.scripted import ScriptedEngine
 from localfa.grammars.drift import (
     DriftLimits,
     ledger_grammar,
+    ledger_order_errors,
     segment_grammar,
     spans_from_starts,
     support_grammar,
@@ -27,7 +28,7 @@ from localfa.traces.model import Step, Trace
 
 CONTENTS = [
     ("user", "Find the population of Springfield in 2020 and double it."),
-    ("Searcher", "Search result: Springfield had 167,882 residents in the 2020 census."),
+    ("Searcher", "Searching the census for Springfield.", "Springfield had 167,882 residents in the 2020 census."),
     ("Planner", "So the population is 170,000, we will use that."),
     ("Coder", "Doubling 170,000 gives 340,000."),
     ("Searcher", "Checking another source for the census figure."),
@@ -36,7 +37,7 @@ CONTENTS = [
 
 
 def make_trace(contents=CONTENTS, tid: str = "d1") -> Trace:
-    steps = [Step(index=i, agent=a, role="assistant", content=c) for i, (a, c) in enumerate(contents)]
+    steps = [Step(index=i, agent=a, role="assistant", content=c, observation=(o or [None])[0]) for i, (a, c, *o) in enumerate(contents)]
     return Trace(
         id=tid,
         source=f"{tid}.json",
@@ -48,7 +49,7 @@ def make_trace(contents=CONTENTS, tid: str = "d1") -> Trace:
 
 
 def new_claim(text, i, j, uses=(), status="consequential", typ="entity"):
-    return {"text": text, "type": typ, "status": status, "at": {"introduced": i, "consequential": j, "uses": list(uses)}}
+    return {"text": text, "type": typ, "status": status, "introduced": i, "consequential": j, "uses": list(uses)}
 
 
 class Script:
@@ -67,7 +68,7 @@ class Script:
         if stage == "ledger":
             return self.ledger[int(rest)]
         if stage == "support":
-            return self.support.get(rest, {"status": "DIRECT", "evidence": "Final answer: 340,000.", "span": 5, "reason": "shown"})
+            return self.support.get(rest, {"status": "DIRECT", "evidence": "Doubling 170,000 gives 340,000.", "span": 3, "reason": "shown"})
         return self.tracer.get(rest, {"harmful": False, "marks": []})
 
 
@@ -92,12 +93,12 @@ def test_ledger_merges_the_same_claim_across_chunks_into_one_entry():
     c = ledger[0]
     assert (c["id"], c["status"], c["introduced"], c["consequential"]) == ("C1", "finalized", 1, 1)
     assert c["uses"] == [2, 4, 5] and c["seen_in_chunks"] == [0, 1]
-    assert diag.details["ledger_chunks"] == [[0, 2], [3, 5]]
-    # the second chunk was shown the carried ledger and may only update real ids
+    assert [(c["spans"], c["ended"]) for c in diag.details["ledger_chunks"]] == [([0, 2], "chunk_max_spans"), ([3, 5], "end of run")]
+    assert diag.details["bounds_hit"]["chunk_max_spans"] == [0]
+    # the second chunk was shown the carried ledger, one line per entry, and may only update real ids
     second = next(r for r in engine.requests if r.key == "drift/ledger/1")
     assert (
-        "Claim C1 (entity, consequential; introduced in span 1, relied on from span 1, used in spans 2):\n"
-        "<<<CLAIM C1>>>\nThe population is 170,000.\n<<<END CLAIM C1>>>"
+        "<<<LEDGER>>>\nC1 | entity, consequential | introduced 1, relied on from 1, used in 2 | The population is 170,000.\n<<<END LEDGER>>>"
     ) in second.messages[1]["content"]
     assert second.grammar.spec["properties"]["updates"]["items"]["properties"]["claim"]["enum"] == ["C1"]
 
@@ -120,25 +121,31 @@ def test_ledger_update_by_id_commits_at_its_first_use():
     assert c.status == "consequential" and c.uses == [3, 4, 5] and len(led) == 1
 
 
-def test_ledger_grammar_enforces_ordering_and_real_span_ids():
+def test_ledger_grammar_bounds_span_ids_and_ids_and_ordering_is_checked_after_parsing():
     limits = DriftLimits()
     g = ledger_grammar(2, 5, ["C1"], limits)
     ok = (
         '{"new_claims":[{"text":"A claim here","type":"entity","status":"consequential",'
-        '"at":{"introduced":2,"consequential":4,"uses":[4,5]}}],"updates":[{"claim":"C1","status":"finalized","uses":[3]}]}'
+        '"introduced":2,"consequential":4,"uses":[4,5]}],"updates":[{"claim":"C1","status":"finalized","uses":[3]}]}'
     )
-    assert g.parse(ok)["new_claims"][0]["at"]["consequential"] == 4
+    assert g.parse(ok)["new_claims"][0]["consequential"] == 4 and ledger_order_errors(g.parse(ok)) == []
+    late = g.parse(ok.replace('"introduced":2', '"introduced":0'))  # recognised late: an earlier span is allowed
+    assert late["new_claims"][0]["introduced"] == 0
     bad = [
-        ok.replace('"introduced":2,"consequential":4', '"introduced":4,"consequential":2'),  # consequential < introduced
-        ok.replace('"uses":[4,5]', '"uses":[3]'),  # a use before the consequential span
-        ok.replace('"introduced":2', '"introduced":1'),  # outside the chunk
-        ok.replace('"uses":[4,5]', '"uses":[6]'),  # a span that does not exist here
+        ok.replace('"uses":[4,5]', '"uses":[6]'),  # a span that does not exist yet
+        ok.replace('"introduced":2', '"introduced":6'),
         ok.replace('"claim":"C1"', '"claim":"C2"'),  # an id not in the ledger
+        ok.replace('"uses":[3]', '"uses":[1]'),  # an update's use outside this chunk
         ok.replace('"type":"entity"', '"type":"opinion"'),
     ]
     for text in bad:
         with pytest.raises(InvalidOutputError):
             g.parse(text)
+    swapped = g.parse(ok.replace('"introduced":2,"consequential":4,"uses":[4,5]', '"introduced":4,"consequential":2,"uses":[3,1]'))
+    assert ledger_order_errors(swapped) == [
+        "new claim 1: consequential span 2 is before its introduced span 4",
+        "new claim 1: uses [1] are before its consequential span 2",
+    ]
     assert "updates" not in ledger_grammar(0, 3, [], limits).spec["properties"]  # nothing to update yet
 
 
@@ -231,7 +238,8 @@ def test_tracer_marks_commit_reuse_finalize_spans_and_first_error():
     assert diag.details["error_spans"] == [2, 3, 5] and diag.details["first_error_span"] == 2
     assert (diag.step, diag.agent) == (2, "Planner")
     assert diag.details["tracer"]["harmful"] == ["C2"]
-    assert [(m["span"], m["role"]) for m in diag.details["tracer"]["marks"]] == [(5, "finalize"), (2, "commit"), (3, "reuse")]
+    marks = [(m["span"], m["role"]) for m in diag.details["tracer"]["marks"]]
+    assert marks == [(5, "finalize"), (2, "commit"), (3, "reuse"), (3, "amplify")]  # every role a span plays
     assert diag.evidence == ["Springfield had 167,882 residents"]  # verbatim quotes only
     assert diag.details["no_error_span"] is None
 
@@ -263,7 +271,7 @@ def test_tracer_grammars_only_allow_spans_from_the_claims_introduction():
     ):
         with pytest.raises(InvalidOutputError):
             g.parse(text)
-    g = tracer_ledger_grammar({"C1": 1, "C2": 3}, 6, limits)
+    g = tracer_ledger_grammar({"C1": 1, "C2": 3}, 6, 8)
     g.parse('{"harmful":["C2"],"marks":[{"claim":"C2","span":3,"role":"reuse"}]}')
     with pytest.raises(InvalidOutputError):
         g.parse('{"harmful":["C2"],"marks":[{"claim":"C2","span":2,"role":"reuse"}]}')
@@ -273,7 +281,8 @@ def test_no_risky_claim_still_answers_with_the_final_answer_span():
     ledger = [{"new_claims": [new_claim("Final answer: 340,000.", 5, 5, [], status="finalized")]}]
     diag, engine = run_one(Script(ledger=ledger))
     assert not [r for r in engine.requests if r.key.startswith("drift/tracer")]
-    assert (diag.step, diag.agent, diag.spans) == (5, "Planner", [(5, 5)])
+    assert (diag.step, diag.agent, diag.spans) == (5, "Planner", [])  # the paper's empty prediction
+    assert diag.details["step_is_fallback"] is True and diag.details["fallback_span"] == 5
     assert diag.details["no_error_span"].startswith("no committed claim lacks support")
     diag, _ = run_one(Script())  # nothing recorded at all: the last span
     assert diag.step == 5 and "no committed claim was recorded" in diag.details["no_error_span"]
@@ -348,10 +357,11 @@ def test_long_trace_is_read_in_chunks_that_fit_the_window():
     method = get_method("drift", chunk_tokens=800)
     ctx = MethodContext(trace, seed=0, count_tokens=engine.count_tokens, max_model_len=4096)
     ((_, diag),) = list(run_jobs(engine, [Job(trace.id, method.run(ctx), lambda e: pytest.fail(e))]))
-    chunks = diag.details["ledger_chunks"]
+    chunks = [c["spans"] for c in diag.details["ledger_chunks"]]
     assert len(chunks) >= 4 and chunks[0][0] == 0 and chunks[-1][1] == 11
     assert all(b[0] == a[1] + 1 for a, b in zip(chunks, chunks[1:]))  # in order, nothing skipped
-    assert diag.details["chunk_tokens"] == 800
+    assert {c["chunk_tokens"] for c in diag.details["ledger_chunks"]} == {800}
+    assert [c["ended"] for c in diag.details["ledger_chunks"]] == ["token budget"] * (len(chunks) - 1) + ["end of run"]
     for r in engine.requests:
         used = sum(engine.count_tokens(m["content"]) for m in r.messages)
         assert used + r.sampling.max_tokens <= 4096

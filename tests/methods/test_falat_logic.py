@@ -7,12 +7,11 @@ import pytest
 from localfa.engine.scripted import ScriptedEngine
 from localfa.methods.base import MethodContext
 from localfa.methods.falat.candidates import merge_regions
-from localfa.methods.falat.ranking import SUSPICION_MAX, rank, suspicion
-from localfa.methods.falat.transitions import candidate_pairs, follow_up_source, prune
-from localfa.methods.falat.windows import StepSummary, split_windows
+from localfa.methods.falat.transitions import candidate_pairs, prune
+from localfa.methods.falat.windows import split_windows
 from localfa.methods.registry import MethodOptionError, get_method
 from localfa.methods.runner import Job, method_job, run_jobs
-from localfa.traces.model import Trace
+from localfa.traces.model import Step, Trace
 from tests.methods.synthetic import synthetic_trace
 
 
@@ -24,13 +23,24 @@ class Script:
     """Answers each FALAT grammar from the test's plan.
 
     flags: step -> (outcome_relevance, prior_inconsistency, execution_inconsistency); unflagged
-    steps have no signal. labels: (i, j) -> transition label (default no_influence). verdicts:
-    step -> (error_independence, counterfactual_sufficiency) (default both false). research_top:
-    the step the re-search ranks first when it is in the window (default: t̂).
+    steps have no signal. passive: steps the window calls passive. labels: (i, j) -> transition
+    label (default no_influence). suspicion: step -> judged 0..10 (default 5). verdicts: step ->
+    (error_independence, counterfactual_sufficiency) (default both false). research_top: the step
+    the re-search ranks first when the grammar admits it (default: t̂).
     """
 
     def __init__(
-        self, flags=None, labels=None, verdicts=None, research_top=None, significance=None, focus=None, quote="the count is"
+        self,
+        flags=None,
+        labels=None,
+        verdicts=None,
+        research_top=None,
+        significance=None,
+        focus=None,
+        quote="the count is",
+        passive=(),
+        suspicion=None,
+        answer="8",
     ) -> None:
         self.flags = flags or {}
         self.labels = labels or {}
@@ -39,44 +49,68 @@ class Script:
         self.significance = significance or {}
         self.focus = focus or {}
         self.quote = quote
+        self.passive = set(passive)
+        self.suspicion = suspicion or {}
+        self.answer = answer
+
+    def _stage(self, node):
+        ids = [i for i in node["properties"]["focus_step"]["enum"] if i is not None]
+        focus = next((f for f in self.focus.values() if f in ids), ids[0] if ids else None)
+        return {"summary": f"window at {ids[0] if ids else 'none'}", "focus_step": focus}
 
     def __call__(self, req):
         name = req.grammar.name
+        props = req.grammar.spec["properties"]
         if name == "falat_prior":
-            out = {"expected_plan": "count even numbers", "must_do": ["check every address"]}
-            if "expected_answer" in req.grammar.spec["properties"]:
-                out = {"expected_plan": out["expected_plan"], "expected_answer": "8", "must_do": out["must_do"]}
+            out = {"expected_plan": "count even numbers"}
+            if "expected_answer" in props:
+                out["expected_answer"] = self.answer
+            out["must_do"] = ["check every address"]
             return out
+        if name == "falat_stage":
+            return {"stage": self._stage(props["stage"])}
         if name == "falat_window":
-            props = req.grammar.spec["properties"]["steps"]["properties"]
             steps = {}
-            for key, node in props.items():
+            for key, node in props["steps"]["properties"].items():
                 i = int(key)
                 o, p, e = self.flags.get(i, (False, False, False))
+                fixed = node["properties"]["active"].get("const")
                 steps[key] = {
                     "agent": node["properties"]["agent"]["const"],
                     "action": f"a{i}",
                     "decision": f"d{i}",
+                    "active": fixed if fixed is not None else i not in self.passive,
                     "significance": self.significance.get(i, 1),
                     "outcome_relevance": o,
                     "prior_inconsistency": p,
                     "execution_inconsistency": e,
                 }
-            ids = [int(k) for k in props]
-            focus = next((f for f in self.focus.values() if f in ids), ids[0])
-            return {"steps": steps, "stage": {"summary": f"window {ids[0]}", "focus_step": focus}}
+            out = {"steps": steps}
+            if "stage" in props:
+                out["stage"] = self._stage(props["stage"])
+            return out
         if name == "falat_transition":
             _, _, i, j = req.key.split("/")
-            return self.labels.get((int(i), int(j)), "no_influence")
+            return {"reason": f"r{i}-{j}", "label": self.labels.get((int(i), int(j)), "no_influence")}
+        if name == "falat_rank":
+            c = int(req.key.split("/")[-1])
+            return {
+                "analysis": f"rated {c}",
+                "incorrect_execution": False,
+                "unsupported_information": False,
+                "affects_later": False,
+                "suspicion": self.suspicion.get(c, 5),
+            }
         if name == "falat_verify":
             c = int(req.key.split("/")[-1])
             ei, cs = self.verdicts.get(c, (False, False))
-            return {"reasons": f"r{c}", "quote": self.quote, "error_independence": ei, "counterfactual_sufficiency": cs}
+            return {"analysis": f"r{c}", "error_independence": ei, "counterfactual_sufficiency": cs, "quote": self.quote}
         if name == "falat_research":
-            ids = [int(k) for k in req.grammar.spec["properties"]["steps"]["properties"]]
+            ids = [int(k) for k in props["steps"]["properties"]]
+            rankable = props["ranking"]["enum"][0]
             t_hat = int(req.messages[-1]["content"].split("points at step ")[1].split(".")[0])
-            top = self.research_top if self.research_top in ids else t_hat
-            ranking = [top] + [i for i in ids if i != top]
+            top = self.research_top if self.research_top in rankable else t_hat
+            ranking = [top] + [i for i in sorted(rankable) if i != top]
             return {
                 "steps": {
                     str(i): {"for": f"for {i}", "against": f"against {i}", "role": "ROOT_CAUSE" if i == top else "PROPAGATION"} for i in ids
@@ -86,7 +120,7 @@ class Script:
         raise AssertionError(f"unexpected grammar {name}")
 
 
-def run_one(script, trace=None, max_model_len=None, **options):
+def run_one(script, trace=None, max_model_len=8192, **options):
     trace = trace or make_trace()
     engine = ScriptedEngine(script, max_model_len=max_model_len)
     method = get_method("falat", **options)
@@ -99,8 +133,10 @@ def batches_of(engine, grammar: str) -> list[list]:
     return [b for b in engine.batches if b and b[0].grammar.name == grammar]
 
 
-def mid(i: int, o=False, p=False, e=False, sig=1) -> StepSummary:
-    return StepSummary(i, "A", "a", "d", sig, o, p, e)
+def with_steps(trace: Trace, **changes: dict) -> Trace:
+    """The trace with some steps changed: `with_steps(t, s0={"role": "human"})`."""
+    steps = [Step(**{**s.model_dump(), **changes.get(f"s{s.index}", {})}) for s in trace.steps]
+    return trace.model_copy(update={"steps": steps})
 
 
 # ---- stage 1: windows, candidates, regions ---------------------------------------------------
@@ -114,20 +150,30 @@ def test_split_windows_short_last_window_and_one_step_trace():
         split_windows(0, 5)
 
 
-def test_all_windows_go_out_as_one_batch_sharing_the_prior_prefix():
+def test_stage_pass_then_step_pass_each_one_batch_and_later_windows_see_earlier_stages():
     diag, engine = run_one(Script(flags={3: (True, False, False)}), make_trace(12))
-    (batch,) = batches_of(engine, "falat_window")
-    assert len(batch) == 3
-    keys = [sorted(int(k) for k in r.grammar.spec["properties"]["steps"]["properties"]) for r in batch]
+    (stage_batch,) = batches_of(engine, "falat_stage")
+    (window_batch,) = batches_of(engine, "falat_window")
+    assert [r.key for r in stage_batch] == ["falat/stage/0", "falat/stage/1"]  # the last window's comes with its steps
+    assert len(window_batch) == 3
+    keys = [sorted(int(k) for k in r.grammar.spec["properties"]["steps"]["properties"]) for r in window_batch]
     assert keys == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]]
-    assert batch[2].grammar.spec["properties"]["stage"]["properties"]["focus_step"]["enum"] == [10, 11]
-    prior_block = batch[0].messages[1]["content"].split("You now read one window")[0]
+    assert ["stage" in r.grammar.spec["properties"] for r in window_batch] == [False, False, True]
+    bodies = [r.messages[1]["content"] for r in window_batch]
+    assert "only the task comes before it" in bodies[0]
+    assert "steps 0-4: window at 0" in bodies[1] and "steps 5-9" not in bodies[1]
+    assert "steps 0-4: window at 0" in bodies[2] and "steps 5-9: window at 5" in bodies[2]
+    # the step pass reads its window from the prefix the stage pass filled
+    for stage_req, window_req in zip(stage_batch, window_batch):
+        head = stage_req.messages[1]["content"].split("Summarise this window as one stage")[0]
+        assert window_req.messages[1]["content"].startswith(head)
+    prior_block = window_batch[0].messages[1]["content"].split("The run has")[0]
     assert "Expected output (an estimate, not verified): 8" in prior_block
-    for r in engine.requests[1:]:  # every later prompt opens with the same system message and prior
-        assert r.messages[0] == batch[0].messages[0]
-        assert r.messages[1]["content"].startswith(prior_block)
+    for r in engine.requests[1:]:
+        assert r.messages[0] == window_batch[0].messages[0] and r.messages[1]["content"].startswith(prior_block)
     assert diag.details["windows"] == [[0, 4], [5, 9], [10, 11]] and diag.details["window"] == 5
-    assert diag.details["cost"]["windows"]["batches"] == [3]
+    assert [s["summary"] for s in diag.details["stages"]] == ["window at 0", "window at 5", "window at 10"]
+    assert diag.details["cost"]["stages"]["batches"] == [2] and diag.details["cost"]["windows"]["batches"] == [3]
 
 
 def test_one_step_trace_runs_end_to_end():
@@ -135,7 +181,7 @@ def test_one_step_trace_runs_end_to_end():
     assert diag.error is None and diag.step == 0 and diag.agent == "Planner"
     assert diag.details["windows"] == [[0, 0]]
     assert diag.details["candidate_source"] == "stage_focus" and diag.details["candidates"] == [0]
-    assert batches_of(engine, "falat_transition") == []  # one candidate: no pair to type
+    assert batches_of(engine, "falat_transition") == [] and batches_of(engine, "falat_stage") == []
     assert diag.details["research"]["window"] == [0, 0] and diag.details["research"]["ranking"] == [0]
     assert list(diag.details["cost"]) == ["prior", "windows", "verify", "research"]
 
@@ -146,8 +192,23 @@ def test_merge_regions_across_a_window_boundary():
     flags = {4: (True, False, False), 5: (False, True, False), 8: (False, False, True)}
     diag, _ = run_one(Script(flags=flags), make_trace(12), window=5)
     assert diag.details["candidates"] == [4, 5, 8]
-    assert diag.details["regions"] == [[4, 5], [8, 8]]  # 4 and 5 sit in different windows
+    assert diag.details["regions"] == [{"steps": [4, 5], "crosses_window": True}, {"steps": [8, 8], "crosses_window": False}]
     assert diag.details["candidate_source"] == "signals"
+
+
+def test_a_region_across_a_window_boundary_is_verified_as_one_neighbourhood():
+    flags = {i: (True, True, False) for i in (3, 4, 5, 6)}
+    labels = {(3, 4): "error_shift", (5, 6): "error_shift", (4, 5): "error_shift"}
+    diag, engine = run_one(Script(flags=flags, labels=labels, suspicion={4: 9, 8: 9}), make_trace(12))
+    req = next(r for r in engine.requests if r.key == "falat/verify/4")
+    body = req.messages[1]["content"]
+    assert all(f"<<<STEP {i}>>>" in body for i in (3, 4, 5, 6)) and "<<<STEP 2>>>" not in body
+    assert next(t for t in diag.details["top"] if t["step"] == 4)["span"] == [3, 6]
+    shared = next(r for r in engine.requests if r.grammar.name == "falat_transition").messages[1]["content"]
+    assert "region 3-6 (spans a window boundary" in shared
+    # a region inside one window keeps the paper's i-1 .. i+1
+    diag, engine = run_one(Script(flags={1: (True, True, False), 2: (True, True, False)}), make_trace(12))
+    assert {t["step"]: t["span"] for t in diag.details["top"]} == {1: [0, 2], 2: [1, 3]}
 
 
 def test_no_flag_falls_back_to_the_steps_stage_summaries_point_at():
@@ -164,24 +225,95 @@ def test_step_text_is_clipped_to_the_step_token_cap_in_window_prompts():
     step0 = body.split("<<<STEP 0>>>")[1].split("<<<END STEP 0>>>")[0]
     assert len(step0.split()) <= 60 and "chars cut" in step0
     assert diag.details["step_token_cap"] == 60
+    assert diag.details["bounds_hit"]["step_tokens"] == {"limit": 60, "steps_cut": [0, 1, 2, 3, 4, 5]}
     verify = [r for r in engine.requests if r.grammar.name == "falat_verify"][0]
     assert "chars cut" not in verify.messages[1]["content"]  # stage 3 sees the full text (fits 8192)
+
+
+# ---- active steps only ------------------------------------------------------------------------
+
+
+def test_a_passive_step_is_never_a_candidate_nor_answered():
+    trace = with_steps(make_trace(8), s0={"role": "human", "agent": "human"}, s3={"kind": "observation"})
+    flags = {0: (True, True, True), 3: (True, True, True), 5: (True, True, True), 2: (True, False, False)}
+    script = Script(flags=flags, passive=[5], research_top=3, focus={0: 0}, labels={(2, 4): "error_shift"})
+    diag, engine = run_one(script, trace)
+    assert diag.details["passive"] == {
+        "0": "human turn: the task or a person's message, not an agent's act",
+        "3": "observation: environment or tool output, no agent acted",
+        "5": "its window judged it passive: it only forwards earlier information",
+    }
+    assert diag.details["candidates"] == [2]
+    window0 = batches_of(engine, "falat_window")[0][0]
+    steps = window0.grammar.spec["properties"]["steps"]["properties"]
+    assert steps["0"]["properties"]["active"] == {"const": False} and steps["3"]["properties"]["active"] == {"const": False}
+    assert steps["2"]["properties"]["active"] == {"type": "boolean"}
+    assert "Steps 0, 3 are not an agent's own act" in window0.messages[1]["content"]
+    research = next(r for r in engine.requests if r.grammar.name == "falat_research")
+    assert {i for p in research.grammar.spec["properties"]["ranking"]["enum"] for i in p} == {1, 2, 4}
+    assert diag.step == 2 and diag.details["research"]["ranking"][0] == 2
+
+
+def test_no_passive_step_is_answered_even_when_only_passive_steps_are_flagged():
+    trace = with_steps(make_trace(4), s0={"role": "human", "agent": "human"}, s1={"kind": "observation"})
+    diag, engine = run_one(Script(flags={0: (True, True, True), 1: (True, True, True)}, focus={0: 0}), trace)
+    assert 0 not in diag.details["candidates"] and 1 not in diag.details["candidates"]
+    assert diag.step in (2, 3)
+    (stage,) = [r for r in engine.requests if r.grammar.name == "falat_window"]
+    assert stage.grammar.spec["properties"]["stage"]["properties"]["focus_step"]["enum"] == [2, 3]
 
 
 # ---- stage 2: pairs and pruning --------------------------------------------------------------
 
 
-def test_pair_cap_keeps_nearest_pairs_and_records_the_cut():
-    kept, cut = candidate_pairs([1, 2, 4, 8], cap=3)
-    assert kept == [(1, 2), (2, 4), (1, 4)] and cut == [(4, 8), (2, 8), (1, 8)]
-    flags = {i: (True, False, False) for i in (1, 2, 4, 8)}
-    diag, engine = run_one(Script(flags=flags), make_trace(10), pair_cap=3)
+def test_each_candidate_gets_its_own_pair_quota_and_the_cut_is_recorded():
+    plan = candidate_pairs([1, 2, 4, 8, 9], quota=2)
+    assert plan.pairs == [(1, 2), (8, 9), (2, 4), (1, 4), (4, 8), (4, 9), (2, 8)]
+    assert plan.cut == {
+        1: {"earlier": [], "later": [8, 9]},
+        2: {"earlier": [], "later": [9]},
+        8: {"earlier": [1], "later": []},
+        9: {"earlier": [1, 2], "later": []},
+    }
+    assert plan.unknown == {(1, 8), (1, 9), (2, 9)}
+
+
+def test_a_fifty_candidate_trace_types_its_late_candidates_too():
+    flags = {i: (True, False, False) for i in range(50)}
+    diag, engine = run_one(Script(flags=flags), make_trace(50), max_model_len=8192)  # quota 8192 // 4096 = 2
+    assert diag.details["pair_quota"] == 2 and len(diag.details["candidates"]) == 50
     (batch,) = batches_of(engine, "falat_transition")
-    assert [r.key for r in batch] == ["falat/pair/1/2", "falat/pair/2/4", "falat/pair/1/4"]
-    assert diag.details["pairs_cut"] == [[4, 8], [2, 8], [1, 8]]
-    # the pair comes last: the shared part (prior, summaries) is identical across the batch
-    shared = {r.messages[1]["content"].split("STEP i:")[0] for r in batch}
-    assert len(shared) == 1
+    typed = {tuple(int(x) for x in r.key.split("/")[2:]) for r in batch}
+    for c in range(45, 50):  # every late candidate has its nearest earlier (and later) candidates typed
+        assert {(c - 2, c), (c - 1, c)} <= typed
+        assert {(c, d) for d in (c + 1, c + 2) if d < 50} <= typed
+    assert len(typed) == 49 + 48
+    assert diag.details["pairs_cut"]["49"] == {"earlier": list(range(47)), "later": []}
+    assert diag.details["bounds_hit"]["pair_quota"]["candidates_cut"] == 50
+
+
+def test_pair_quota_is_sized_from_the_window_and_an_unknown_window_is_a_warning():
+    flags = {i: (True, False, False) for i in range(12)}
+    diag, _ = run_one(Script(flags=flags), make_trace(12), max_model_len=32768)
+    assert diag.details["pair_quota"] == 8 and diag.details["context_window"] == {"tokens": 32768, "source": "engine"}
+    assert diag.details["warnings"] == []
+    diag, _ = run_one(Script(flags=flags), make_trace(12), max_model_len=None)
+    assert diag.details["context_window"] == {"tokens": 32768, "source": "assumed"}
+    assert "reports no context window" in diag.details["warnings"][0]
+    diag, _ = run_one(Script(flags=flags), make_trace(12), max_model_len=None, context_tokens=16384, pair_quota=3)
+    assert diag.details["context_window"]["source"] == "option" and diag.details["pair_quota"] == 3 and diag.details["warnings"] == []
+
+
+def test_no_influence_and_dead_end_never_prune_on_a_cut_pair():
+    for label in ("no_influence", "dead_end"):
+        result = prune([1, 2, 3], {(1, 2): label, (2, 3): label}, {}, unknown={(1, 3)})
+        assert 1 in result.kept and result.held_by_unknown == {1: label}
+        assert result.pruned == {2: label}  # all of 2's later pairs were typed
+    flags = {i: (True, False, False) for i in (1, 2, 3)}
+    diag, _ = run_one(Script(flags=flags), make_trace(6), pair_quota=1)
+    assert diag.details["pairs_cut"] == {"1": {"earlier": [], "later": [3]}, "3": {"earlier": [1], "later": []}}
+    assert diag.details["held_by_unknown"] == {"1": "no_influence"} and diag.details["pruned"] == {"2": "no_influence"}
+    assert diag.details["refined"] == [1, 3]
 
 
 @pytest.mark.parametrize(
@@ -192,7 +324,7 @@ def test_each_pruning_label(label, pruned_step, why):
     result = prune([2, 5], {(2, 5): label}, {})
     assert result.pruned == {pruned_step: why}
     assert result.kept == [s for s in (2, 5) if s != pruned_step]
-    spared = prune([2, 5], {(2, 5): label}, {pruned_step: True})  # deviates from the prior on its own
+    spared = prune([2, 5], {(2, 5): label}, {pruned_step: True})  # an inconsistency of its own
     assert spared.pruned == {} and spared.spared == {pruned_step: why} and spared.kept == [2, 5]
 
 
@@ -202,20 +334,37 @@ def test_error_shift_endpoints_are_kept_even_when_other_labels_would_prune():
     assert result.kept == [2, 5, 7] and result.pruned == {}
 
 
-def test_follow_up_chain_is_traced_back_to_its_source():
+def test_follow_up_from_a_clean_step_marks_no_carrier():
+    # the issue's case: step 0 (the task message) has no inconsistency of its own, step 5 does
+    assert prune([0, 5], {(0, 5): "follow_up"}, {5: True}).kept == [0, 5]
+    assert prune([0, 5], {(0, 5): "follow_up"}, {}).kept == [0, 5]
+
+
+def test_follow_up_from_a_suspect_step_prunes_a_clean_carrier_only():
+    result = prune([2, 5], {(2, 5): "follow_up"}, {2: True})
+    assert result.kept == [2] and result.sources == {5: 2} and result.pruned == {5: "follow_up carrier of step 2"}
+    assert prune([2, 5], {(2, 5): "follow_up"}, {2: True, 5: True}).kept == [2, 5]  # 5 errs on its own
+    # the source of an error_shift is suspect too
+    shifted = prune([1, 2, 6], {(1, 2): "error_shift", (1, 6): "follow_up", (2, 6): "no_influence"}, {})
+    assert shifted.sources == {6: 1} and shifted.kept == [1, 2]
+
+
+def test_attribution_is_traced_back_only_through_carrier_links():
     labels = {(2, 5): "follow_up", (5, 8): "follow_up", (2, 8): "no_influence"}
-    assert follow_up_source(8, labels) == 2
-    result = prune([2, 5, 8], labels, {})
-    assert result.kept == [2]
-    assert result.sources == {5: 2, 8: 2}
-    assert result.pruned == {5: "follow_up carrier of step 2", 8: "follow_up carrier of step 2"}
+    # 5 is a carrier of 2; 5 is not suspect, so its follow_up to 8 marks no carrier
+    result = prune([2, 5, 8], labels, {2: True})
+    assert result.sources == {5: 2} and result.kept == [2, 8]
+    # with 5 suspect (and so not a carrier), 8 is 5's carrier, not 2's
+    result = prune([2, 5, 8], labels, {2: True, 5: True})
+    assert result.sources == {8: 5} and result.kept == [2, 5]
+    # a chain of carriers through suspect links goes back to its source
+    chain = prune([1, 3, 5], {(1, 3): "follow_up", (3, 5): "error_shift", (1, 5): "follow_up"}, {1: True})
+    assert chain.kept == [1, 3, 5]  # error_shift endpoints stay whatever else holds
 
 
 def test_pruning_order_and_the_all_pruned_fallback():
     result = prune([2, 5, 6], {(2, 5): "correction", (5, 6): "correction", (2, 6): "correction"}, {})
     assert result.pruned == {2: "corrected", 5: "corrected"} and result.kept == [6]
-    result = prune([2, 5], {(2, 5): "follow_up"}, {})
-    assert result.kept == [2]
     result = prune([3, 5], {(3, 5): "redundancy"}, {})
     assert result.kept == [3]
     all_gone = prune([3, 5], {(3, 5): "redundancy", (3, 4): "correction"}, {})
@@ -223,68 +372,87 @@ def test_pruning_order_and_the_all_pruned_fallback():
 
 
 def test_pruning_runs_on_the_model_labels_end_to_end():
-    flags = {i: (True, False, False) for i in (1, 3, 5)}
-    labels = {(1, 3): "follow_up", (3, 5): "follow_up", (1, 5): "no_influence"}
+    flags = {1: (True, True, False), 3: (True, False, False), 5: (True, False, False)}
+    labels = {(1, 3): "follow_up", (1, 5): "follow_up", (3, 5): "follow_up"}
     diag, _ = run_one(Script(flags=flags, labels=labels), make_trace(8))
     assert diag.details["refined"] == [1]
     assert diag.details["follow_up_sources"] == {"3": 1, "5": 1}
     assert [t["step"] for t in diag.details["top"]] == [1]
+    assert {(p["i"], p["j"]): p["reason"] for p in diag.details["pairs"]}[(1, 3)] == "r1-3"
 
 
-# ---- stage 3: ranking and verification --------------------------------------------------------
+# ---- reason first, low temperature -------------------------------------------------------------
 
 
-def test_suspicion_is_a_bounded_pure_function():
-    assert suspicion(mid(0), on_path=False) == 1
-    assert suspicion(mid(0, o=True, p=True, e=True, sig=3), on_path=True) == SUSPICION_MAX == 12
-    assert suspicion(mid(0, e=True, sig=0), on_path=False) == 3
-    assert suspicion(mid(0, p=True, sig=0), on_path=True) == 5
-    assert suspicion(mid(0, sig=99), on_path=False) == 3  # clamped to the grammar's bound
+def test_labels_and_verdicts_reason_first_at_the_judge_temperature():
+    flags = {i: (True, False, False) for i in (2, 4, 6)}
+    diag, engine = run_one(Script(flags=flags, labels={(2, 4): "error_shift", (4, 6): "error_shift"}), make_trace(8))
+    by_grammar = {r.grammar.name: r for r in engine.requests}
+    assert list(by_grammar["falat_transition"].grammar.spec["properties"]) == ["reason", "label"]
+    assert list(by_grammar["falat_verify"].grammar.spec["properties"]) == [
+        "analysis",
+        "error_independence",
+        "counterfactual_sufficiency",
+        "quote",
+    ]
+    assert list(by_grammar["falat_rank"].grammar.spec["properties"])[0] == "analysis"
+    temps = {name: r.sampling.temperature for name, r in by_grammar.items()}
+    assert temps == {
+        "falat_prior": 0.7,
+        "falat_stage": 0.7,
+        "falat_window": 0.7,
+        "falat_transition": 0.2,
+        "falat_rank": 0.2,
+        "falat_verify": 0.2,
+        "falat_research": 0.2,
+    }
+    _, engine = run_one(Script(flags=flags), make_trace(8), judge_temperature=0.0)
+    assert {r.sampling.temperature for r in engine.requests if r.grammar.name == "falat_verify"} == {0.0}
 
 
-def test_rank_orders_by_suspicion_then_earlier_step():
-    mids = {1: mid(1, o=True), 4: mid(4, e=True), 6: mid(6, e=True), 9: mid(9, p=True, e=True)}
-    ranked = rank([1, 4, 6, 9], mids, {(6, 9): "follow_up"}, {})
-    assert [(r.step, r.suspicion) for r in ranked] == [(9, 7), (6, 6), (4, 4), (1, 2)]
-    ranked = rank([4, 6], {4: mid(4, e=True), 6: mid(6, e=True)}, {}, {})
-    assert [r.step for r in ranked] == [4, 6]
+# ---- stage 3: judged ranking and verification ---------------------------------------------------
 
 
-def test_top_three_with_fewer_survivors_verifies_all_of_them():
-    flags = {3: (True, False, False), 7: (False, True, False)}
-    diag, engine = run_one(Script(flags=flags, labels={(3, 7): "error_shift"}), make_trace(10))
-    (batch,) = batches_of(engine, "falat_verify")
-    assert sorted(r.key for r in batch) == ["falat/verify/3", "falat/verify/7"]
-    assert len(diag.details["top"]) == 2
-
-
-def test_top_three_of_many_in_one_batch_and_earliest_passing_wins():
-    flags = {1: (True, False, False), 3: (False, True, True), 5: (False, False, True), 8: (True, True, True)}
+def test_the_judged_ranking_leads_and_ties_go_to_the_earlier_step():
+    flags = {1: (True, False, False), 3: (True, False, True), 5: (True, False, False), 8: (True, False, False)}
     labels = {p: "error_shift" for p in [(1, 3), (3, 5), (5, 8)]}
-    verdicts = {3: (True, True), 8: (True, True), 5: (True, False)}
-    script = Script(flags=flags, labels=labels, verdicts=verdicts, significance={8: 3})
+    script = Script(flags=flags, labels=labels, suspicion={1: 2, 3: 6, 5: 7, 8: 7}, verdicts={3: (True, True), 5: (True, True)})
     diag, engine = run_one(script, make_trace(10))
-    assert [(r["step"], r["suspicion"]) for r in diag.details["ranking"]] == [(8, 10), (3, 9), (5, 6), (1, 4)]
-    (batch,) = batches_of(engine, "falat_verify")
-    assert [r.key for r in batch] == ["falat/verify/8", "falat/verify/3", "falat/verify/5"]  # ranked order
-    assert diag.details["t_hat"] == 3 and diag.details["t_hat_verified"] is True
-    assert diag.stop_reason == "verified" and diag.step == 3
+    (batch,) = batches_of(engine, "falat_rank")
+    assert [r.key for r in batch] == ["falat/rank/1", "falat/rank/3", "falat/rank/5", "falat/rank/8"]
+    shared = {r.messages[1]["content"].split("You now rate one suspect step")[0] for r in batch}
+    assert len(shared) == 1  # one shared prefix; the candidate comes last
+    # score = 2·suspicion + signals: 5 has a path (14+1), 3 an execution inconsistency and a path
+    # (12+2), 8 none (14), 1 a path (4+1); 3 and 8 tie and the earlier goes first
+    assert [(r["step"], r["score"]) for r in diag.details["ranking"]] == [(5, 15), (3, 14), (8, 14), (1, 5)]
+    assert diag.details["ranking"][0]["signals"] == ["affects_later"] and diag.details["ranking"][0]["analysis"] == "rated 5"
+    assert diag.details["t_hat"] == 3 and diag.step == 3  # the earliest passing of the top 3
+    assert diag.details["bounds_hit"]["top_k"] == {"limit": 3, "not_verified": [1]}
+    flags = {2: (True, False, False), 6: (True, False, True)}
+    even = run_one(Script(flags=flags, labels={(2, 6): "error_shift"}, suspicion={2: 4, 6: 4}), make_trace(8))[0]
+    assert [(r["step"], r["score"]) for r in even.details["ranking"]] == [(2, 9), (6, 9)]
+
+
+def test_a_single_refined_candidate_needs_no_ranking_call():
+    diag, engine = run_one(Script(flags={3: (True, True, True)}), make_trace(8))
+    assert batches_of(engine, "falat_rank") == [] and diag.details["ranking"][0]["suspicion"] is None
 
 
 def test_none_passing_takes_the_best_ranked_and_says_so():
     flags = {2: (False, False, True), 6: (True, True, True)}
-    diag, _ = run_one(Script(flags=flags, labels={(2, 6): "error_shift"}, verdicts={2: (True, False)}), make_trace(10))
+    script = Script(flags=flags, labels={(2, 6): "error_shift"}, verdicts={2: (True, False)}, suspicion={2: 3, 6: 8})
+    diag, _ = run_one(script, make_trace(10))
     assert diag.details["t_hat"] == 6 and diag.details["t_hat_verified"] is False
     assert diag.stop_reason == "none_verified"
 
 
 def test_verification_sees_neighbours_in_full_and_the_pair_labels():
-    flags = {4: (False, True, True), 6: (True, False, False)}
-    diag, engine = run_one(Script(flags=flags, labels={(4, 6): "error_shift"}), make_trace(10, long=300))
+    flags = {4: (False, True, True), 7: (True, False, False)}
+    diag, engine = run_one(Script(flags=flags, labels={(4, 7): "error_shift"}), make_trace(10, long=300))
     req = next(r for r in engine.requests if r.key == "falat/verify/4")
     body = req.messages[1]["content"]
     assert "<<<STEP 3>>>" in body and "<<<STEP 5>>>" in body and "<<<STEP 6>>>" not in body
-    assert "step 4 -> step 6: error_shift" in body
+    assert "step 4 -> step 7: error_shift" in body
     assert "chars cut" not in body
 
 
@@ -317,6 +485,8 @@ def test_expected_output_comes_from_ground_truth_only_when_asked():
     diag, engine = run_one(Script(), make_trace(4, gt="42"))
     assert diag.details["expected_output_source"] == "prior" and diag.details["prior"]["expected_output"] == "8"
     assert "42" not in engine.requests[0].messages[1]["content"]
+    assert engine.requests[0].grammar.spec["properties"]["expected_answer"]["maxLength"] == 600  # room for a real answer
+    assert "at most 600 characters" in engine.requests[0].messages[1]["content"]
     diag, engine = run_one(Script(), make_trace(4, gt="42"), with_ground_truth=True)
     prior_req = engine.requests[0]
     assert "expected_answer" not in prior_req.grammar.spec["properties"]
@@ -324,6 +494,20 @@ def test_expected_output_comes_from_ground_truth_only_when_asked():
     assert "known correct answer" in engine.requests[1].messages[1]["content"]
     diag, _ = run_one(Script(), make_trace(4, gt=None), with_ground_truth=True)  # none in the trace
     assert diag.details["expected_output_source"] == "prior"
+
+
+def test_an_expected_output_equal_to_the_wrong_one_is_flagged():
+    flags = {2: (True, True, True)}
+    diag, engine = run_one(Script(flags=flags, answer=" 4. "), make_trace(6))  # the run's final output is "4"
+    assert diag.details["prior"]["expected_equals_wrong"] is True
+    verify = next(r for r in engine.requests if r.grammar.name == "falat_verify")
+    assert "is the same as what the run produced" in verify.messages[1]["content"]
+    diag, engine = run_one(Script(flags=flags), make_trace(6))
+    assert diag.details["prior"]["expected_equals_wrong"] is False
+    assert (
+        "is the same as what the run produced"
+        not in next(r for r in engine.requests if r.grammar.name == "falat_verify").messages[1]["content"]
+    )
 
 
 def test_evidence_keeps_only_verbatim_quotes():
@@ -338,9 +522,22 @@ def test_cost_is_recorded_per_stage():
     flags = {i: (True, False, False) for i in (1, 2, 5)}
     diag, engine = run_one(Script(flags=flags, labels={(1, 2): "error_shift", (2, 5): "error_shift"}), make_trace(10))
     cost = diag.details["cost"]
-    assert [cost[s]["batches"] for s in cost] == [[1], [2], [3], [3], [1]]
+    assert list(cost) == ["prior", "stages", "windows", "transitions", "ranking", "verify", "research"]
+    assert [cost[s]["batches"] for s in cost] == [[1], [1], [2], [3], [3], [3], [1]]
     assert sum(c["calls"] for c in cost.values()) == len(engine.requests) == diag.usage["calls"]
     assert sum(c["prompt_tokens"] for c in cost.values()) == diag.usage["prompt_tokens"]
+
+
+def test_text_cut_at_its_bound_is_recorded():
+    class Long(Script):
+        def __call__(self, req):
+            out = super().__call__(req)
+            if req.grammar.name == "falat_verify":
+                out["analysis"] = "x" * req.grammar.spec["properties"]["analysis"]["maxLength"]
+            return out
+
+    diag, _ = run_one(Long(flags={3: (True, True, True)}), make_trace(8), analysis_chars=40)
+    assert diag.details["bounds_hit"]["text_at_bound"] == {"verify": {"analysis": 1}}
 
 
 def test_a_truncated_stage_ends_the_trace_with_an_error_record():
@@ -356,13 +553,49 @@ def test_a_truncated_stage_ends_the_trace_with_an_error_record():
     assert diag.error is not None and "falat_window" in diag.error and diag.step is None
 
 
-def test_options_are_validated_and_parse_from_a_spec():
-    m = get_method("falat:window=3:pair_cap=10")
-    assert m.options.window == 3 and m.options.pair_cap == 10
-    assert m.describe()["window"] == 3 and m.describe()["step_tokens"] == 400
-    for bad in ("falat:window=0", "falat:top_k=0", "falat:pair_cap=0", "falat:nope=1"):
+# ---- options: strong-model defaults, the embedded model's profile ---------------------------------
+
+
+def test_defaults_are_sized_for_a_strong_model_and_every_bound_is_an_option():
+    m = get_method("falat")
+    d = m.describe()
+    assert (d["step_tokens"], d["pair_step_tokens"], d["pair_quota"], d["answer_chars"], d["analysis_chars"]) == (
+        2048,
+        1024,
+        None,
+        600,
+        1200,
+    )
+    for bound in (
+        "plan_chars",
+        "requirements",
+        "action_chars",
+        "stage_chars",
+        "pair_reason_chars",
+        "rank_reason_chars",
+        "quote_chars",
+        "argument_chars",
+        "rank_step_tokens",
+        "context_tokens",
+        "judge_temperature",
+    ):
+        assert bound in d
+    m = get_method("falat:window=3:pair_quota=10:answer_chars=900")
+    assert m.options.window == 3 and m.options.pair_quota == 10 and m.options.limits.answer_chars == 900
+    for bad in ("falat:window=0", "falat:top_k=0", "falat:pair_quota=0", "falat:nope=1", "falat:pair_cap=5", "falat:answer_chars=5"):
         with pytest.raises(MethodOptionError):
             get_method(bad)
+
+
+def test_the_embedded_profile_carries_the_small_values():
+    from localfa.engine.factory import EngineOptions, method_defaults
+
+    resolved = get_method("falat:pair_quota=3").for_model(method_defaults(EngineOptions(), "vllm"))
+    rec = resolved.options_record()
+    assert rec["profile"] == "cpu-embedded"
+    assert rec["values"]["step_tokens"] == 400 and rec["values"]["answer_chars"] == 160
+    assert rec["values"]["pair_quota"] == 3 and "pair_quota" not in rec["from_profile"]  # the user's spec wins
+    assert get_method("falat").describe()["step_tokens"] == 2048  # the method's own default is untouched
 
 
 def test_same_seed_same_requests():

@@ -87,8 +87,8 @@ def test_every_bound_the_turn_grammar_enforces_is_stated_in_the_system_prompt():
 def test_evaluator_and_final_bounds_are_stated_in_their_prompts():
     _, engine = run_one(Script([turn(EVAL, {})] + [turn({"name": "read", "offset": i, "limit": 3}, {}) for i in range(3)]), max_turns=4)
     verdict = next(r for r in engine.requests if r.grammar.name == "safari_verdict")
-    assert _bounds(verdict.grammar.spec) == [("feedback", 800)]
-    assert "at most 800 characters" in verdict.messages[0]["content"]
+    assert _bounds(verdict.grammar.spec) == [("feedback", 2000)]
+    assert "at most 2000 characters" in verdict.messages[0]["content"]
     final = engine.requests[-1]
     assert final.grammar.name == "safari_final" and _bounds(final.grammar.spec) == [("reasoning", 800)]
     assert "reasoning of at most 800 characters" in final.messages[-1]["content"]
@@ -211,7 +211,7 @@ def test_a_budget_below_the_fixed_head_is_that_traces_error_record():
 
 
 def test_scale_on_an_unlabelled_trace_fails_that_trace_only():
-    engine = ScriptedEngine(Script([turn(EVAL, {}), turn(SUBMIT, {})]))
+    engine = ScriptedEngine(Script([turn(EVAL, {}), turn(dict(SUBMIT, step_id=79), {})]))  # a step the bootstrap read showed
     method = get_method("safari", min_investigate_turns=0)
     labelled = make_trace(80, tid="ok", long=40)
     labelled.labels.mistake_step = 70
@@ -414,7 +414,8 @@ def test_the_user_prompt_keeps_the_traces_agent_spelling():
 
 
 def test_in_window_mode_traces_share_one_system_prompt_for_the_prefix_cache():
-    engine = ScriptedEngine(Script([turn(EVAL, {}), turn(SUBMIT, {})]), max_model_len=6000)
+    # b's step 4 is never shown, so its submit is refused and it ends forced on a step it saw
+    engine = ScriptedEngine(Script([turn(EVAL, {}), turn(SUBMIT, {})], final_step=59), max_model_len=6000)
     method = get_method("safari", min_investigate_turns=0)
     short, long = make_trace(8, tid="a"), make_trace(60, tid="b", long=40)
     long.steps[3].content = "数字 " * 400  # a different characters-per-token ratio

@@ -90,6 +90,55 @@ def test_the_key_is_in_no_command_line_only_in_the_server_environment(served):
     assert f"{API_KEY_ENV}={KEY}".encode() in environ
 
 
+# Routes of vLLM 0.32's API server that vLLM's own key check leaves open (beside /openapi.json's).
+OPEN_IN_VLLM = ["/health", "/ping", "/version", "/metrics", "/invocations", "/tokenize", "/detokenize", "/docs", "/openapi.json"]
+
+
+def test_every_route_refuses_a_request_without_the_key(served):
+    """Issue 25.6: the guard in front of vLLM refuses every route without the key, each tested."""
+    _, url, _ = served
+    auth = {"Authorization": f"Bearer {KEY}"}
+    with httpx.Client(trust_env=False, timeout=30) as client:
+        spec = client.get(f"{url}/openapi.json", headers=auth)
+        paths = sorted(spec.json()["paths"]) if spec.status_code == 200 else []
+        assert "/invocations" in paths or not paths
+        routes = sorted({p.replace("{", "").replace("}", "") for p in paths} | set(OPEN_IN_VLLM) | {"/localfa/fingerprint"})
+        let_through = []
+        for path in routes:
+            for method in ("GET", "POST"):
+                status = client.request(method, f"{url}{path}", json={}).status_code
+                if status != 401:
+                    let_through.append((method, path, status))
+        assert let_through == [], let_through
+        assert len(routes) >= 10
+        body = {"model": "localfa", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        assert client.post(f"{url}/invocations", json=body).status_code == 401  # chat completions without the key
+        assert client.post(f"{url}/invocations", json=body, headers=auth).status_code == 200
+        assert client.get(f"{url}/health", headers=auth).status_code == 200
+
+
+def test_the_server_says_what_it_serves_and_counts_in_one_call(served, embedded_model_dir, monkeypatch):
+    """Issue 25.5 / 24.7: the fingerprint of what `localfa serve` serves is the identity over HTTP,
+    and many texts are counted with the model's tokenizer in one call."""
+    from localfa.engine.factory import make_engine
+    from localfa.engine.model import model_fingerprint
+    from localfa.tokens import token_counter
+
+    _, url, _ = served
+    monkeypatch.setenv("LOCALFA_API_KEY", KEY)
+    engine = make_engine("openai", base_urls=[url])
+    try:
+        assert engine.model_info["sha256"] == model_fingerprint(embedded_model_dir)["sha256"]
+        described = engine.describe()
+        assert described["dtype"] and described["structured_outputs_backend"] == "guidance" and described["vllm_version"]
+        texts = ["Orchestrator: search the web for the table.", "WebSurfer: found 42 rows.\n", ""]
+        _, count = token_counter(embedded_model_dir)
+        assert engine.count_tokens_many(texts) == [count(t) for t in texts]
+        assert engine.token_unit() == "tokens"
+    finally:
+        engine.close()
+
+
 def test_sigterm_to_localfa_serve_leaves_no_process_of_its_tree(served):
     proc, _, tree = served
     tree = tree | descendants(proc.pid)

@@ -19,6 +19,7 @@ import pytest
 
 from localfa.serving.launch import free_port
 from tests.serving.proctree import alive, descendants
+from tests.serving.proctree import children as children_of
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -73,4 +74,17 @@ def test_the_server_dies_with_localfa_even_on_sigkill():
         assert wait_gone(tree) == set()
     finally:
         for pid in alive(tree):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_server_that_exits_on_its_own_takes_its_workers_with_it():
+    proc, tree = start_fake_serve()
+    try:
+        server = next(p for p in tree if p in children_of(proc.pid))
+        os.kill(server, signal.SIGKILL)  # the server dies on its own; its worker is left behind
+        assert proc.wait(timeout=20) == 1
+        assert wait_gone(tree) == set()
+        assert "vllm serve exited with status -9" in proc.stderr.read()
+    finally:
+        for pid in alive(tree | {proc.pid}):
             os.kill(pid, signal.SIGKILL)

@@ -165,7 +165,20 @@ def test_a_sweep_over_faults_recovers_every_transient_failure_on_resume(tmp_path
 
 def test_soak_script_kills_twice_and_loses_nothing(tmp_path):
     out = subprocess.run(
-        [sys.executable, "scripts/soak.py", "--traces", "4", "--rate", "0.08", "--delay", "0.02", "--out", str(tmp_path / "soak")],
+        [
+            sys.executable,
+            "scripts/soak.py",
+            "--phase",
+            "engine",
+            "--traces",
+            "4",
+            "--rate",
+            "0.08",
+            "--delay",
+            "0.02",
+            "--out",
+            str(tmp_path / "soak"),
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -180,3 +193,33 @@ def test_soak_script_kills_twice_and_loses_nothing(tmp_path):
     assert int(figures["faults_injected"]) > 0, said
     assert "kills=2" in out.stdout and "errors_transient_left=0" in out.stdout, said
     assert out.returncode == 0, said
+
+
+def test_soak_servers_phase_survives_what_real_servers_do(tmp_path):
+    """Issue 25 Done-when: over HTTP, mid-run, a poison request, a server killed and started again,
+    a 429 and cache entries that no longer validate; every unit recorded once."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "scripts/soak.py",
+            "--phase",
+            "servers",
+            "--server-traces",
+            "6",
+            "--server-delay",
+            "0.05",
+            "--out",
+            str(tmp_path / "soak"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    said = out.stdout + out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1] == "lost=0 duplicates=0 servers_readmitted=1", said
+    figures = dict(part.split("=", 1) for part in lines[-2].split())
+    assert figures["throttled_429"] == "1" and figures["poison_units"] == "1" and figures["errors_other"] == "0", said
+    assert int(figures["stale_cache_reasked"]) >= 1, said
+    assert "outcomes=killed," in said and out.returncode == 0, said

@@ -89,7 +89,11 @@ def test_inspect_summary(name: str, capsys: pytest.CaptureFixture[str], no_embed
     assert run_cli(["inspect", str(FIX / name)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1] == f"source:       {FIX / name}"
-    assert [lines[0], *lines[2:]] == SUMMARIES[name]
+    n = len(SUMMARIES[name])
+    assert [lines[0], *lines[2 : n + 1]] == SUMMARIES[name]
+    # then one row per step: its kind and size
+    assert lines[n + 1] == "" and lines[n + 2].split() == ["step", "kind", "chars", "lines", "agent"]
+    assert [row.split()[:2] for row in lines[n + 3 :]] == [[str(i), "action"] for i in range(len(lines) - n - 3)]
 
 
 def test_inspect_counts_tokens_with_the_tokenizer_it_names(
@@ -129,7 +133,7 @@ def test_inspect_lines(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["inspect", path, "--lines", "0:2"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith('   0 (step 0)| {"step_id": 0, "agent": "human"')
-    assert out[3] == "[shown lines 0-2 of 0-5; continue with offset=3]"
+    assert out[3] == "[shown lines 0-2 of 0-5]"
     assert run_cli(["inspect", path, "--lines", "2:2", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["lines"]
     assert [r["line"] for r in rows] == [2] and rows[0]["step"] == 2
@@ -141,7 +145,10 @@ def test_inspect_lines(capsys: pytest.CaptureFixture[str]) -> None:
         (["--lines", "abc"], "--lines 'abc' is not A:B (line numbers from 0, e.g. 0:40)"),
         (["--lines", "5:2"], "--lines '5:2': need 0 <= A <= B"),
         (["--lines", "9999:10000"], "--lines '9999:10000' is outside the line view (lines 0..5)"),
-        (["--format", "csv"], "unknown format 'csv' (known: whowhen, openinference, otel-genai, messages)"),
+        (
+            ["--format", "csv"],
+            "unknown format 'csv' (known: atif, swe-agent, mini-swe-agent, whowhen, openinference, otel-genai, messages)",
+        ),
     ],
 )
 def test_inspect_bad_options(args: list[str], expect: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -112,7 +112,7 @@ def test_read_numbered_windows() -> None:
     out = v.read(2, 2).splitlines()
     assert out[0] == '   2 (step 2)| {"step_id": 2, "agent": "Agent2", "role": "assistant", "content": "content 2"}'
     assert out[1].startswith("   3 (step 3)| ")
-    assert out[2] == "[shown lines 2-3 of 0-29; continue with offset=4]"
+    assert out[2] == "[shown lines 2-3 of 0-29]"
     assert v.read(28, 10).splitlines()[-1] == "[shown lines 28-29 of 0-29; end of trace]"
     assert v.read(0, 1).startswith('   0 (step 0)| {"step_id": 0, ')
     # the end of the run, read as an investigator boots (offset = total - limit)

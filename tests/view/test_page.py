@@ -92,9 +92,13 @@ def test_falat_drift_and_unknown_methods_show_their_paths(tmp_path):
         "falat",
         details={
             "candidates": [3, 4],
-            "regions": [[3, 4]],
-            "top3": [{"step": 4, "verdict": "decisive"}, {"step": 3, "verdict": "no"}],
+            "regions": [{"steps": [3, 4], "crosses_window": False}],
+            "top": [
+                {"step": 4, "passed": True, "analysis": "decisive", "quote": "q"},
+                {"step": 3, "passed": False, "analysis": "no", "quote": "q"},
+            ],
             "t_hat": 4,
+            "final_step": 4,
             "brand_new_key": {"x": 1},
         },
     )
@@ -109,8 +113,8 @@ def test_falat_drift_and_unknown_methods_show_their_paths(tmp_path):
     unknown = _record("mystery", details={"knobs": [1, 2, 3]})
     page = write_view([falat, drift, unknown], tmp_path / "p.html")
     html = page.read_text()
-    assert "Candidates and regions" in html and "Top 3 and verdicts" in html and "Final step" in html
-    assert 'href="#t0-s4">step 4</a>' in html  # t_hat and top3 steps link to the timeline
+    assert "Candidates and regions" in html and "Top candidates and verdicts" in html and "Local re-search" in html
+    assert 'href="#t0-s4">step 4</a>' in html  # t_hat and the verified steps link to the timeline
     assert "brand_new_key" in html and "Other details" in html
     assert "Claim ledger" in html and "Support checks" in html and "CONFLICTING" in html
     assert "inspan" in _step_li(html, 0, 5).split("|")[0] and "inspan" not in _step_li(html, 0, 3).split("|")[0]

@@ -2,8 +2,10 @@
 
 Each entry is the paper's tuple (text, introduced-at span, consequential-at span, later spans that
 use it, type, status). The ledger is read chunk by chunk and carried forward; a claim seen again
-(by id, or as a "new" claim whose text matches an entry) updates that entry instead of being
-added twice. Invariants, enforced after every merge: introduced <= consequential <= each use;
+updates its entry instead of being added twice: by id (an update), by the same words, or by the
+same content (a reworded "new" claim naming the same values and nearly the same words,
+`terms.same_content`; its wording is kept in `said_as`). A claim recognised late may name any
+earlier span as its introduction. Invariants, enforced after every merge: introduced <= consequential <= each use;
 `consequential` is set only once the status is consequential or finalized; status never moves
 back (a claim once committed stays committed).
 """
@@ -16,6 +18,8 @@ from typing import Any
 import regex as re
 
 from localfa.grammars.drift import CLAIM_STATUSES
+from localfa.methods.drift.terms import same_content
+from localfa.methods.fencing import fence
 
 _RANK = {s: k for k, s in enumerate(CLAIM_STATUSES)}
 COMMITTED = frozenset({"consequential", "finalized"})
@@ -39,6 +43,7 @@ class Claim:
     consequential: int | None = None
     uses: list[int] = field(default_factory=list)
     seen_in_chunks: list[int] = field(default_factory=list)
+    said_as: list[str] = field(default_factory=list)  # other wordings merged into this entry
 
     @property
     def committed(self) -> bool:
@@ -62,6 +67,18 @@ class Claim:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def line(self) -> str:
+        """The entry on one line, as the Claim Keeper sees the ledger carried forward."""
+        relied = self.consequential if self.consequential is not None else "-"
+        uses = ",".join(map(str, self.uses)) or "-"
+        text = " ".join(self.text.split())
+        return f"{self.id} | {self.type}, {self.status} | introduced {self.introduced}, relied on from {relied}, used in {uses} | {text}"
+
+
+def ledger_block(claims: list[Claim]) -> str:
+    """Every entry, one line each, fenced as data (entry texts are model-written)."""
+    return fence("\n".join(c.line() for c in claims), "LEDGER")
+
 
 class Ledger:
     """The ordered list of claims, with the merge rules of the Claim Keeper."""
@@ -76,8 +93,10 @@ class Ledger:
         return next((c for c in self.claims if c.id == claim_id), None)
 
     def find_text(self, text: str) -> Claim | None:
+        """The entry saying the same thing: the same words first, else the same content."""
         key = claim_key(text)
-        return next((c for c in self.claims if key and claim_key(c.text) == key), None)
+        same = next((c for c in self.claims if key and claim_key(c.text) == key), None)
+        return same or next((c for c in self.claims if same_content(c.text, text)), None)
 
     def merge(self, answer: dict[str, Any], chunk: int = 0) -> list[str]:
         """Fold one chunk's answer (grammar `drift_ledger`) into the ledger; ids touched, in order."""
@@ -89,22 +108,23 @@ class Ledger:
             self._update(claim, upd["status"], list(upd["uses"]), None, chunk)
             touched.append(claim.id)
         for new in answer.get("new_claims") or []:
-            at = new["at"]
-            spans = [at["introduced"], at["consequential"], *at["uses"]]
-            same = self.find_text(new["text"])
+            text = new["text"].strip()
+            same = self.find_text(text)
             if same is not None:  # seen again: it updates its entry, never a duplicate
-                same.introduced = min(same.introduced, at["introduced"])
-                self._update(same, new["status"], spans[1:], at["consequential"], chunk)
+                same.introduced = min(same.introduced, new["introduced"])
+                if claim_key(text) != claim_key(same.text) and text not in same.said_as:
+                    same.said_as.append(text)
+                self._update(same, new["status"], [new["consequential"], *new["uses"]], new["consequential"], chunk)
                 touched.append(same.id)
                 continue
             claim = Claim(
                 id=f"C{len(self.claims) + 1}",
-                text=new["text"].strip(),
+                text=text,
                 type=new["type"],
                 status=new["status"],
-                introduced=at["introduced"],
-                consequential=at["consequential"] if new["status"] in COMMITTED else None,
-                uses=list(at["uses"]),
+                introduced=new["introduced"],
+                consequential=new["consequential"] if new["status"] in COMMITTED else None,
+                uses=list(new["uses"]),
                 seen_in_chunks=[chunk],
             )
             claim.normalize()
@@ -127,8 +147,9 @@ class Ledger:
         claim.normalize()
 
     def committed(self) -> list[Claim]:
-        """Claims the Support Seeker checks: consequential or finalized, in ledger order."""
-        return [c for c in self.claims if c.committed]
+        """Claims the Support Seeker checks, the riskiest first: finalized claims, then decisions
+        (the paper finds the decision and finalization stages the riskiest), then ledger order."""
+        return sorted((c for c in self.claims if c.committed), key=lambda c: (c.status != "finalized", c.type != "decision"))
 
     def as_list(self) -> list[dict[str, Any]]:
         return [c.as_dict() for c in self.claims]

@@ -15,6 +15,7 @@ class Drift(BaseMethod):
     name: ClassVar[str] = METHOD
     Options: ClassVar[type] = DriftOptions
     view_path = "localfa.view.paths:drift_path"
+    oracle_policy = "localfa.methods.drift.oracle:POLICY"
 
     def run(self, ctx: MethodContext) -> Program:
         return Audit(ctx, self.options).run()

@@ -1,4 +1,9 @@
-"""DRIFT's options: every knob, checked once, recorded in the run manifest."""
+"""DRIFT's options: every knob, checked once, recorded in the run manifest.
+
+Defaults are sized for a strong model on a 32k window (most Who&When traces read in one ledger
+call, the whole ledger of a typical trace checked); the embedded model's small values come from
+its profile (serving/profiles/cpu-embedded.toml, ``[methods.drift]``).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from localfa.engine.types import Sampling
 from localfa.grammars.drift import DriftLimits
 
 TRACERS = ("per-claim", "ledger")
+SamplingStage = Literal["keeper", "check", "tracer"]
 
 
 @dataclass(frozen=True)
@@ -16,37 +22,46 @@ class DriftOptions(DriftLimits):
     """Spans, chunking, how many claims are checked, how the tracer asks, output bounds, sampling.
 
     `chunk_tokens` None: as many tokens of run text per ledger chunk as the window holds next to
-    the ledger, the instructions and the answer. `tracer`: ``per-claim`` (one request per risky
-    claim, all in one batch) or ``ledger`` (one request over every risky claim).
+    the ledger so far, the instructions and the answer; `chunk_max_spans` None: no cap on spans
+    per chunk (a chunk is sized by tokens alone). `excerpt_chars`: room after each claim for the
+    passages of shortened steps that mention it. `order_retries`: how many times a ledger answer
+    whose spans break introduced <= consequential <= use is asked again before it is repaired. `tracer`: ``per-claim`` (one request per risky
+    claim, all in one batch) or ``ledger`` (one request over every risky claim). The ledger
+    decides everything downstream, so the keeper and the tracer sample at their own, low,
+    temperatures; `check_temperature` serves segmentation and the support checks.
     """
 
     segment: bool = False
     chunk_tokens: int | None = None
-    chunk_max_spans: int = 12
+    chunk_max_spans: int | None = None
     segment_max_steps: int = 40
-    ledger_shown: int = 12
-    max_checked_claims: int = 12
+    max_checked_claims: int = 32
+    excerpt_chars: int = 2000
+    order_retries: int = 1
     tracer: Literal["per-claim", "ledger"] = "per-claim"
     verify_evidence: bool = True
-    temperature: float = 0.7
-    top_p: float = 0.95
+    keeper_temperature: float = 0.2
+    tracer_temperature: float = 0.2
     check_temperature: float = 0.2
+    top_p: float = 0.95
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the output bounds (DriftLimits' fields, settable as drift:claim_chars=...)
         if self.chunk_tokens is not None and self.chunk_tokens < 256:
             raise ValueError("chunk_tokens must be at least 256 (or none: fit the window)")
-        if not 1 <= self.chunk_max_spans <= 40:
-            raise ValueError("chunk_max_spans must be in 1..40 (the ledger grammar grows with its square)")
+        if self.chunk_max_spans is not None and self.chunk_max_spans < 1:
+            raise ValueError("chunk_max_spans must be at least 1 (or none: no cap)")
         if not 2 <= self.segment_max_steps <= 200:
             raise ValueError("segment_max_steps must be in 2..200")
-        if not 0 <= self.ledger_shown <= 64:
-            raise ValueError("ledger_shown must be in 0..64")
-        if not 1 <= self.max_checked_claims <= 64:
-            raise ValueError("max_checked_claims must be in 1..64")
+        if not 1 <= self.max_checked_claims <= 128:
+            raise ValueError("max_checked_claims must be in 1..128")
+        if not 0 <= self.excerpt_chars <= 20000:
+            raise ValueError("excerpt_chars must be in 0..20000")
+        if not 0 <= self.order_retries <= 3:
+            raise ValueError("order_retries must be in 0..3")
         if self.tracer not in TRACERS:
             raise ValueError(f"tracer must be one of {', '.join(TRACERS)}")
-        for name in ("temperature", "check_temperature"):
+        for name in ("keeper_temperature", "tracer_temperature", "check_temperature"):
             if not 0 <= getattr(self, name) <= 2:
                 raise ValueError(f"{name} must be in 0..2")
         if not 0 < self.top_p <= 1:
@@ -56,6 +71,6 @@ class DriftOptions(DriftLimits):
     def limits(self) -> DriftLimits:
         return DriftLimits(**{f.name: getattr(self, f.name) for f in fields(DriftLimits)})
 
-    def sampling(self, max_tokens: int, check: bool = False) -> Sampling:
-        t = self.check_temperature if check else self.temperature
+    def sampling(self, max_tokens: int, stage: SamplingStage) -> Sampling:
+        t = {"keeper": self.keeper_temperature, "tracer": self.tracer_temperature, "check": self.check_temperature}[stage]
         return Sampling(temperature=t, top_p=self.top_p, max_tokens=max_tokens)

@@ -15,13 +15,14 @@ step's text fenced as data (`localfa.methods.fencing`)::
 Each step is first cut to the host limit (`localfa.limits`); when the text still does not fit its
 character budget, the longest step contents are cut to a common cap (shorter steps stay whole), as
 the baselines do, so a view of the same spans under the same budget is always the same text (the
-support checks share it as their cached prefix).
+support checks share it as their cached prefix). What was cut is never silent: `cuts` lists each
+shortened step with how much of it is shown, and `cut_note` says so in the prompt.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Literal
 
 from localfa.limits import LimitsHit
 from localfa.methods.baselines import shorten, water_fill_cap
@@ -45,6 +46,35 @@ class Span:
 
     def as_range(self) -> tuple[int, int]:
         return (self.first, self.last)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Step `step` shown as `shown` of its `total` characters (head and tail, the middle left out);
+    `original`: its length before the host's per-step limit (`localfa.limits`) cut it, if it did."""
+
+    step: int
+    shown: int
+    total: int
+    original: int = 0
+
+    def hidden(self, text: str) -> tuple[int, int]:
+        """The [start, end) character range of `text` the cut left out (as `shorten` cuts)."""
+        marker = len(f" [... {self.total - self.shown} chars cut ...] ")
+        keep = max(0, self.shown - marker)
+        head = (keep * 2 + 2) // 3
+        return head, self.total - (keep - head)
+
+
+def cut_note(cuts: list[Cut]) -> str:
+    """One line for the prompt naming every shortened step and how much of it is shown."""
+    if not cuts:
+        return ""
+    items = "; ".join(f"step {c.step}: {c.shown:,} of {max(c.total, c.original):,} characters" for c in cuts)
+    return (
+        f"Shortened to fit the window ({len(cuts)} step(s); the middle of each is left out where it says "
+        f"[... N chars cut ...], so evidence may sit in the part not shown): {items}."
+    )
 
 
 def one_span_per_step(n_steps: int) -> list[Span]:
@@ -81,6 +111,7 @@ class SpanView:
         self.trace = trace
         n = len(trace.steps) if limits is None else limits.steps(len(trace.steps))
         texts = [step_text(s) for s in trace.steps[:n]]
+        self.original = [len(t) for t in texts]
         self.texts = texts if limits is None else [limits.step_text(i, t) for i, t in enumerate(texts)]
 
     @property
@@ -94,16 +125,31 @@ class SpanView:
         """Characters the spans take uncut (headers and fences included)."""
         return sum(len(self.texts[i]) + self._overhead(i) for sp in spans for i in sp.steps)
 
+    def _cap(self, spans: list[Span], char_budget: int | None) -> int | None:
+        if char_budget is None:
+            return None
+        idx = [i for sp in spans for i in sp.steps]
+        overhead = sum(self._overhead(i) for i in idx)
+        return water_fill_cap([len(self.texts[i]) for i in idx], max(0, char_budget - overhead))
+
+    def cuts(self, spans: list[Span], char_budget: int | None) -> list[Cut]:
+        """The steps `render` shows shortened under this budget (or the host limit already cut),
+        with how much of each it shows."""
+        cap = self._cap(spans, char_budget)
+        out = []
+        for i in (i for sp in spans for i in sp.steps):
+            text = self.texts[i]
+            shown = len(text) if cap is None else len(shorten(text, cap))
+            if shown < len(text) or self.original[i] > len(text):
+                out.append(Cut(i, shown, len(text), self.original[i]))
+        return out
+
     def render(self, spans: list[Span], char_budget: int | None, tags: bool = True) -> str:
         """The spans as delimited blocks; step contents cut to one common cap to fit the budget.
 
         `tags=False` leaves out the span headers (segmentation shows bare steps: spans are its answer).
         """
-        idx = [i for sp in spans for i in sp.steps]
-        cap = None
-        if char_budget is not None:
-            overhead = sum(self._overhead(i) for i in idx)
-            cap = water_fill_cap([len(self.texts[i]) for i in idx], max(0, char_budget - overhead))
+        cap = self._cap(spans, char_budget)
         parts = []
         for sp in spans:
             if tags:
@@ -117,6 +163,25 @@ class SpanView:
     def span_text(self, span: Span) -> str:
         """The uncut text of one span (for locating a verbatim quote)."""
         return "\n".join(self.texts[i] for i in span.steps)
+
+
+ChunkEnd = Literal["end of run", "token budget", "chunk_max_spans"]
+
+
+def take_chunk(view: SpanView, spans: list[Span], start: int, chunk_chars: int, max_spans: int | None) -> tuple[int, ChunkEnd]:
+    """The end (exclusive) of the chunk of consecutive spans from `start` that fits `chunk_chars`
+    (and `max_spans`, when set), and why it ends there. A chunk holds at least one span."""
+    used = 0
+    end = start
+    while end < len(spans):
+        if max_spans is not None and end - start >= max_spans:
+            return end, "chunk_max_spans"
+        size = view.size([spans[end]])
+        if end > start and used + size > chunk_chars:
+            return end, "token budget"
+        used += size
+        end += 1
+    return end, "end of run"
 
 
 def pack_chunks(view: SpanView, spans: list[Span], chunk_chars: int, max_spans: int) -> list[list[Span]]:

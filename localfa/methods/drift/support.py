@@ -1,9 +1,11 @@
 """Support Seeker results: the model's verdict on one claim, checked against the trace itself.
 
-The model answers DIRECT / WEAK / MISSING / CONFLICTING with a quote and the span it came from.
-The quote is then looked up in the trace (`verify_quotes`) and in the spans' uncut text: a
-DIRECT verdict whose quote is not in the run is demoted to WEAK (support was asserted, not shown),
-and the span the quote really comes from is recorded next to the one the model named.
+The model gives a quote, the span it came from and a reason, then decides DIRECT / WEAK /
+MISSING / CONFLICTING. The quote is then looked up in the trace (`verify_quotes`) and in the
+spans' uncut text, and the span the quote really comes from is recorded next to the one the
+model named. A DIRECT verdict is demoted to WEAK (`demoted` says why) when its quote is not in the
+run (support was asserted, not shown), or when the quote is only the claim's own assertion: the
+words of the agent that made the claim, in the span where it made it (not a tool result there).
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from localfa.methods.drift.ledger import Claim
 from localfa.methods.drift.spans import Span, SpanView
+from localfa.methods.drift.tracer import pick_step
 from localfa.methods.evidence import fold, verify_quotes
+from localfa.traces.model import normalize_agent
 
 RISKY = frozenset({"WEAK", "MISSING", "CONFLICTING"})
 
@@ -29,6 +34,7 @@ class SupportCheck:
     evidence_verbatim: bool
     evidence_span: int | None
     reason: str
+    demoted: str | None = None  # why a DIRECT verdict became WEAK
 
     @property
     def risky(self) -> bool:
@@ -51,15 +57,41 @@ def locate_quote(view: SpanView, spans: list[Span], quote: str, hint: int) -> in
     return None
 
 
-def check_from_answer(claim_id: str, answer: dict[str, Any], view: SpanView, spans: list[Span], verify: bool = True) -> SupportCheck:
+def own_assertion(view: SpanView, spans: list[Span], claim: Claim, quote: str) -> bool:
+    """Whether `quote` occurs only in the words of the agent that made `claim`, inside the span that
+    introduced it (a tool result or an observation step there is evidence, not an assertion)."""
+    q = fold(quote)
+    if not q:
+        return False
+    trace = view.trace
+    where = [i for i in range(view.n_steps) if q in fold(view.texts[i])]
+    if not where:
+        return False
+    intro = spans[claim.introduced]
+    maker = normalize_agent(trace.steps[pick_step(view, intro, [claim.text])].agent)
+    for i in where:
+        step = trace.steps[i]
+        if i not in intro.steps or step.kind != "action" or normalize_agent(step.agent) != maker:
+            return False
+        if q in fold(step.observation or "") or q not in fold(step.content or ""):
+            return False
+    return True
+
+
+def check_from_answer(claim: Claim, answer: dict[str, Any], view: SpanView, spans: list[Span], verify: bool = True) -> SupportCheck:
     """A SupportCheck from one `drift_support` answer, with the quote verified against the trace."""
     quote = answer["evidence"].strip()
     verbatim = bool(quote) and verify_quotes(view.trace, [quote])[0]
     status = answer["status"]
+    demoted = None
     if verify and status == "DIRECT" and not verbatim:
+        demoted = "the quoted evidence is not in the run"
+    elif status == "DIRECT" and own_assertion(view, spans, claim, quote):
+        demoted = "the only evidence is the claim's own assertion (its agent's words where it was made)"
+    if demoted:
         status = "WEAK"
     return SupportCheck(
-        claim=claim_id,
+        claim=claim.id,
         status=status,
         model_status=answer["status"],
         evidence=quote,
@@ -67,4 +99,5 @@ def check_from_answer(claim_id: str, answer: dict[str, Any], view: SpanView, spa
         evidence_verbatim=verbatim,
         evidence_span=locate_quote(view, spans, quote, answer["span"]) if verbatim else None,
         reason=answer["reason"].strip(),
+        demoted=demoted,
     )

@@ -4,8 +4,11 @@ Marks come from one answer per risky claim (``tracer=per-claim``) or one answer 
 (``tracer=ledger``); either way they become `Mark`s. A claim judged harmful with no mark is
 marked where it was committed (its consequential span), so a harmful claim is never silent.
 The prediction is the set of marked spans; the first error is the earliest. Inside a span the
-step is the first one whose text shares the most words with the claims marked there (the agent
-that made or used the claim), skipping the human/user turns when another step is available.
+answered step is the first step of the agent that made or used the claims marked there (the agent
+of the step whose text shares the most of their terms, `terms.terms`). It is always an action
+step (`Trace.action_steps`): observation steps (tool output, environment text) are skipped, and
+so are human/user turns when an agent acted in the span; a span of observations alone answers the
+action step just before it.
 """
 
 from __future__ import annotations
@@ -14,11 +17,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
 from localfa.methods.baselines import HUMAN_NAMES
-from localfa.methods.drift.ledger import Claim, claim_key
+from localfa.methods.drift.ledger import Claim
 from localfa.methods.drift.spans import Span, SpanView
+from localfa.methods.drift.terms import terms
 from localfa.traces.model import normalize_agent
-
-MIN_WORD = 4  # words shorter than this ("the", "is") say nothing about which step holds a claim
 
 
 @dataclass(frozen=True)
@@ -58,13 +60,8 @@ def _commit_mark(claim: Claim) -> Mark:
 
 
 def _dedupe(marks: Iterable[Mark]) -> list[Mark]:
-    seen: set[tuple[str, int]] = set()
-    out = []
-    for m in marks:
-        if (m.claim, m.span) not in seen:
-            seen.add((m.claim, m.span))
-            out.append(m)
-    return out
+    """Marks without repeats; one span may carry a claim in several roles (commit and reuse)."""
+    return list(dict.fromkeys(marks))
 
 
 def error_spans(marks: list[Mark]) -> list[int]:
@@ -72,27 +69,37 @@ def error_spans(marks: list[Mark]) -> list[int]:
     return sorted({m.span for m in marks})
 
 
-def _words(text: str) -> set[str]:
-    return {w for w in claim_key(text).split() if len(w) >= MIN_WORD}
+def answer_candidates(view: SpanView, span: Span) -> list[int]:
+    """Steps of `span` a method may answer: its agents' action steps, human turns only when no
+    agent acted there; a span of observations alone gives the nearest action step before it
+    (else after it)."""
+    trace = view.trace
+    actions = [i for i in span.steps if trace.steps[i].kind == "action"]
+    agents = [i for i in actions if normalize_agent(trace.steps[i].agent) not in HUMAN_NAMES]
+    if agents or actions:
+        return agents or actions
+    allowed = [i for i in trace.action_steps() if i < view.n_steps]
+    before = [i for i in allowed if i < span.first]
+    after = [i for i in allowed if i > span.last]
+    return [before[-1]] if before else after[:1] or [span.first]
 
 
 def pick_step(view: SpanView, span: Span, texts: list[str]) -> int:
-    """The first step of `span` that best matches `texts` (a claim, the final answer).
+    """The first step in `span` of the agent that made or used the claims in `texts`.
 
-    Ties and no overlap at all go to the earliest non-human step of the span.
+    That agent is the one whose step shares the most terms with them (ties: the earliest); with
+    no text or no shared term at all, the first candidate (`answer_candidates`).
     """
-    steps = list(span.steps)
-    agents = [normalize_agent(view.trace.steps[i].agent) for i in steps]
-    candidates = [i for i, a in zip(steps, agents) if a not in HUMAN_NAMES] or steps
-    want = set().union(*(_words(t) for t in texts)) if texts else set()
-    if not want:
+    candidates = answer_candidates(view, span)
+    want = frozenset().union(*(terms(t) for t in texts)) if texts else frozenset()
+    if not want or len(candidates) == 1:
         return candidates[0]
-    best, best_score = candidates[0], 0
-    for i in candidates:
-        score = len(want & _words(view.texts[i]))
-        if score > best_score:
-            best, best_score = i, score
-    return best
+    scores = [len(want & terms(view.texts[i])) for i in candidates]
+    best = max(scores)
+    if best == 0:
+        return candidates[0]
+    agent = normalize_agent(view.trace.steps[candidates[scores.index(best)]].agent)
+    return next(i for i in candidates if normalize_agent(view.trace.steps[i].agent) == agent)
 
 
 def final_answer_span(spans: list[Span], claims: list[Claim]) -> tuple[Span, Claim | None]:

@@ -1,9 +1,12 @@
-"""FALAT as a registered method: prior, windows, typed transitions, verification, re-search.
+"""FALAT as a registered method: prior, windows, typed transitions, judged ranking, verification,
+re-search.
 
-About five rounds per trace whatever its length: the prior (1 call), all windows (one batch),
-all candidate pairs (one batch), the top-k verifications (one batch), the re-search (1 call).
+Seven rounds per trace whatever its length, each one batch: the prior (1 call), the stage pass
+(every window but the last), the step pass (every window), all candidate pairs, the ranking of the
+refined set (skipped when one candidate is left), the top-k verifications, the re-search (1 call).
 Every prompt opens with the same system message and prior block, so siblings share a prefix.
-Calls, tokens and batch sizes are recorded per stage in `details["cost"]`.
+Calls, tokens and batch sizes are recorded per stage in `details["cost"]`, every bound that cut
+something in `details["bounds_hit"]`.
 """
 
 from __future__ import annotations
@@ -14,39 +17,67 @@ from typing import Any, Generator
 import regex as re
 
 from localfa.engine.types import Request, Response, Usage
-from localfa.grammars.falat import TRANSITION_MAX_TOKENS, FalatLimits
+from localfa.grammars.falat import rank_max_tokens, transition_max_tokens
 from localfa.methods.base import BaseMethod, MethodContext, Program
 from localfa.methods.evidence import verify_quotes
-from localfa.methods.falat.candidates import select_candidates
+from localfa.methods.falat.candidates import PASSIVE_JUDGED, Candidates, crosses, select_candidates, structural_passives, verify_span
 from localfa.methods.falat.ground import Ground
-from localfa.methods.falat.options import FalatOptions
-from localfa.methods.falat.prior import Prior, build_prior, prior_request
-from localfa.methods.falat.ranking import rank, top_k
+from localfa.methods.falat.options import ASSUMED_WINDOW_TOKENS, FalatOptions
+from localfa.methods.falat.prior import Prior, build_prior, inputs_cut, prior_request
+from localfa.methods.falat.ranking import Rating, rank, rank_requests, top_k
 from localfa.methods.falat.research import Research, parse_research, research_request
-from localfa.methods.falat.text import MESSAGE_OVERHEAD, TraceText, clip_tokens, prompt_room
-from localfa.methods.falat.transitions import candidate_pairs, prune, transition_requests
+from localfa.methods.falat.text import MESSAGE_OVERHEAD, ModelWindow, TraceText, clip_tokens
+from localfa.methods.falat.transitions import candidate_pairs, pair_quota, prune, transition_requests
 from localfa.methods.falat.verify import Verdict, choose, parse_verdict, verify_requests
-from localfa.methods.falat.windows import StageSummary, StepSummary, parse_window, split_windows, window_requests, window_step_cap
+from localfa.methods.falat.windows import (
+    StageSummary,
+    StepSummary,
+    parse_stage,
+    parse_window,
+    split_windows,
+    stage_requests,
+    window_fit,
+    window_requests,
+)
 from localfa.templates import render
 
 METHOD = "falat"
-STAGES = ("prior", "windows", "transitions", "verify", "research")
+STAGES = ("prior", "stages", "windows", "transitions", "ranking", "verify", "research")
 _QUOTED = re.compile(r"[\"'\u2018\u201c]([^\"'\u2019\u201d\n]{12,300})[\"'\u2019\u201d]")
+
+
+def strings_at_bound(value: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """The fields of an answer whose text reached its grammar's maxLength (the bound cut it)."""
+    if isinstance(value, str):
+        limit = schema.get("maxLength")
+        return [path.rsplit(".", 1)[-1] or "text"] if limit is not None and len(value) >= limit else []
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        return [hit for k, v in value.items() for hit in strings_at_bound(v, props.get(k, {}), f"{path}.{k}")]
+    if isinstance(value, list):
+        items = schema.get("items") or {}
+        return [hit for v in value for hit in strings_at_bound(v, items, path)]
+    return []
 
 
 @dataclass
 class StageLog:
-    """Calls, tokens and the sizes of the batches yielded, per stage."""
+    """Calls, tokens and the sizes of the batches yielded per stage, and text cut at its bound."""
 
     usage: dict[str, Usage] = field(default_factory=dict)
     batches: dict[str, list[int]] = field(default_factory=dict)
+    at_bound: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def ask(self, stage: str, requests: list[Request]) -> Generator[list[Request], list[Response], list[Response]]:
         """Send `requests` as one batch and account for them under `stage`."""
         responses = yield requests
         total = self.usage.setdefault(stage, Usage())
-        for r in responses:
+        for req, r in zip(requests, responses):
             total.add(r.usage)
+            if req.grammar.kind == "json":
+                for name in strings_at_bound(r.value, req.grammar.spec):
+                    hits = self.at_bound.setdefault(stage, {})
+                    hits[name] = hits.get(name, 0) + 1
         self.batches.setdefault(stage, []).append(len(requests))
         return responses
 
@@ -57,7 +88,8 @@ class StageLog:
 class Falat(BaseMethod):
     name = METHOD
     Options = FalatOptions
-    view_path = "localfa.view.paths:falat_path"
+    view_path = "localfa.view.falat:falat_path"
+    oracle_policy = "localfa.methods.falat.oracle:POLICY"
     options: FalatOptions
 
     def run(self, ctx: MethodContext) -> Program:
@@ -72,111 +104,164 @@ class _Run:
     def __init__(self, ctx: MethodContext, opts: FalatOptions) -> None:
         if not ctx.trace.steps:
             raise ValueError("falat: the trace has no steps")
-        self.ctx, self.opts, self.limits = ctx, opts, FalatLimits()
+        self.ctx, self.opts, self.limits = ctx, opts, opts.limits
         self.system = {"role": "system", "content": render("falat/system.j2")}
         self.log = StageLog()
         self.view = TraceText.of(ctx)
+        self.window = ModelWindow.of(ctx, opts.context_tokens, ASSUMED_WINDOW_TOKENS)
+        self.bounds: dict[str, Any] = {}
 
     def run(self) -> Program:
-        ctx, opts, limits, system, view = self.ctx, self.opts, self.limits, self.system, self.view
+        ctx, opts, view, log = self.ctx, self.opts, self.view, self.log
         n = view.n
 
-        # Stage 1: prior, then every window in one batch, then candidates.
-        (resp,) = yield from self.log.ask("prior", [prior_request(ctx, opts, limits, system)])
+        # Stage 1: prior; the stage pass, then the step pass (every window in each); candidates.
+        (resp,) = yield from log.ask("prior", [prior_request(ctx, opts, self.limits, self.system)])
         prior = build_prior(ctx, opts, resp.value)
-        block = prior.block()
+        self.bounds.update(inputs_cut(ctx.trace, opts))
+        passive = structural_passives(ctx.trace, n)
+        eligible = frozenset(range(n)) - passive.keys()
+        g = Ground(ctx, view, opts, self.limits, self.system, prior.block(), self.window, eligible)
         windows = split_windows(n, opts.window)
-        ground = Ground(ctx, view, opts, limits, system, block)
-        cap = window_step_cap(ground)
-        responses = yield from self.log.ask("windows", window_requests(ground, windows, cap))
-        mids: dict[int, StepSummary] = {}
+        fit = window_fit(g, len(windows))
+        cap = fit.step_cap
         stages: list[StageSummary] = []
+        if len(windows) > 1:
+            responses = yield from log.ask("stages", stage_requests(g, windows, fit))
+            stages = [parse_stage(w, r.value) for w, r in zip(windows, responses)]
+        reqs, left_out = window_requests(g, windows, fit, stages)
+        if left_out:
+            self.bounds["earlier_stages"] = {"tokens": fit.earlier_tokens, "most_left_out": left_out}
+        responses = yield from log.ask("windows", reqs)
+        mids: dict[int, StepSummary] = {}
         for steps, r in zip(windows, responses):
-            step_mids, stage = parse_window(steps, r.value)
-            mids.update((m.index, m) for m in step_mids)
-            stages.append(stage)
-        cands = select_candidates(list(mids.values()), stages)
+            mids.update((m.index, m) for m in parse_window(steps, r.value))
+        stages.append(parse_stage(windows[-1], responses[-1].value))
+        passive.update({i: PASSIVE_JUDGED for i in sorted(eligible) if not mids[i].active})
+        active = eligible - passive.keys()
+        all_judged_passive = not active
+        if all_judged_passive:  # the windows called every step passive: their judgement is overruled
+            active = eligible
+        flagged = [m.index for m in mids.values() if m.flagged]
+        cands = select_candidates(flagged, [s.focus_step for s in stages if s.focus_step is not None], active)
+        self._note_window_cuts(cap, windows)
 
-        # Stage 2: typed transitions (one batch), pruning.
-        pairs, cut = candidate_pairs(cands.steps, opts.pair_cap)
+        # Stage 2: typed transitions (one batch, per-candidate quotas), pruning.
+        quota = pair_quota(opts.pair_quota, self.window.tokens)
+        plan = candidate_pairs(cands.steps, quota)
+        shared = self._shared(g, stages, mids, cands, windows)
         labels: dict[tuple[int, int], str] = {}
-        if pairs:
-            shared = self._transition_shared(block, stages, mids, cands.steps, cands.regions)
-            reqs = transition_requests(ctx, view, opts, system, shared, pairs)
-            responses = yield from self.log.ask("transitions", reqs)
-            labels = {p: r.value for p, r in zip(pairs, responses)}
-        pruning = prune(cands.steps, labels, {i: mids[i].prior_inconsistency for i in cands.steps})
+        reasons: dict[tuple[int, int], str] = {}
+        if plan.pairs:
+            responses = yield from log.ask(
+                "transitions", transition_requests(g, shared + "\n\n" + render("falat/transition.j2", limits=self.limits), plan.pairs)
+            )
+            for p, r in zip(plan.pairs, responses):
+                labels[p], reasons[p] = r.value["label"], r.value["reason"]
+            self._note_clipped("pair_step_tokens", opts.pair_step_tokens, sorted({k for p in plan.pairs for k in p}))
+        if plan.cut:
+            self.bounds["pair_quota"] = {"quota": quota, "candidates_cut": len(plan.cut), "pairs_untyped": len(plan.unknown)}
+        inconsistent = {i: mids[i].inconsistent for i in cands.steps}
+        pruning = prune(cands.steps, labels, inconsistent, plan.unknown)
 
-        # Stage 3: rank, verify the top k (one batch), pick t̂.
-        ranked = rank(pruning.kept, mids, labels, pruning.sources)
+        # Stage 3: the judged ranking (one batch), the top k verified (one batch), t̂.
+        ratings: dict[int, Rating] = {}
+        if len(pruning.kept) > 1:
+            responses = yield from log.ask("ranking", rank_requests(g, shared, pruning.kept, labels, mids))
+            ratings = {c: Rating.parse(r.value) for c, r in zip(pruning.kept, responses)}
+            self._note_clipped("rank_step_tokens", opts.rank_step_tokens, pruning.kept)
+        ranked = rank(pruning.kept, mids, labels, pruning.sources, ratings)
         top = top_k(ranked, opts.top_k)
-        reqs = verify_requests(ground, [r.step for r in top], labels)
-        responses = yield from self.log.ask("verify", reqs)
+        if len(ranked) > len(top):
+            self.bounds["top_k"] = {"limit": opts.top_k, "not_verified": [r.step for r in ranked[len(top) :]]}
+        spans = {r.step: verify_span(r.step, cands.regions, windows, n) for r in top}
+        responses = yield from log.ask("verify", verify_requests(g, spans, labels, prior.same_as_wrong))
         verdicts = [parse_verdict(r.step, resp.value) for r, resp in zip(top, responses)]
         t_hat, passed = choose(verdicts)
 
         # Stage 4: local re-search.
-        (resp,) = yield from self.log.ask("research", [research_request(ground, t_hat, labels, mids)])
+        (resp,) = yield from log.ask("research", [research_request(g, t_hat, labels, mids, active)])
         research = parse_research(t_hat, n, resp.value)
         final = research.top
+        if view.shortened:
+            self.bounds["full_steps_fit"] = {
+                "steps_shortened": sorted(view.shortened),
+                "why": "verification and re-search fit the model's window",
+            }
 
+        warnings = [w for w in [self.window.warning()] if w]
+        if all_judged_passive:
+            warnings.append("every window judged all its steps passive: that judgement was overruled, every answerable step stayed")
         details = {
+            "context_window": {"tokens": self.window.tokens, "source": self.window.source},
+            "warnings": warnings,
             "window": opts.window,
             "windows": [[w.start, w[-1]] for w in windows],
             "step_token_cap": cap,
             "prior": prior.as_dict(),
             "expected_output_source": prior.expected_source,
-            "mid_level": [_mid_dict(mids[i]) for i in sorted(mids)],
             "stages": [{"window": list(s.window), "summary": s.summary, "focus_step": s.focus_step} for s in stages],
+            "mid_level": [_mid_dict(mids[i]) for i in sorted(mids)],
+            "passive": {str(k): v for k, v in sorted(passive.items())},
             "candidates": list(cands.steps),
             "candidate_source": cands.source,
-            "regions": [list(r) for r in cands.regions],
-            "pairs": [{"i": i, "j": j, "label": lab} for (i, j), lab in labels.items()],
-            "pairs_cut": [list(p) for p in cut],
+            "regions": [{"steps": list(r), "crosses_window": crosses(r, windows)} for r in cands.regions],
+            "pair_quota": quota,
+            "pairs": [{"i": i, "j": j, "label": lab, "reason": reasons[(i, j)]} for (i, j), lab in labels.items()],
+            "pairs_cut": {str(k): v for k, v in sorted(plan.cut.items())},
             "pruned": {str(k): v for k, v in sorted(pruning.pruned.items())},
-            "spared_by_deviation": {str(k): v for k, v in sorted(pruning.spared.items())},
+            "spared_by_inconsistency": {str(k): v for k, v in sorted(pruning.spared.items())},
+            "held_by_unknown": {str(k): v for k, v in sorted(pruning.held_by_unknown.items())},
             "follow_up_sources": {str(k): v for k, v in sorted(pruning.sources.items())},
             "refined": list(pruning.kept),
             "all_pruned_fallback": pruning.fallback,
-            "ranking": [{"step": r.step, "suspicion": r.suspicion, "path": r.path} for r in ranked],
-            "top": [v.as_dict() for v in verdicts],
+            "ranking": [{**r.as_dict(), "analysis": ratings[r.step].analysis if r.step in ratings else None} for r in ranked],
+            "top": [{**v.as_dict(), "span": [spans[v.step].start, spans[v.step][-1]]} for v in verdicts],
             "t_hat": t_hat,
             "t_hat_verified": passed,
             "research": research.as_dict(),
             "final_step": final,
             "research_changed": final != t_hat,
-            "cost": self.log.as_dict(),
+            "cost": log.as_dict(),
+            "bounds_hit": {**self.bounds, **({"text_at_bound": log.at_bound} if log.at_bound else {})},
             "limits_hit": view.hit.as_details(),
             "budget_applied": False if ctx.budget and ctx.budget != "none" else None,
         }
         return self._finish(prior, verdicts, research, final, passed, details)
 
-    def _transition_shared(
-        self,
-        block: str,
-        stages: list[StageSummary],
-        mids: dict[int, StepSummary],
-        candidates: tuple[int, ...],
-        regions: list[tuple[int, int]],
-    ) -> str:
-        """Prior, stage summaries and candidate summaries: the part every pair prompt shares,
-        cut (the prior kept whole) if it would not leave room for the pair."""
-        rest = render("falat/transition.j2", stages=stages, summaries=[mids[i] for i in candidates], regions=regions)
+    def _shared(self, g: Ground, stages: list[StageSummary], mids: dict[int, StepSummary], cands: Candidates, windows: list[range]) -> str:
+        """Prior, stage summaries and the suspects by region: the part every pair and ranking
+        prompt shares, cut (the prior kept whole) if it would not leave room for the rest."""
+        regions = [
+            {"first": a, "last": b, "crosses": crosses((a, b), windows), "summaries": [mids[i] for i in cands.steps if a <= i <= b]}
+            for a, b in cands.regions
+        ]
+        rest = render("falat/_suspects.j2", stages=stages, regions=regions)
         count = self.view.count
-        pair_part = 2 * self.opts.pair_step_tokens + 120
-        room = (
-            prompt_room(self.ctx, [self.system, {"role": "user", "content": block}], TRANSITION_MAX_TOKENS) - pair_part - MESSAGE_OVERHEAD
-        )
+        tail = max(2 * self.opts.pair_step_tokens, self.opts.rank_step_tokens) + 600  # instructions, the pair or candidate
+        answer = max(transition_max_tokens(self.limits), rank_max_tokens(self.limits))
+        room = g.room([self.system, {"role": "user", "content": g.prior_block}], answer) - tail - MESSAGE_OVERHEAD
         if count(rest) > room:
+            self.bounds["shared_context"] = {"tokens": count(rest), "room": max(64, room)}
             rest = clip_tokens(rest, max(64, room), count)
-        return block + "\n\n" + rest
+        return g.prior_block + "\n\n" + rest
+
+    def _note_window_cuts(self, cap: int, windows: list[range]) -> None:
+        if cap < self.opts.step_tokens:
+            self.bounds["step_tokens_lowered"] = {"option": self.opts.step_tokens, "used": cap, "why": "a full window must fit the model"}
+        self._note_clipped("step_tokens", cap, [i for w in windows for i in w])
+
+    def _note_clipped(self, name: str, cap: int, steps: list[int]) -> None:
+        cut = [i for i in steps if self.view.clipped(i, cap) != self.view.text(i)]
+        if cut:
+            self.bounds[name] = {"limit": cap, "steps_cut": cut}
 
     def _finish(self, prior: Prior, verdicts: list[Verdict], research: Research, final: int, passed: bool, details: dict[str, Any]):
         role = research.roles[final]
         verdict = next((v for v in verdicts if v.step == final), None)
         reasoning = f"step {final} ({role['role']}): {role['for']}"
         if verdict is not None:
-            reasoning += f" Verification: {verdict.reasons}"
+            reasoning += f" Verification: {verdict.analysis}"
         quotes: list[str] = []
         if verdict is not None:
             quotes.append(verdict.quote)
@@ -194,6 +279,7 @@ def _mid_dict(m: StepSummary) -> dict[str, Any]:
         "agent": m.agent,
         "action": m.action,
         "decision": m.decision,
+        "active": m.active,
         "significance": m.significance,
         "signals": m.signals(),
     }

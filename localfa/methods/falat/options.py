@@ -1,48 +1,83 @@
-"""FALAT's options: the knobs the paper leaves open, each with the value we chose, checked once."""
+"""FALAT's options: the knobs the paper leaves open, each with the value we chose, checked once.
+
+Defaults are the paper's where it gives one (top 3, t̂ ± 2) and otherwise sized for a strong
+open-weight model with a 32k-token window; the embedded 135M model's small values live in its
+profile (serving/profiles/cpu-embedded.toml, `[methods.falat]`), never here.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from localfa.engine.types import Sampling
+from localfa.grammars.falat import FalatLimits
+
+ASSUMED_WINDOW_TOKENS = 32768  # a strong model's window, used (and warned about) when none is known
+TOKENS_PER_PAIR = 4096  # pair_quota none: one pair each side per this many tokens of window
 
 
 @dataclass(frozen=True)
-class FalatOptions:
-    """Settings of one FALAT run (``falat:window=3:pair_cap=10``); all go to the manifest.
+class FalatOptions(FalatLimits):
+    """Settings of one FALAT run (``falat:window=3:pair_quota=4``); all go to the manifest.
 
-    window: steps per window (the paper gives no value; 5 is our default, sweep it).
+    window: steps per window (the paper gives no value; 5 is ours, sweep it).
     step_tokens: cap on one step's raw text in the window prompts (full text returns in stage 3).
-    pair_cap: most candidate pairs typed per trace, nearest pairs first; the rest are recorded.
+    pair_quota: pairs typed per candidate in each direction (its nearest earlier and later
+        candidates); none: sized from the model's window, one per 4,096 tokens (8 at 32k).
     pair_step_tokens: cap on each step's raw text shown with a pair.
+    rank_step_tokens: cap on a candidate's raw text in its ranking call.
+    task_chars, output_chars, agent_prompt_chars: what the prior shows of the task, the wrong
+        output (and the correct one with ground truth), each agent's system prompt.
     top_k: candidates verified (the paper's 3).
+    context_tokens: the model's window; none: what the engine reports (32,768 assumed, and the
+        record warns, when it reports none).
     with_ground_truth: judge against the trace's correct answer instead of the prior's estimate.
+    temperature: the prior and the windows; judge_temperature: pair labels, the ranking, the
+        verdicts and the re-search (decisions, kept near-greedy as DRIFT's checks).
+    The text bounds the model writes (plan_chars ... argument_chars) are FalatLimits' fields.
     """
 
     window: int = 5
-    step_tokens: int = 400
-    pair_cap: int = 28
-    pair_step_tokens: int = 120
+    step_tokens: int = 2048
+    pair_quota: int | None = None
+    pair_step_tokens: int = 1024
+    rank_step_tokens: int = 2048
+    task_chars: int = 8000
+    output_chars: int = 4000
+    agent_prompt_chars: int = 2000
     top_k: int = 3
+    context_tokens: int | None = None
     with_ground_truth: bool = False
     temperature: float = 0.7
+    judge_temperature: float = 0.2
     top_p: float = 0.95
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not 1 <= self.window <= 50:
             raise ValueError("window must be in 1..50")
-        if not 16 <= self.step_tokens <= 8192:
-            raise ValueError("step_tokens must be in 16..8192")
-        if not 1 <= self.pair_cap <= 1000:
-            raise ValueError("pair_cap must be in 1..1000")
-        if not 16 <= self.pair_step_tokens <= 4096:
-            raise ValueError("pair_step_tokens must be in 16..4096")
+        for name in ("step_tokens", "pair_step_tokens", "rank_step_tokens"):
+            if not 16 <= getattr(self, name) <= 32768:
+                raise ValueError(f"{name} must be in 16..32768")
+        for name in ("task_chars", "output_chars", "agent_prompt_chars"):
+            if not 100 <= getattr(self, name) <= 200_000:
+                raise ValueError(f"{name} must be in 100..200000")
+        if self.pair_quota is not None and not 1 <= self.pair_quota <= 500:
+            raise ValueError("pair_quota must be in 1..500 (or none: from the model's window)")
         if not 1 <= self.top_k <= 10:
             raise ValueError("top_k must be in 1..10")
-        if not 0.0 <= self.temperature <= 2.0:
-            raise ValueError("temperature must be in 0..2")
+        if self.context_tokens is not None and self.context_tokens < 1024:
+            raise ValueError("context_tokens must be at least 1024 (or none: the engine's)")
+        for name in ("temperature", "judge_temperature"):
+            if not 0.0 <= getattr(self, name) <= 2.0:
+                raise ValueError(f"{name} must be in 0..2")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError("top_p must be in (0, 1]")
 
-    def sampling(self, max_tokens: int) -> Sampling:
-        return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=max_tokens)
+    @property
+    def limits(self) -> FalatLimits:
+        return FalatLimits(**{f.name: getattr(self, f.name) for f in fields(FalatLimits)})
+
+    def sampling(self, max_tokens: int, judge: bool = False) -> Sampling:
+        t = self.judge_temperature if judge else self.temperature
+        return Sampling(temperature=t, top_p=self.top_p, max_tokens=max_tokens)

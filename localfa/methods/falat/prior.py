@@ -10,17 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import regex as re
+
 from localfa.engine.types import Request
 from localfa.grammars.falat import FalatLimits, prior_grammar, prior_max_tokens
 from localfa.methods.base import MethodContext
-from localfa.methods.baselines import TASK_MAX_CHARS, agent_choices, shorten
+from localfa.methods.baselines import agent_choices, shorten
 from localfa.methods.falat.options import FalatOptions
 from localfa.methods.falat.text import wrong_output
 from localfa.templates import render
 from localfa.traces.model import Trace, normalize_agent
-
-SYSTEM_PROMPT_CHARS = 600
-GROUND_TRUTH_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -34,6 +33,11 @@ class Prior:
     expected_source: str  # "ground_truth" | "prior"
     wrong_output: str
 
+    @property
+    def same_as_wrong(self) -> bool:
+        """The expected output equals the wrong output (normalised): it cannot tell them apart."""
+        return normalised(self.expected_output) == normalised(self.wrong_output)
+
     def block(self) -> str:
         """The shared opening of every later FALAT prompt."""
         return render("falat/_prior_block.j2", prior=self)
@@ -44,7 +48,13 @@ class Prior:
             "must_do": list(self.must_do),
             "expected_output": self.expected_output,
             "expected_output_source": self.expected_source,
+            "expected_equals_wrong": self.same_as_wrong,
         }
+
+
+def normalised(text: str) -> str:
+    """Case, punctuation and spacing folded away: "The answer is 4." == "the answer is 4"."""
+    return " ".join(re.sub(r"[^\w\s]", " ", text.casefold()).split())
 
 
 def ground_truth(trace: Trace, opts: FalatOptions) -> str | None:
@@ -52,10 +62,10 @@ def ground_truth(trace: Trace, opts: FalatOptions) -> str | None:
     if not opts.with_ground_truth:
         return None
     gt = (trace.ground_truth or "").strip()
-    return shorten(gt, GROUND_TRUTH_CHARS) if gt else None
+    return shorten(gt, opts.output_chars) if gt else None
 
 
-def agent_cards(trace: Trace) -> list[dict[str, Any]]:
+def agent_cards(trace: Trace, cap_chars: int) -> list[dict[str, Any]]:
     """Each agent once, with its system prompt and tools where the trace records them."""
     infos = {normalize_agent(a.name): a for a in trace.agents}
     cards = []
@@ -63,23 +73,19 @@ def agent_cards(trace: Trace) -> list[dict[str, Any]]:
         info = infos.get(normalize_agent(name))
         prompt = (info.system_prompt or "").strip() if info else ""
         cards.append(
-            {
-                "name": name,
-                "system_prompt": shorten(prompt, SYSTEM_PROMPT_CHARS) if prompt else None,
-                "tools": list(info.tools) if info else [],
-            }
+            {"name": name, "system_prompt": shorten(prompt, cap_chars) if prompt else None, "tools": list(info.tools) if info else []}
         )
     return cards
 
 
 def prior_request(ctx: MethodContext, opts: FalatOptions, limits: FalatLimits, system: dict[str, str]) -> Request:
     trace = ctx.trace
-    wrong, wrong_from = wrong_output(trace)
+    wrong, wrong_from = wrong_output(trace, opts.output_chars)
     gt = ground_truth(trace, opts)
     prompt = render(
         "falat/prior.j2",
-        task=task_text(trace),
-        agents=agent_cards(trace),
+        task=task_text(trace, opts.task_chars),
+        agents=agent_cards(trace, opts.agent_prompt_chars),
         wrong_output=wrong,
         wrong_from=wrong_from,
         ground_truth=gt,
@@ -89,16 +95,31 @@ def prior_request(ctx: MethodContext, opts: FalatOptions, limits: FalatLimits, s
     return ctx.request("falat/prior", [system, {"role": "user", "content": prompt}], grammar, opts.sampling(prior_max_tokens(limits)))
 
 
-def task_text(trace: Trace) -> str:
-    return shorten((trace.task or "").strip() or "(not recorded)", TASK_MAX_CHARS)
+def task_text(trace: Trace, cap_chars: int) -> str:
+    return shorten((trace.task or "").strip() or "(not recorded)", cap_chars)
+
+
+def inputs_cut(trace: Trace, opts: FalatOptions) -> dict[str, dict[str, int]]:
+    """The prior's inputs its bounds shortened: name -> {"limit", "chars"} (recorded as bounds hit)."""
+    texts = {
+        "task_chars": [(trace.task or "").strip()],
+        "output_chars": [wrong_output(trace, 10**12)[0]] + ([(trace.ground_truth or "").strip()] if opts.with_ground_truth else []),
+        "agent_prompt_chars": [(a.system_prompt or "").strip() for a in trace.agents],
+    }
+    out = {}
+    for name, items in texts.items():
+        longest = max((len(t) for t in items), default=0)
+        if longest > getattr(opts, name):
+            out[name] = {"limit": getattr(opts, name), "chars": longest}
+    return out
 
 
 def build_prior(ctx: MethodContext, opts: FalatOptions, value: dict[str, Any]) -> Prior:
     """The prior from the model's answer; the expected output is the ground truth when allowed."""
     gt = ground_truth(ctx.trace, opts)
-    wrong, _ = wrong_output(ctx.trace)
+    wrong, _ = wrong_output(ctx.trace, opts.output_chars)
     return Prior(
-        task=task_text(ctx.trace),
+        task=task_text(ctx.trace, opts.task_chars),
         expected_plan=value["expected_plan"],
         must_do=tuple(value["must_do"]),
         expected_output=gt if gt is not None else value["expected_answer"],

@@ -1,14 +1,15 @@
 """Stage 4 (paper §2.4): local re-search around t̂, one call.
 
 The window is steps max(0, t̂-2) .. min(T-1, t̂+2). For each of its steps the model weighs
-arguments for and against, gives one of four roles, and ranks exactly those steps (a permutation
-the grammar enforces). The top-ranked step confirms t̂ or replaces it.
+arguments for and against and gives one of four roles; then it ranks the window's steps that may
+be an answer (active steps: a permutation the grammar enforces, so a passive neighbour is argued
+about but never ranked). The top-ranked step confirms t̂ or replaces it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from localfa.engine.types import Request
 from localfa.grammars.falat import research_grammar, research_max_tokens
@@ -39,9 +40,12 @@ def research_window(t_hat: int, n_steps: int) -> range:
     return neighbourhood(t_hat, n_steps, RADIUS)
 
 
-def research_request(g: Ground, t_hat: int, labels: Mapping[Pair, str], mids: Mapping[int, StepSummary]) -> Request:
+def research_request(
+    g: Ground, t_hat: int, labels: Mapping[Pair, str], mids: Mapping[int, StepSummary], active: Collection[int]
+) -> Request:
     ctx, view, opts, limits, system, prior_block = g.unpack()
     steps = research_window(t_hat, view.n)
+    rankable = [i for i in steps if i in active or i == t_hat]
     transitions = [{"i": i, "j": j, "label": lab} for (i, j), lab in sorted(labels.items()) if i in steps or j in steps]
     summaries = [mids[i] for i in steps if i in mids]
     max_tokens = research_max_tokens(len(steps), limits)
@@ -54,13 +58,15 @@ def research_request(g: Ground, t_hat: int, labels: Mapping[Pair, str], mids: Ma
             t_hat=t_hat,
             steps=shown,
             ids=list(steps),
+            rankable=rankable,
             transitions=transitions,
             summaries=summaries,
         )
         return [system, {"role": "user", "content": prompt}]
 
-    shown = full_steps(ctx, view, steps, messages([]), max_tokens)
-    return ctx.request("falat/research", messages(shown), research_grammar(list(steps), limits), opts.sampling(max_tokens))
+    shown = full_steps(g, steps, messages([]), max_tokens)
+    grammar = research_grammar(list(steps), rankable, limits)
+    return ctx.request("falat/research", messages(shown), grammar, opts.sampling(max_tokens, judge=True))
 
 
 def parse_research(t_hat: int, n_steps: int, value: dict[str, Any]) -> Research:

@@ -19,7 +19,6 @@ from localfa.tokens import approx_tokens
 from localfa.traces.model import Step, Trace
 
 Counter = Callable[[str], int]
-DEFAULT_WINDOW_TOKENS = 8192  # when the engine does not say (scripted engine)
 MESSAGE_OVERHEAD = 8  # chat-template tokens per message
 MARGIN = 64
 SIGN_OFF_CHARS = 16  # a last message this short (TERMINATE) is a sign-off, not the result
@@ -48,6 +47,7 @@ class TraceText:
     n: int  # steps judged: all, or the first `max_steps`
     _texts: dict[int, str] = field(default_factory=dict)
     _clipped: dict[tuple[int, int], str] = field(default_factory=dict)
+    shortened: set[int] = field(default_factory=set)  # steps shown shortened where full text was due
 
     @classmethod
     def of(cls, ctx: MethodContext) -> "TraceText":
@@ -94,15 +94,37 @@ def fit_texts(texts: Sequence[str], budget: int, count: Counter) -> list[str]:
     return [clip_tokens(t, cap, count) for t in texts]
 
 
-def prompt_room(ctx: MethodContext, messages: Sequence[dict[str, str]], max_tokens: int) -> int:
-    """Tokens still free in the model's window once `messages` and the answer are placed."""
-    count = counter(ctx)
-    window = ctx.max_model_len or DEFAULT_WINDOW_TOKENS
-    used = sum(count(m["content"]) + MESSAGE_OVERHEAD for m in messages)
-    return int(window * 0.97) - MARGIN - max_tokens - used
+@dataclass(frozen=True)
+class ModelWindow:
+    """The model's context window in tokens and where that number came from."""
+
+    tokens: int
+    source: str  # "option" | "engine" | "assumed"
+
+    @classmethod
+    def of(cls, ctx: MethodContext, option: int | None, assumed: int) -> "ModelWindow":
+        if option is not None:
+            return cls(option, "option")
+        if ctx.max_model_len:
+            return cls(int(ctx.max_model_len), "engine")
+        return cls(assumed, "assumed")
+
+    def warning(self) -> str | None:
+        """What the record says when the window was not known (never a silent default)."""
+        if self.source != "assumed":
+            return None
+        return (
+            f"the engine reports no context window: {self.tokens} tokens assumed for sizing prompts and pair quotas "
+            "(set falat:context_tokens=N, or start the server with --max-model-len)"
+        )
+
+    def room(self, count: Counter, messages: Sequence[dict[str, str]], max_tokens: int) -> int:
+        """Tokens still free in the window once `messages` and the answer are placed."""
+        used = sum(count(m["content"]) + MESSAGE_OVERHEAD for m in messages)
+        return int(self.tokens * 0.97) - MARGIN - max_tokens - used
 
 
-def wrong_output(trace: Trace, cap_chars: int = 1500) -> tuple[str, str]:
+def wrong_output(trace: Trace, cap_chars: int) -> tuple[str, str]:
     """The run's wrong final output and where it came from.
 
     When the trace records none (Who&When's algorithm-generated runs), the run's last substantive

@@ -1,57 +1,83 @@
 """Stage 2 (paper §2.2): typed transitions between candidates, and the pruning they license.
 
-Every ordered pair i < j of candidates gets one of six labels, all pairs of a trace in one batch;
-each prompt is the shared part (prior, stage summaries, candidate summaries) then the pair. The
-pair cap keeps the nearest pairs (then the earliest) and records the rest.
+Every candidate gets its own quota of pairs: its `quota` nearest earlier and `quota` nearest later
+candidates (so a long trace's late candidates are typed as well as its early ones). All pairs of a
+trace go out in one batch; each prompt is the shared part (prior, stage summaries, candidate
+summaries) then the pair, and the answer is a short reason, then the label. A pair left out by
+the quotas is *unknown*: never evidence for any rule, and recorded per candidate.
 
-Pruning (`prune`), one rule per label; the first rule that applies to a candidate decides:
+Pruning (`prune`); a candidate is *suspect* when it has an inconsistency of its own (prior or
+execution, from its window) or is the source of an error_shift pair. The first rule that applies
+decides:
 
 1. an endpoint of an ``error_shift`` pair is kept: it may be an error source;
 2. ``correction`` (i, j): i was corrected by j        -> prune i;
 3. ``redundancy`` (i, j): j repeats what i did         -> prune j;
-4. ``dead_end`` (i, j): nothing downstream builds on i -> prune i (unless i also has an
-   outgoing follow_up or error_shift);
-5. ``no_influence``: every labelled pair leaving i says so -> prune i;
-6. ``follow_up`` (i, j): j carries i's output forward   -> prune j, its attribution traced back
-   along follow_up links to the chain's source.
+4. ``dead_end`` (i, j): nothing downstream builds on i -> prune i, only when every pair leaving i
+   was typed and none of them is follow_up or error_shift;
+5. ``no_influence``: every pair leaving i was typed and says so -> prune i;
+6. ``follow_up`` (i, j) with i suspect: j is a downstream carrier -> prune j, unless j has an
+   inconsistency of its own; its attribution is traced back along such links to the source.
+   A follow_up from a step that is not suspect marks no carrier (paper: "follow_up from a
+   corrupted step marks a downstream carrier").
 
-Rules 2-5 spare a candidate that deviates from the prior on its own (its prior_inconsistency
-signal). If every candidate is pruned, the full candidate set goes on, and the result says so.
+Rules 2-5 spare a candidate with an inconsistency of its own (it deviates on its own). If every
+candidate is pruned, the full candidate set goes on, and the result says so.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Collection, Mapping, Sequence
 
 from localfa.engine.types import Request
-from localfa.grammars.falat import TRANSITION_MAX_TOKENS, transition_grammar
-from localfa.methods.base import MethodContext
-from localfa.methods.falat.options import FalatOptions
-from localfa.methods.falat.text import TraceText
+from localfa.grammars.falat import transition_grammar, transition_max_tokens
+from localfa.methods.falat.ground import Ground
+from localfa.methods.falat.options import TOKENS_PER_PAIR
 from localfa.templates import render
 
 Pair = tuple[int, int]
 
 
-def candidate_pairs(candidates: Sequence[int], cap: int) -> tuple[list[Pair], list[Pair]]:
-    """(kept, cut): all i < j pairs, nearest first (ties: earliest first), the first `cap` kept."""
+def pair_quota(option: int | None, window_tokens: int) -> int:
+    """Pairs per candidate in each direction: the option, else one per 4,096 tokens of window."""
+    return option if option is not None else max(1, window_tokens // TOKENS_PER_PAIR)
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """The pairs to type and, per candidate, the earlier / later candidates left untyped."""
+
+    pairs: list[Pair]
+    cut: dict[int, dict[str, list[int]]]  # candidate -> {"earlier": [...], "later": [...]} (only candidates with a cut)
+
+    @property
+    def unknown(self) -> set[Pair]:
+        return {(e, c) for c, sides in self.cut.items() for e in sides["earlier"]} | {
+            (c, later) for c, sides in self.cut.items() for later in sides["later"]
+        }
+
+
+def candidate_pairs(candidates: Sequence[int], quota: int) -> PairPlan:
+    """Each candidate's `quota` nearest earlier and later candidates; pairs nearest first."""
     c = sorted(set(candidates))
-    pairs = sorted(((a, b) for k, a in enumerate(c) for b in c[k + 1 :]), key=lambda p: (p[1] - p[0], p[0]))
-    return pairs[:cap], pairs[cap:]
+    pairs = sorted(((a, b) for k, a in enumerate(c) for b in c[k + 1 : k + 1 + quota]), key=lambda p: (p[1] - p[0], p[0]))
+    cut: dict[int, dict[str, list[int]]] = {}
+    for k, s in enumerate(c):
+        earlier, later = c[: max(0, k - quota)], c[k + 1 + quota :]
+        if earlier or later:
+            cut[s] = {"earlier": earlier, "later": later}
+    return PairPlan(pairs, cut)
 
 
-def transition_requests(
-    ctx: MethodContext, view: TraceText, opts: FalatOptions, system: dict[str, str], shared: str, pairs: Sequence[Pair]
-) -> list[Request]:
-    grammar = transition_grammar()
+def transition_requests(g: Ground, shared: str, pairs: Sequence[Pair]) -> list[Request]:
+    grammar = transition_grammar(g.limits)
+    sampling = g.opts.sampling(transition_max_tokens(g.limits), judge=True)
     reqs = []
     for i, j in pairs:
-        shown = view.shown((i, j), [view.clipped(k, opts.pair_step_tokens) for k in (i, j)])
-        prompt = shared + "\n\n" + render("falat/transition_pair.j2", first=shown[0], second=shown[1])
-        reqs.append(
-            ctx.request(f"falat/pair/{i}/{j}", [system, {"role": "user", "content": prompt}], grammar, opts.sampling(TRANSITION_MAX_TOKENS))
-        )
+        shown = g.view.shown((i, j), [g.view.clipped(k, g.opts.pair_step_tokens) for k in (i, j)])
+        prompt = shared + "\n\n" + render("falat/transition_pair.j2", first=shown[0], second=shown[1], limits=g.limits)
+        reqs.append(g.ctx.request(f"falat/pair/{i}/{j}", [g.system, {"role": "user", "content": prompt}], grammar, sampling))
     return reqs
 
 
@@ -59,29 +85,55 @@ def transition_requests(
 class Pruning:
     kept: list[int]
     pruned: dict[int, str] = field(default_factory=dict)  # step -> why
-    spared: dict[int, str] = field(default_factory=dict)  # step -> the rule its own deviation overrode
+    spared: dict[int, str] = field(default_factory=dict)  # step -> the rule its own inconsistency overrode
     sources: dict[int, int] = field(default_factory=dict)  # follow_up carrier -> source of its chain
+    held_by_unknown: dict[int, str] = field(default_factory=dict)  # step -> the rule an untyped pair blocked
     fallback: bool = False  # every candidate was pruned: the full set went on
 
 
-def follow_up_source(step: int, labels: dict[Pair, str]) -> int:
-    """Walk follow_up links backwards (to the earliest parent each time) to the chain's source."""
+def suspects(candidates: Collection[int], labels: Mapping[Pair, str], inconsistent: Mapping[int, bool]) -> set[int]:
+    """Candidates with an inconsistency of their own, or that start an error_shift pair."""
+    shifted = {i for (i, _), lab in labels.items() if lab == "error_shift"}
+    return {c for c in candidates if inconsistent.get(c, False) or c in shifted}
+
+
+def carrier_links(labels: Mapping[Pair, str], suspect: Collection[int], inconsistent: Mapping[int, bool]) -> dict[int, list[int]]:
+    """j -> the suspect steps i whose follow_up (i, j) makes j a carrier (j has no inconsistency
+    of its own)."""
+    links: dict[int, list[int]] = {}
+    for (i, j), lab in sorted(labels.items()):
+        if lab == "follow_up" and i in suspect and not inconsistent.get(j, False):
+            links.setdefault(j, []).append(i)
+    return links
+
+
+def follow_up_source(step: int, links: Mapping[int, Sequence[int]]) -> int:
+    """Walk carrier links backwards (to the earliest parent each time) to the chain's source."""
     seen = {step}
     while True:
-        parents = sorted(i for (i, j), lab in labels.items() if j == step and lab == "follow_up")
+        parents = sorted(links.get(step, ()))
         if not parents or parents[0] in seen:
             return step
         step = parents[0]
         seen.add(step)
 
 
-def prune(candidates: Sequence[int], labels: dict[Pair, str], deviates: dict[int, bool]) -> Pruning:
-    """The refined set C' from the pair labels (rules in the module docstring)."""
+def prune(
+    candidates: Sequence[int], labels: Mapping[Pair, str], inconsistent: Mapping[int, bool], unknown: Collection[Pair] = ()
+) -> Pruning:
+    """The refined set C' from the pair labels (rules in the module docstring).
+
+    `inconsistent`: candidate -> it has a prior or execution inconsistency of its own.
+    `unknown`: pairs the quotas left untyped (never evidence).
+    """
     out: dict[int, list[str]] = {c: [] for c in candidates}  # labels of pairs leaving c
     inc: dict[int, list[tuple[int, str]]] = {c: [] for c in candidates}  # (i, label) of pairs entering c
     for (i, j), lab in labels.items():
         out.setdefault(i, []).append(lab)
         inc.setdefault(j, []).append((i, lab))
+    untyped_out = {i for i, _ in unknown}
+    suspect = suspects(candidates, labels, inconsistent)
+    links = carrier_links(labels, suspect, inconsistent)
     result = Pruning(kept=[])
     for c in sorted(candidates):
         leaving, entering = out[c], inc[c]
@@ -97,11 +149,14 @@ def prune(candidates: Sequence[int], labels: dict[Pair, str], deviates: dict[int
             why = "dead_end"
         elif leaving and all(lab == "no_influence" for lab in leaving):
             why = "no_influence"
-        if why is not None and deviates.get(c, False):
+        if why in ("dead_end", "no_influence") and c in untyped_out:
+            result.held_by_unknown[c] = why
+            why = None
+        if why is not None and inconsistent.get(c, False):
             result.spared[c] = why
             why = None
-        if why is None and any(lab == "follow_up" for _, lab in entering):
-            source = follow_up_source(c, labels)
+        if why is None and c in links:
+            source = follow_up_source(c, links)
             result.sources[c] = source
             why = f"follow_up carrier of step {source}"
         if why is None:

@@ -1,19 +1,27 @@
-"""Stage 1b (paper §2.1, tab. 1): windows of k steps, each summarised at two levels in one call.
+"""Stage 1b (paper §2.1, tab. 1): windows of k steps, summarised at two levels.
 
-Mid level: per step its action, decision, significance and the three candidate signals. High
-level: a stage summary and the one step it points at. All windows of a trace are one batch; every
-prompt opens with the same prior, and each step's raw text is clipped to a per-step token cap.
+Two batches, each holding every window of the trace:
+
+1. stage pass: each window but the last gets its high level, a stage summary and the step it
+   points at;
+2. step pass: each window gets its mid level (per step: action, decision, whether it is active,
+   significance, the three candidate signals) with the stage summaries of the EARLIER windows in
+   view, so "rests on information no earlier result supports" can be judged. The last window's
+   stage summary comes with its mid level (no later window needs it first).
+
+Both prompts of a window open with the prior and the window's steps, in the same words, so the
+step pass reads the window from the prefix cache the stage pass filled; the question comes last.
+Each step's raw text is clipped to a per-step token cap.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from localfa.engine.types import Request
-from localfa.grammars.falat import SIGNALS, FalatLimits, window_grammar, window_max_tokens
+from localfa.grammars.falat import SIGNALS, stage_grammar, stage_max_tokens, window_grammar, window_max_tokens
 from localfa.methods.falat.ground import Ground
-from localfa.methods.falat.text import TraceText, prompt_room
 from localfa.templates import render
 
 
@@ -36,10 +44,16 @@ class StepSummary:
     outcome_relevance: bool
     prior_inconsistency: bool
     execution_inconsistency: bool
+    active: bool = True
 
     @property
     def flagged(self) -> bool:
         return self.outcome_relevance or self.prior_inconsistency or self.execution_inconsistency
+
+    @property
+    def inconsistent(self) -> bool:
+        """An inconsistency of its own: it conflicts with the prior or its execution disagrees."""
+        return self.prior_inconsistency or self.execution_inconsistency
 
     def signals(self) -> list[str]:
         return [s for s in SIGNALS if getattr(self, s)]
@@ -51,55 +65,112 @@ class StageSummary:
 
     window: tuple[int, int]  # first and last step, inclusive
     summary: str
-    focus_step: int
+    focus_step: int | None  # None: the window holds no step that may be an answer
 
 
-def window_step_cap(g: Ground) -> int:
-    """The per-step token cap: the option, lowered so a full window still fits the model."""
-    ctx, view, opts, limits, system, prior_block = g.unpack()
-    k = opts.window
-    empty = window_messages(view, system, prior_block, range(0, 0), [], limits)
-    agents = [(i, view.agent(i)) for i in range(min(k, view.n))]
-    room = prompt_room(ctx, empty, window_max_tokens(agents, limits))
-    per_step = room // max(1, k) - 24  # 24: each step's delimiters
-    if per_step < 16:
-        raise ValueError(f"falat: a window of {k} steps does not fit the model's context window; lower `window`")
-    return min(opts.step_tokens, per_step)
+def _eligible(g: Ground, steps: range) -> list[int]:
+    return [i for i in steps if i in g.eligible]
 
 
-def window_messages(
-    view: TraceText, system: dict[str, str], prior_block: str, steps: range, texts: list[str], limits: FalatLimits
+def _messages(
+    g: Ground, steps: range, texts: Sequence[str], part: str, earlier: Sequence[StageSummary], with_stage: bool
 ) -> list[dict[str, str]]:
     prompt = render(
         "falat/window.j2",
-        prior_block=prior_block,
-        steps=view.shown(steps, texts),
-        limits=limits,
+        prior_block=g.prior_block,
+        steps=g.view.shown(steps, texts),
+        passive=[i for i in steps if i not in g.eligible],
+        limits=g.limits,
         first=steps.start if len(steps) else 0,
         last=steps[-1] if len(steps) else 0,
-        n_steps=view.n,
+        n_steps=g.view.n,
+        part=part,
+        earlier=earlier,
+        with_stage=with_stage,
     )
-    return [system, {"role": "user", "content": prompt}]
+    return [g.system, {"role": "user", "content": prompt}]
 
 
-def window_requests(g: Ground, windows: list[range], cap: int) -> list[Request]:
-    ctx, view, opts, limits, system, prior_block = g.unpack()
+@dataclass(frozen=True)
+class WindowFit:
+    """How a window prompt fits the model: the per-step token cap and the tokens kept for the
+    earlier windows' stage summaries (the oldest are left out when they hold more)."""
+
+    step_cap: int
+    earlier_tokens: int
+
+
+def window_fit(g: Ground, n_windows: int) -> WindowFit:
+    """The per-step cap (the option, lowered so a full window fits) and the room for the earlier
+    stage summaries: what every summary at its bound needs, at most a third of the window."""
+    k = g.opts.window
+    empty = _messages(g, range(0, 0), [], "steps", [], True)
+    agents = [(i, g.view.agent(i)) for i in range(min(k, g.view.n))]
+    room = g.room(empty, window_max_tokens(agents, g.limits))
+    earlier = min(n_windows * (g.limits.stage_chars + 24), room // 3)  # a summary: at most a token a character
+    per_step = (room - earlier) // max(1, k) - 24  # 24: each step's delimiters
+    if per_step < 16:
+        raise ValueError(f"falat: a window of {k} steps does not fit the model's context window; lower `window`")
+    return WindowFit(min(g.opts.step_tokens, per_step), earlier)
+
+
+def recent_stages(g: Ground, stages: Sequence[StageSummary], budget: int) -> list[StageSummary]:
+    """The latest stage summaries that fit `budget` tokens (all of them when they fit)."""
+    kept: list[StageSummary] = []
+    used = 0
+    for s in reversed(stages):
+        used += g.view.count(s.summary) + 12
+        if used > budget:
+            break
+        kept.append(s)
+    return kept[::-1]
+
+
+def stage_requests(g: Ground, windows: list[range], fit: WindowFit) -> list[Request]:
+    """The stage pass: every window but the last (the last one's summary comes with its steps)."""
     reqs = []
-    for w, steps in enumerate(windows):
-        texts = [view.clipped(i, cap) for i in steps]
-        agents = [(i, view.agent(i)) for i in steps]
+    for w, steps in enumerate(windows[:-1]):
+        texts = [g.view.clipped(i, fit.step_cap) for i in steps]
         reqs.append(
-            ctx.request(
-                f"falat/window/{w}",
-                window_messages(view, system, prior_block, steps, texts, limits),
-                window_grammar(agents, limits),
-                opts.sampling(window_max_tokens(agents, limits)),
+            g.ctx.request(
+                f"falat/stage/{w}",
+                _messages(g, steps, texts, "stage", [], False),
+                stage_grammar(_eligible(g, steps), g.limits),
+                g.opts.sampling(stage_max_tokens(g.limits)),
             )
         )
     return reqs
 
 
-def parse_window(steps: range, value: dict[str, Any]) -> tuple[list[StepSummary], StageSummary]:
+def window_requests(g: Ground, windows: list[range], fit: WindowFit, stages: Sequence[StageSummary]) -> tuple[list[Request], int]:
+    """The step pass: every window, each seeing the stage summaries of the windows before it (the
+    latest that fit); also the most earlier summaries any window had to leave out."""
+    reqs = []
+    left_out = 0
+    for w, steps in enumerate(windows):
+        last = w == len(windows) - 1
+        texts = [g.view.clipped(i, fit.step_cap) for i in steps]
+        agents = [(i, g.view.agent(i)) for i in steps]
+        earlier = recent_stages(g, stages[:w], fit.earlier_tokens)
+        left_out = max(left_out, w - len(earlier))
+        reqs.append(
+            g.ctx.request(
+                f"falat/window/{w}",
+                _messages(g, steps, texts, "steps", earlier, last),
+                window_grammar(agents, _eligible(g, steps), g.limits, with_stage=last),
+                g.opts.sampling(window_max_tokens(agents, g.limits)),
+            )
+        )
+    return reqs, left_out
+
+
+def parse_stage(steps: range, value: dict[str, Any]) -> StageSummary:
+    stage = value["stage"]
+    focus = stage["focus_step"]
+    return StageSummary((steps.start, steps[-1]), stage["summary"], None if focus is None else int(focus))
+
+
+def parse_window(steps: range, value: dict[str, Any]) -> list[StepSummary]:
     mids = []
     for i in steps:
         v = value["steps"][str(i)]
@@ -110,8 +181,8 @@ def parse_window(steps: range, value: dict[str, Any]) -> tuple[list[StepSummary]
                 action=v["action"],
                 decision=v["decision"],
                 significance=int(v["significance"]),
+                active=bool(v["active"]),
                 **{s: bool(v[s]) for s in SIGNALS},
             )
         )
-    stage = value["stage"]
-    return mids, StageSummary((steps.start, steps[-1]), stage["summary"], int(stage["focus_step"]))
+    return mids

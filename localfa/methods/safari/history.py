@@ -53,15 +53,30 @@ class History:
         return self.head_size(tail) + sum(a.size + b.size for _, a, b in self.turns)
 
     def evict_to(self, limit: int | None, tail: str) -> int:
-        """Drop the oldest turns until the prompt plus `tail` fits; keep the latest turn."""
+        """Drop the oldest turns until the estimated prompt plus `tail` fits; keep the latest
+        turn (the caller measures the prompt exactly and shrinks that one if it must)."""
         if limit is None:
             return 0
         dropped = 0
         while len(self.turns) > 1 and self.size(tail) > limit:
-            self.turns.pop(0)
-            dropped += 1
-        self.evicted += dropped
+            dropped += self.evict_oldest()
         return dropped
+
+    def evict_oldest(self) -> int:
+        """Drop the oldest turn pair; 1 if one was dropped."""
+        if not self.turns:
+            return 0
+        self.turns.pop(0)
+        self.evicted += 1
+        return 1
+
+    def newest_observation(self) -> str | None:
+        return self.turns[-1][2].message["content"] if self.turns else None
+
+    def replace_newest_observation(self, content: str) -> None:
+        """Put a shortened version of the newest tool result in place of the original."""
+        turn_id, model, _ = self.turns[-1]
+        self.turns[-1] = (turn_id, model, self._entry("user", content))
 
     def messages(self, tail: str = "") -> list[Message]:
         """The prompt: head, turns, and `tail` (STM etc.) appended to the last user message."""

@@ -4,8 +4,11 @@ History = system prompt, user prompt and a bootstrap read of the trace's end, al
 Each turn the model emits one grammar-constrained object (sparse STM update, next action, one
 tool call); the harness runs the tool and appends the result. `evaluate` fans the questions out
 to evaluator calls that see only the reasoning, all in one batch. The loop ends on a valid submit
-after at least one evaluate, or after K turns (or a turn the engine could not produce) with a
-forced final answer.
+after at least one evaluate, or after K turns (or a turn the engine could not produce, or a prompt
+that cannot be made to fit the budget) with a forced final answer.
+
+A budget is a hard limit: before every call the prompt is measured as sent (`meter`); past the cap
+the oldest turns go, then the newest tool result is shortened (it says so), else the search ends.
 
 Nothing is built until the program is first advanced: a sweep creates its programs up front,
 and a trace that cannot be set up (a `scale:` budget without a labelled fault, a budget smaller
@@ -19,21 +22,18 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from localfa.engine.errors import InvalidOutputError, TruncatedOutputError
-from localfa.engine.types import Response, Sampling
-from localfa.grammars.safari import SafariLimits, evaluator_grammar, final_grammar, turn_grammar
+import regex as re
+
+from localfa.engine.errors import ContextLengthError, InvalidOutputError, TruncatedOutputError
+from localfa.engine.types import Message, Response, Sampling
+from localfa.grammars.safari import OUTPUT_CHARS_PER_TOKEN, SafariLimits, evaluator_grammar, final_grammar, turn_grammar
 from localfa.methods.base import Calls, MethodContext, Program
 from localfa.methods.baselines import agent_choices, shorten
-from localfa.methods.budget import (
-    CHARS_PER_TOKEN,
-    TEMPLATE_TOKENS_PER_MESSAGE,
-    Budget,
-    BudgetError,
-    measured_chars_per_token,
-    resolve_budget,
-)
+from localfa.methods.budget import CHARS_PER_TOKEN, BudgetError, measured_chars_per_token
 from localfa.methods.evidence import quoted_evidence, verify_quotes
+from localfa.methods.safari.context import plan_context
 from localfa.methods.safari.history import History
+from localfa.methods.safari.meter import token_unit
 from localfa.methods.safari.stm import ShortTermMemory
 from localfa.templates import render
 from localfa.tokens import approx_tokens
@@ -42,7 +42,9 @@ from localfa.traces.lineview import LineView
 METHOD = "safari"
 TASK_MAX_CHARS = 4000
 #: Engine failures of one turn that end the investigation (forced finalisation), not the trace.
-TURN_FAILURES = (TruncatedOutputError, InvalidOutputError)
+TURN_FAILURES = (TruncatedOutputError, InvalidOutputError, ContextLengthError)
+#: A line of a tool result: ``  12 (step 3)| text``; the step is what the model has now seen.
+SHOWN_LINE = re.compile(r"^\s*\d+ \(step (\d+)\)\| ", re.MULTILINE)
 
 
 @dataclass
@@ -97,23 +99,21 @@ def _short_call(tool: dict[str, Any]) -> str:
     return _call_text(tool)
 
 
-@dataclass(frozen=True)
-class ContextPlan:
-    """What the prompt may hold: `mode` none (no cap), window (the model's own) or budget."""
 
-    mode: str
-    unit: str = "tokens"
-    cap: int | None = None
-    budget: Budget = field(default_factory=Budget)
 
-    @property
-    def label(self) -> str:
-        return self.budget.label if self.mode == "budget" else self.mode
+def _ranges(ids: list[int]) -> str:
+    """``0-4, 7, 9-12``: step ids in a prompt without listing hundreds of numbers."""
+    out: list[str] = []
+    for i in ids:
+        if out and int(out[-1].split("-")[-1]) == i - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ", ".join(out)
 
-    def describe(self) -> str | None:
-        if self.cap is None:
-            return None
-        return f"{self.cap} {'characters' if self.unit == 'chars' else 'tokens'}"
+
+class _OutOfBudget(Exception):
+    """The next prompt cannot be made to fit the cap: the search ends (forced finalisation)."""
 
 
 def investigate(ctx: MethodContext, opts: SafariOptions) -> Program:
@@ -129,74 +129,67 @@ class Investigation:
         self.ctx = ctx
         self.opts = opts
         self.count = ctx.count_tokens or approx_tokens
-        self.view = LineView(ctx.trace, width=opts.line_width, count_tokens=self.count)
+        self.view = LineView(ctx.trace, width=opts.line_width, count_tokens=self.count, count_many=ctx.count_tokens_many)
         self.turn_max_tokens = opts.limits.turn_max_tokens(opts.use_stm)
-        self.plan = self._plan_context()
+        self.plan, self.meter = plan_context(ctx, self.view, self.turn_max_tokens)
+        self.history = History(measure=self.meter.text, per_message=self.meter.per_message)
         # Sized with the shared constant, not this trace's ratio: in window mode every trace then
         # gets the same system prompt, which the prefix cache shares across traces.
         chars_per_unit = 1.0 if self.plan.unit == "chars" else CHARS_PER_TOKEN
-        self.history = History(
-            measure=len if self.plan.unit == "chars" else self.count,
-            per_message=0 if self.plan.unit == "chars" else TEMPLATE_TOKENS_PER_MESSAGE,
-        )
         # One observation may take at most a third of the room, so several turns stay visible.
-        self.obs_chars = None if self.plan.cap is None else max(1200, int(self.plan.cap * chars_per_unit / 3))
+        self.obs_room = None if self.plan.cap is None else max(int(1200 / chars_per_unit), self.plan.cap // 3)
+        obs_chars = None if self.obs_room is None else int(self.obs_room * chars_per_unit)
         line_chars = opts.line_width + len(self.view.label(max(0, self.view.total_lines - 1))) + 3
-        line_room = self.obs_chars // line_chars if self.obs_chars else opts.max_read_lines
+        line_room = obs_chars // line_chars if obs_chars else opts.max_read_lines
         self.max_read = max(5, min(opts.max_read_lines, line_room))
         self.useful_read = min(opts.min_read_lines, self.max_read)
         self.min_investigate = min(opts.min_investigate_turns, max(0, opts.max_turns - 2))
-        n = len(ctx.trace.steps)
-        self.turn_grammar = turn_grammar(n, self.view.total_lines, self.max_read, opts.limits, opts.use_stm)
+        self.actions = ctx.trace.action_steps()
+        self.turn_grammar = turn_grammar(self.actions, self.view.total_lines, self.max_read, opts.limits, opts.use_stm)
         self.eval_grammar = evaluator_grammar(opts.limits)
-        self.final_grammar = final_grammar(n, opts.limits)
         self.stm = ShortTermMemory()
         self.seen_calls: dict[str, int] = {}  # call -> turn whose result holds it (0 = bootstrap)
         self.call_log: list[str] = []  # every read/search call, in order
+        self.reminded: list[str] = []  # calls repeated while their result was still in context
+        self.seen_steps: set[int] = set()  # steps whose lines appeared in a tool result sent
         self.investigated = 0  # read/search turns that returned a result
         self.evaluations: list[dict[str, Any]] = []
         self.transcript: list[dict[str, Any]] = []
         self.failure: dict[str, Any] | None = None
+        self.budget_stop: dict[str, Any] | None = None
+        self.largest_prompt = 0
+        self.shrunk = 0
+        self.final_stm_trimmed = 0
+        self._newest: tuple[int, str, dict[str, Any], dict[str, Any]] | None = None  # turn, kind, kw, entry
 
     # ------------------------------------------------------------------ setup
-    def _chars_per_token(self) -> float:
-        """This trace's characters per token: a character budget must also respect the window."""
-        return measured_chars_per_token(self.view.text(), self.ctx.count_tokens)
-
-    def _plan_context(self) -> ContextPlan:
-        """The cap in force: the user's budget (within the window), else the window, else none."""
-        budget = resolve_budget(self.ctx.budget, self.ctx.trace, self.ctx.count_tokens, view=self.view)
-        window = None
-        if self.ctx.max_model_len:
-            window = self.ctx.max_model_len - 2 * self.turn_max_tokens - 64
-            if window < 1:
-                raise BudgetError(
-                    f"the model's window ({self.ctx.max_model_len} tokens) leaves no room for a "
-                    f"prompt next to SAFARI's turn ({self.turn_max_tokens} tokens, twice for the retry)"
-                )
-        if budget.limit is not None:
-            cap = budget.limit
-            if window is not None:
-                cap = min(cap, window if budget.unit == "tokens" else int(window * self._chars_per_token()))
-            return ContextPlan("budget", budget.unit, cap, budget)
-        if window is not None:
-            return ContextPlan("window", "tokens", window, budget)
-        return ContextPlan("none", "tokens", None, budget)
+    def _output_room(self) -> int:
+        """A turn's output in the plan's unit: it joins the history once answered."""
+        return self.turn_max_tokens * (OUTPUT_CHARS_PER_TOKEN if self.plan.unit == "chars" else 1)
 
     def _trace_fits(self, room: int) -> bool:
-        """Does the whole numbered view fit in `room` units? Tokenises only as far as needed."""
+        """Does the whole numbered view fit in `room` units? Counted in one call: a tokenizer over
+        HTTP is asked once per view, not once per line."""
         if room <= 0:
             return False
+        text = self.view.read(0, self.view.total_lines)
         if self.plan.unit == "chars":
-            label = len(self.view.label(0)) + 2
-            return self.view.total_chars + self.view.total_lines * label <= room
-        used = 0
-        label = self.count(self.view.label(0) + "| ")
-        for line in self.view.lines:
-            used += self.count(line) + label
-            if used > room:
-                return False
-        return True
+            return len(text) <= room
+        # No tokenizer packs 16 characters a token: past that much text it cannot fit, and only
+        # that much need be counted.
+        return self.meter.text(text[: room * 16]) <= room
+
+    def _bootstrap_read(self) -> dict[str, Any]:
+        """The read of the run's end: as many final lines as fit in a tool result's room (a cut
+        would keep the head of the range and lose the final output it is there to show)."""
+        total = self.view.total_lines
+        limit = min(self.max_read, total)
+        while self.obs_room is not None and limit > 1:
+            size = self.meter.text(self.view.read(total - limit, limit))
+            if size <= self.obs_room:
+                break
+            limit = max(1, min(limit - 1, int(limit * self.obs_room / size)))
+        return {"name": "read", "offset": total - limit, "limit": limit}
 
     def _start(self) -> None:
         trace, opts, plan = self.ctx.trace, self.opts, self.plan
@@ -214,6 +207,7 @@ class Investigation:
             with_stm=opts.use_stm,
             limits=opts.limits,
         )
+        observation_steps = len(self.actions) < len(trace.steps)
 
         def user(fits: bool) -> str:
             return render(
@@ -229,26 +223,28 @@ class Investigation:
                 with_stm=opts.use_stm,
                 has_spans=any(s.span_id for s in trace.steps),
                 has_tools=any(s.tool_calls or s.observation for s in trace.steps),
+                observation_steps=observation_steps,
             )
 
         fits = True
         if plan.cap is not None:  # the paper's "read it all" advice only where nothing can be evicted
-            fixed = self.history.measure(system) + self.history.measure(user(True)) + 2 * self.history.per_message
-            fits = self._trace_fits(plan.cap - fixed - self.turn_max_tokens)
+            fixed = self.meter.prompt([{"role": "system", "content": system}, {"role": "user", "content": user(True)}])
+            fits = self._trace_fits(plan.cap - fixed - self._output_room())
         self.history.add_head("system", system)
         self.history.add_head("user", user(fits))
         self.fits = fits
-        boot_limit = min(self.max_read, self.view.total_lines)
-        tool = {"name": "read", "offset": max(0, self.view.total_lines - boot_limit), "limit": boot_limit}
+        tool = self._bootstrap_read()
         boot: dict[str, Any] = {"next_action": "Read the final part of the run to see its final output.", "tool": tool}
         if opts.use_stm:
             boot = {"stm": {}, **boot}
+        body = self._run_tool(tool)
         self.history.add_head("assistant", json.dumps(boot, ensure_ascii=False))
-        self.history.add_head("user", self._observation(0, "result", tool_call=_call_text(tool), body=self._run_tool(tool)))
+        self.history.add_head("user", self._observation(0, "result", tool_call=_call_text(tool), body=body))
+        self._saw(body)
         self._log_call(tool, 0)
         self.call_log.append(_call_text(tool))
         if plan.cap is not None:
-            head = self.history.head_size(self._tail(1))
+            head = max(self.meter.prompt(self.history.messages(t)) for t in (self._tail(1), self._final_text(self.stm.render_json())))
             if head > plan.cap:
                 what = (
                     f"budget {plan.budget.label} ({limit_text})"
@@ -260,29 +256,51 @@ class Investigation:
                 )
 
     # ------------------------------------------------------------------ tools
+    def _cut(self, text: str, keep: int, note: str) -> str:
+        """`text` cut near `keep` characters, at a line end where there is one, then `note`."""
+        head = text[: max(0, keep)]
+        nl = head.rfind("\n")
+        if nl > keep // 2:
+            head = head[:nl]
+        return (head + "\n" if head else "") + note
+
     def _cap(self, text: str) -> str:
-        if self.obs_chars is not None and len(text) > self.obs_chars:
-            return text[: self.obs_chars] + f"\n[... cut at {self.obs_chars} characters; read a smaller range]"
-        return text
+        """A tool result of at most a third of the room, measured in the budget's unit."""
+        if self.obs_room is None:
+            return text
+        size = self.meter.text(text)
+        if size <= self.obs_room:
+            return text
+        keep = int(len(text) * self.obs_room / size * 0.95)
+        return self._cut(text, keep, f"[... cut: longer than a third of your context ({self.obs_room} {self.plan.unit}); read a smaller range]")
 
     def _run_tool(self, tool: dict[str, Any]) -> str:
         if tool["name"] == "read":
             return self._cap(self.view.read(int(tool["offset"]), int(tool["limit"])))
         return self._cap(self.view.search(str(tool["pattern"])))
 
+    def _saw(self, body: str) -> None:
+        self.seen_steps.update(int(m) for m in SHOWN_LINE.findall(body))
+
     def _log_call(self, tool: dict[str, Any], turn: int) -> None:
         self.seen_calls[_call_text(tool)] = turn
         self.stm.past_tool_calls.append(_short_call(tool))
 
     def _loop(self, call: str) -> str | None:
-        """The repeated calls when the model goes round in circles, else None."""
+        """The repeated calls when the model goes round in circles, else None. Only repeats whose
+        result is still in context count: fetching an evicted result again is what the prompt
+        recommends, not a loop."""
+        first = self.seen_calls.get(call)
+        if first is None or not self.history.holds(first):
+            return None
         recent = (self.call_log + [call])[-4:]
-        if self.call_log.count(call) >= 2 or (len(recent) == 4 and len(set(recent)) <= 2):
+        if self.reminded.count(call) >= 1 or (len(recent) == 4 and len(set(recent)) <= 2):
             return "; ".join(dict.fromkeys(recent))
         return None
 
     def _observation(self, turn: int, kind: str, **kw: Any) -> str:
         kw.setdefault("loop", None)
+        kw.pop("full_body", None), kw.pop("kept_chars", None)  # bookkeeping of a shortened result
         return render(
             "safari/observation.j2",
             turn=turn,
@@ -309,7 +327,49 @@ class Investigation:
             max_turns=self.opts.max_turns,
         )
 
-    def _evaluate(self, turn: int, tool: dict[str, Any]) -> Calls[str]:
+    # ------------------------------------------------------------------ the budget
+    def _shrink_newest(self, over: int) -> bool:
+        """Shorten the newest tool result by about `over` units (at least a tenth each time, so
+        this ends), saying so in it; False when nothing is left to shorten."""
+        if self._newest is None:
+            return False
+        turn, kind, kw, entry = self._newest
+        shown = str(kw.get("body") or "")
+        full = str(kw.get("full_body", shown))  # always cut from the original result
+        kept = int(kw.get("kept_chars", len(full)))
+        if not shown or kept <= 0:
+            return False
+        size = max(1, self.meter.text(shown))
+        keep = min(int(kept * 0.9), int(kept * max(0, size - over - 40) / size))
+        head = self._cut(full, keep, "") if keep > 0 else ""
+        lines = full.count("\n") + 1
+        note = f"[... shortened to fit the context budget: {head.count(chr(10))} of {lines} lines shown; read a smaller range for the rest]"
+        new_kw = dict(kw, body=head + note, full_body=full, kept_chars=len(head.rstrip(chr(10))) if keep > 0 else 0)
+        self.history.replace_newest_observation(self._observation(turn, kind, **new_kw))
+        self._newest = (turn, kind, new_kw, entry)
+        entry["shrunk"] = entry.get("shrunk", 0) + 1
+        self.shrunk += 1
+        return True
+
+    def _fit(self, tail: str, drop_newest: bool = False) -> tuple[list[Message], int]:
+        """The prompt (history + `tail`) within the cap, measured as sent: the oldest turns go
+        first, then the newest tool result is shortened (or, for the final answer, dropped).
+        Returns (messages, turns evicted); raises _OutOfBudget when nothing more can go."""
+        cap = self.plan.cap
+        dropped = self.history.evict_to(cap, tail)
+        while True:
+            msgs = self.history.messages(tail)
+            size = self.meter.prompt(msgs)
+            if cap is None or size <= cap:
+                self.largest_prompt = max(self.largest_prompt, size)
+                return msgs, dropped
+            if len(self.history.turns) > 1 or (drop_newest and self.history.turns):
+                dropped += self.history.evict_oldest()
+            elif not (self.history.turns and self._shrink_newest(size - cap)):
+                raise _OutOfBudget(f"the prompt takes {size} {self.plan.unit} with every turn evicted that can be (cap {cap})")
+
+    def _evaluate(self, turn: int, tool: dict[str, Any]) -> Calls[tuple[str, dict[str, Any]]]:
+        """Ask the evaluator about each question in one batch; the observation's kind and fields."""
         questions = list(tool["questions"])
         n = len(self.evaluations)
         system = {"role": "system", "content": render("safari/evaluator_system.j2", limits=self.opts.limits)}
@@ -330,22 +390,24 @@ class Investigation:
         self.evaluations.append({"turn": turn, "mean": round(mean, 2), "verdicts": verdicts})
         passed = mean >= self.opts.threshold
         body = "\n".join(f"Question {i + 1} [{v['score']}/100]: {v['question']}\nFeedback: {v['feedback']}" for i, v in enumerate(verdicts))
-        return self._observation(
-            turn,
-            "evaluate_pass" if passed else "evaluate_fail",
-            mean=round(mean, 1),
-            body=body,
-            evaluations_left=self.opts.max_evaluations - len(self.evaluations),
-        )
+        return "evaluate_pass" if passed else "evaluate_fail", {
+            "mean": round(mean, 1),
+            "body": body,
+            "evaluations_left": self.opts.max_evaluations - len(self.evaluations),
+        }
 
     # ------------------------------------------------------------------ loop
     def _turn(self, turn: int) -> Calls[dict[str, Any]]:
-        """One investigator turn: ask, run the tool. Returns (observation or None on submit, entry)."""
+        """One investigator turn: fit the prompt, ask, run the tool. The entry's observation is
+        None on an accepted submit."""
         opts = self.opts
         tail = self._tail(turn)
-        dropped = self.history.evict_to(self.plan.cap, tail)
-        req = self.ctx.request(f"turn/{turn}", self.history.messages(tail), self.turn_grammar, opts.sampling(self.turn_max_tokens))
+        msgs, dropped = self._fit(tail)
+        if self._newest is not None:
+            self._saw(str(self._newest[2].get("body") or ""))  # the newest result, as sent
+        req = self.ctx.request(f"turn/{turn}", msgs, self.turn_grammar, opts.sampling(self.turn_max_tokens))
         (resp,) = yield [req]
+        self.meter.check_unit(f"turn {turn}")
         out = resp.value
         changed = self.stm.merge(out.get("stm")) if opts.use_stm else []
         tool = out["tool"]
@@ -358,16 +420,19 @@ class Investigation:
             "prompt_tokens": resp.usage.prompt_tokens,
             "cached_tokens": resp.usage.cached_tokens,
         }
-        obs: str | None = None
+        kind: str | None = None
+        kw: dict[str, Any] = {}
         if name in ("read", "search"):
             loop = self._loop(call)
-            self.call_log.append(call)
             first = self.seen_calls.get(call)
+            self.call_log.append(call)
             if first is not None and self.history.holds(first):
-                obs = self._observation(turn, "reminder", tool_call=call, first_turn=first, loop=loop)
+                kind, kw = "reminder", {"tool_call": call, "first_turn": first, "loop": loop}
+                self.reminded.append(call)
                 entry["reminder"] = True
             else:
-                obs = self._observation(turn, "result", tool_call=call, body=self._run_tool(tool), loop=loop, refetched=first is not None)
+                kind = "result"
+                kw = {"tool_call": call, "body": self._run_tool(tool), "loop": loop, "refetched": first is not None}
                 self.investigated += 1
                 entry["refetched"] = first is not None
                 self._log_call(tool, turn)
@@ -375,22 +440,28 @@ class Investigation:
                 entry["loop_warning"] = True
         elif name == "evaluate":
             if len(self.evaluations) >= opts.max_evaluations:
-                obs = self._observation(turn, "evaluate_exhausted")
+                kind = "evaluate_exhausted"
             elif not self.evaluations and self.investigated < self.min_investigate and turn < opts.max_turns - 1:
-                obs = self._observation(turn, "refused_evaluate")
+                kind = "refused_evaluate"
                 entry["refused"] = True
             else:
-                obs = yield from self._evaluate(turn, tool)
+                kind, kw = yield from self._evaluate(turn, tool)
                 entry["evaluation"] = self.evaluations[-1]
             self.stm.past_tool_calls.append(_short_call(tool))
         elif not self.evaluations:
-            obs = self._observation(turn, "refused_submit")
+            kind = "refused_submit"
             entry["refused"] = True
             self.stm.past_tool_calls.append(_short_call(tool))
+        elif int(tool["step_id"]) not in self.seen_steps:  # the paper: submit only a step you have seen
+            kind, kw = "refused_unseen", {"step": int(tool["step_id"])}
+            entry["refused"] = True
+            self.stm.past_tool_calls.append(_short_call(tool))
+        obs = None if kind is None else self._observation(turn, kind, **kw)
         entry["observation"] = obs
         self.transcript.append(entry)
         if obs is not None:
             self.history.add_turn(resp.text, obs, turn)
+            self._newest = (turn, kind or "", dict(kw), entry)
         return entry
 
     def run(self) -> Program:
@@ -402,52 +473,87 @@ class Investigation:
             except TURN_FAILURES as exc:  # one bad turn ends the search, not the trace
                 self.failure = {"turn": turn, "error": f"{type(exc).__name__}: {exc}"}
                 break
+            except _OutOfBudget as exc:
+                self.budget_stop = {"turn": turn, "reason": str(exc)}
+                break
             if entry["observation"] is None:
                 tool = entry["output"]["tool"]
                 return self._finish(int(tool["step_id"]), tool["reasoning"], "submitted", turn)
         return (yield from self._forced())
 
-    def _forced(self) -> Program:
-        """Forced finalisation: the model must name a step now, from what it has gathered."""
-        opts = self.opts
+    def _final_text(self, stm_json: str) -> str:
         failure = self.failure
-        final_text = render(
+        reason = "failed_turn" if failure else ("budget" if self.budget_stop else "turns")
+        return render(
             "safari/finalize.j2",
-            reason="failed_turn" if failure else "turns",
+            reason=reason,
             failure=(failure or {}).get("error", "")[:200],
-            max_turns=opts.max_turns,
-            with_stm=opts.use_stm,
-            stm=self.stm.render_json(),
-            limits=opts.limits,
+            max_turns=self.opts.max_turns,
+            with_stm=self.opts.use_stm,
+            stm=stm_json,
+            limits=self.opts.limits,
+            steps=_ranges(self._answerable()),
         )
-        self.history.evict_to(self.plan.cap, final_text)
-        req = self.ctx.request(
-            "final", self.history.messages(final_text), self.final_grammar, opts.sampling(opts.limits.final_max_tokens())
-        )
+
+    def _answerable(self) -> list[int]:
+        """What a forced answer may name: an action step seen in a tool result or kept in the STM."""
+        known = self.seen_steps | {f.step_id for f in self.stm.faults}
+        return [s for s in self.actions if s in known]
+
+    def _forced(self) -> Program:
+        """Forced finalisation: the model must name a step it has seen, from what it has gathered."""
+        opts = self.opts
+        turns = (self.failure or self.budget_stop or {}).get("turn", opts.max_turns)
+        steps = self._answerable()
+        if not steps:
+            return self._finish(None, "No step appeared in a tool result or the STM: nothing to answer.", "no_seen_step", turns)
+        msgs = None
+        for stm in self.stm.shrinking_json():  # the full STM first; trimmed only if it cannot fit
+            try:
+                msgs, _ = self._fit(self._final_text(stm), drop_newest=True)
+                break
+            except _OutOfBudget:
+                self.final_stm_trimmed += 1
+        if msgs is None:
+            raise BudgetError(f"SAFARI's forced final prompt does not fit {self.plan.describe()} even with an empty STM")
+        req = self.ctx.request("final", msgs, final_grammar(steps, opts.limits), opts.sampling(opts.limits.final_max_tokens()))
         responses: list[Response] = yield [req]
+        self.meter.check_unit("final")
         value = responses[0].value
         self.transcript.append({"turn": "final", "output": value})
-        turns = failure["turn"] if failure else opts.max_turns
         return self._finish(int(value["step_id"]), value["reasoning"], "forced", turns)
 
-    def _finish(self, step: int, reasoning: str, stop: str, turns: int):
+    def _forced_by(self, stop: str) -> str | None:
+        if stop not in ("forced", "no_seen_step"):
+            return None
+        return "turn_failure" if self.failure else ("budget" if self.budget_stop else "max_turns")
+
+    def _finish(self, step: int | None, reasoning: str, stop: str, turns: int) -> Any:
         trace = self.ctx.trace
-        note = self.stm.fault(step)
+        note = self.stm.fault(step) if step is not None else None
         evidence = [note.evidence] if note and note.evidence else []
         # Quotes in the final reasoning that really occur in the trace are evidence too.
         evidence += [q for q in quoted_evidence(trace, reasoning) if q not in evidence]
         details = {
             "turns_used": turns,
-            "forced_by": None if stop != "forced" else ("turn_failure" if self.failure else "max_turns"),
+            "forced_by": self._forced_by(stop),
             "turn_failure": self.failure,
+            "budget_stop": self.budget_stop,
             "evaluate_scores": [[v["score"] for v in e["verdicts"]] for e in self.evaluations],
             "evaluate_means": [e["mean"] for e in self.evaluations],
             "evicted_turns": self.history.evicted,
             "budget": self.plan.label,
             "budget_limit": self.plan.cap,
             "budget_unit": self.plan.unit,
+            "token_unit": token_unit(self.ctx),
+            "largest_prompt": self.largest_prompt,
+            "prompt_measure": self.meter.how,
+            "shrunk_observations": self.shrunk,
+            "final_stm_trimmed": self.final_stm_trimmed,
+            "warnings": list(self.meter.warnings),
             "trace_fits": self.fits,
             "min_investigate_turns": self.min_investigate,
+            "steps_seen": len(self.seen_steps),
             "evidence_verbatim": verify_quotes(trace, evidence),
             "stm": self.stm.as_dict() if self.opts.use_stm else None,
             "max_read_lines": self.max_read,

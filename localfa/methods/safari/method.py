@@ -14,6 +14,7 @@ class Safari(BaseMethod):
     name: ClassVar[str] = METHOD
     Options: ClassVar[type] = SafariOptions
     view_path = "localfa.view.paths:safari_path"
+    oracle_policy = "localfa.methods.safari.oracle:POLICY"
     options: SafariOptions
 
     def run(self, ctx: MethodContext) -> Program:

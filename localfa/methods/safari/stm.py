@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 
 @dataclass
@@ -67,3 +67,14 @@ class ShortTermMemory:
 
     def render_json(self) -> str:
         return json.dumps(self.as_dict(), ensure_ascii=False, indent=1)
+
+    def shrinking_json(self) -> Iterator[str]:
+        """The STM as JSON, then ever smaller versions of it (for a final prompt that must fit a
+        budget): without still_need, with the last 3 faults, the last one, none, then empty."""
+        full = self.as_dict()
+        yield self.render_json()
+        smaller = dict(full, still_need=[])
+        for keep in (3, 1, 0):
+            smaller = dict(smaller, faults_identified_so_far=full["faults_identified_so_far"][-keep:] if keep else [])
+            yield json.dumps(smaller, ensure_ascii=False, indent=1)
+        yield json.dumps({}, ensure_ascii=False)

@@ -13,10 +13,12 @@ from types import ModuleType
 from typing import Any
 
 from localfa.traces.errors import TraceError
-from localfa.traces.importers import messages, openinference, otel_genai, whowhen
+from localfa.traces.importers import atif, messages, mini_swe_agent, openinference, otel_genai, swe_agent, whowhen
 from localfa.traces.model import Trace
 
-ORDER: tuple[ModuleType, ...] = (whowhen, openinference, otel_genai, messages)
+# Coding-agent formats first: a SWE-agent .traj has a `history` array (Who&When's key) and a
+# mini-swe-agent trajectory a `messages` array (the generic chat log's).
+ORDER: tuple[ModuleType, ...] = (atif, swe_agent, mini_swe_agent, whowhen, openinference, otel_genai, messages)
 IMPORTERS: dict[str, ModuleType] = {m.NAME: m for m in ORDER}
 FORMATS: tuple[str, ...] = tuple(IMPORTERS)
 

@@ -53,6 +53,43 @@ def parts_text(parts: list[Any]) -> str:
     return "\n".join(out)
 
 
+def calls_text(calls: list[dict[str, Any]]) -> str:
+    """Tool calls as text, one ``name(arguments)`` per line (for steps that say nothing else)."""
+    lines = []
+    for c in calls:
+        args = c.get("arguments")
+        lines.append(f"{c.get('name')}({args if isinstance(args, str) else dumps(args)})")
+    return "\n".join(lines)
+
+
+def object_items(raw: Any, where: str, source: str, what: str = "an object") -> list[tuple[str, dict[str, Any]]]:
+    """(``where[i]``, item) for an array of objects (None: no items); anything else, or an item
+    that is not an object, is a TraceError naming it."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise TraceError(source, f"{where}: must be an array, got {type_name(raw)}")
+    out = []
+    for j, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise TraceError(source, f"{where}[{j}]: expected {what}, got {type_name(item)}")
+        out.append((f"{where}[{j}]", item))
+    return out
+
+
+def openai_tool_calls(raw: Any, where: str, source: str) -> list[dict[str, Any]]:
+    """OpenAI-style ``tool_calls`` (``{id, function: {name, arguments}}``, or flat) as
+    ``{id?, name, arguments}``; a malformed list is a TraceError naming `where`."""
+    calls = []
+    for _, call in object_items(raw, f"{where}.tool_calls", source):
+        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        out = {"name": fn.get("name"), "arguments": fn.get("arguments")}
+        if call.get("id") is not None:
+            out = {"id": call["id"], **out}
+        calls.append(out)
+    return calls
+
+
 def content_text(value: Any) -> str:
     """Any message content (string, parts list, object) as text."""
     if isinstance(value, str):

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from localfa.traces.errors import TraceError
-from localfa.traces.importers.common import agents_from_steps, content_text, dumps, file_stem, required_content, type_name
+from localfa.traces.importers.common import (
+    agents_from_steps,
+    calls_text,
+    content_text,
+    file_stem,
+    openai_tool_calls,
+    required_content,
+    type_name,
+)
 from localfa.traces.model import AgentInfo, Step, Trace, normalize_agent
 
 NAME = "messages"
@@ -55,31 +63,6 @@ def sniff(data: Any) -> bool:
     return any(_is_message(x) or (isinstance(x, dict) and str(x.get("type")) in M1_AUXILIARY) for x in items[:20])
 
 
-def _tool_calls(raw: Any, where: str, source: str) -> list[dict[str, Any]]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise TraceError(source, f"{where}: 'tool_calls' must be an array, got {type_name(raw)}")
-    calls = []
-    for j, call in enumerate(raw):
-        if not isinstance(call, dict):
-            raise TraceError(source, f"{where}.tool_calls[{j}]: expected an object, got {type_name(call)}")
-        fn = call.get("function") if isinstance(call.get("function"), dict) else call
-        out = {"name": fn.get("name"), "arguments": fn.get("arguments")}
-        if call.get("id") is not None:
-            out = {"id": call["id"], **out}
-        calls.append(out)
-    return calls
-
-
-def _calls_text(calls: list[dict[str, Any]]) -> str:
-    lines = []
-    for c in calls:
-        args = c.get("arguments")
-        lines.append(f"{c.get('name')}({args if isinstance(args, str) else dumps(args)})")
-    return "\n".join(lines)
-
-
 def _openai_step(i: int, m: dict[str, Any], where: str, source: str) -> Step:
     role, name = m.get("role"), m.get("name")
     for key, val in (("role", role), ("name", name)):
@@ -87,9 +70,9 @@ def _openai_step(i: int, m: dict[str, Any], where: str, source: str) -> Step:
             raise TraceError(source, f"{where}: '{key}' must be text, got {type_name(val)}")
     if not (role or name):
         raise TraceError(source, f"{where}: message names no speaker (no 'role' or 'name')")
-    calls = _tool_calls(m.get("tool_calls"), where, source)
+    calls = openai_tool_calls(m.get("tool_calls"), where, source)
     if isinstance(m.get("function_call"), dict):
-        calls += _tool_calls([m["function_call"]], where, source)
+        calls += openai_tool_calls([m["function_call"]], where, source)
     has_calls = bool(calls) or bool(m.get("tool_responses"))
     if "content" not in m and not has_calls:
         raise TraceError(source, f"{where}: message has no 'content'")
@@ -106,7 +89,7 @@ def _openai_step(i: int, m: dict[str, Any], where: str, source: str) -> Step:
     if not text and m.get("tool_responses"):
         text = content_text([r.get("content") for r in m["tool_responses"] if isinstance(r, dict)])
     if not text and calls:
-        text = _calls_text(calls)
+        text = calls_text(calls)
     return Step(index=i, agent=name or role, role=role or "assistant", content=text, tool_calls=calls)
 
 
@@ -119,8 +102,8 @@ def _autogen_step(i: int, m: dict[str, Any], where: str, source: str) -> Step:
     role = "user" if normalize_agent(agent) in _USERS else "assistant"
     calls: list[dict[str, Any]] = []
     if kind == "ToolCallRequestEvent" and isinstance(content, list):
-        calls = _tool_calls(content, where, source)
-        text = _calls_text(calls)
+        calls = openai_tool_calls(content, where, source)
+        text = calls_text(calls)
     elif kind == "ToolCallExecutionEvent" and isinstance(content, list):
         role = "tool"
         text = "\n".join(content_text(r.get("content")) if isinstance(r, dict) else content_text(r) for r in content)

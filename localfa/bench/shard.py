@@ -4,7 +4,7 @@ Shard I of N runs the work units whose stable hash falls in bucket I, and writes
 file, RUN_DIR/results.shard-I-of-N.jsonl, so two shards never write the same file. The hash is a
 sha256 of the unit key (trace id, method label, budget label, seed), not Python's `hash` (salted
 per process), so every shard of every host agrees on the split without talking to the others.
-Report and resume read every results file of the run (`localfa.bench.store.results_files`).
+Report, view and resume read every results file of the run (`localfa.bench.store.results_files`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,185 @@
+"""The sweep driver: the one process that owns the run directory, whatever runs the units.
+
+An `Executor` runs units: this process's engine (`executors.LocalExecutor`, also for a shard) or
+engine workers on a Ray cluster (`ray_executor.RayExecutor`). The driver alone takes the run's
+lock (before any engine starts), checks and writes the manifest, plans the units (a `Shard`'s
+only, if given), picks what is left to run with the store's one rule (`store.wins`), appends
+every finished record to the results file, shows the progress bar, and when the run is over
+merges the response-cache files its engines wrote (`localfa.engine.cache_files`). A sweep killed
+even with SIGKILL resumes by re-running the same command.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Protocol
+
+from localfa.bench.progress import Progress
+from localfa.bench.run_manifest import ManifestLock, prepare_manifest, sweep_manifest
+from localfa.bench.shard import Shard
+from localfa.bench.store import RESULTS, Kept, ResultStore, read_run_records
+from localfa.bench.units import SweepError, Unit, build_methods, check_sweep_args, plan_units
+from localfa.methods.registry import MethodSpec
+from localfa.results import Key, ResultRecord, trace_digest
+from localfa.traces.model import Trace
+
+
+class Executor(Protocol):
+    """What runs the units: started once (after the run's lock is taken), then handed the units left."""
+
+    engine: Any  # has describe() and model_info, for the manifest (set by `start`)
+
+    def start(self, run_dir: Path | None = None) -> None: ...
+
+    def describe(self) -> dict[str, Any] | None: ...
+
+    def run(self, todo: list[Unit], concurrency: int) -> Iterator[tuple[int, ResultRecord]]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class SweepResult:
+    """Counts of one sweep command; `records` reads back the records it wrote (never held in memory)."""
+
+    run_dir: Path
+    planned: int = 0
+    skipped: int = 0
+    written: int = 0
+    errors: int = 0
+    retried: int = 0
+    repaired_bytes: int = 0
+    wall_s: float = 0.0
+    written_keys: list[Key] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[ResultRecord]:
+        """The records this sweep wrote (as the run's reader decides them), in the order written."""
+        by_key = {r.key: r for r in read_run_records(self.run_dir)}
+        return [by_key[k] for k in dict.fromkeys(self.written_keys) if k in by_key]
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _collision(unit: Unit, old: Kept, digest: str) -> str | None:
+    """Why `old` (already in the run under `unit`'s key) is not a record of `unit`'s trace, or None."""
+    if old.trace_sha256 is None or old.trace_sha256 == digest:
+        return None
+    same = old.source == unit.trace.source
+    what = "was changed since" if same else f"{unit.trace.source} has the same id as {old.source}, whose"
+    return f"trace id {unit.trace.id!r}: {what} records were written into this run (different content); use a new --out" + (
+        "" if same else ", or give the two files distinct names"
+    )
+
+
+def select_todo(units: list[Unit], store: ResultStore, *, force: bool, retry_errors: bool) -> tuple[list[Unit], int]:
+    """(units to run, how many of them re-run a failed record); a unit whose id now names
+    another trace than its stored record is refused unless `force`."""
+    digests: dict[str, str] = {}
+    todo: list[Unit] = []
+    retried = 0
+    for u in units:
+        old = store.get(u.key)
+        if old is None:
+            todo.append(u)
+            continue
+        if u.trace.id not in digests:
+            digests[u.trace.id] = trace_digest(u.trace)
+        clash = _collision(u, old, digests[u.trace.id])
+        if clash and not force:
+            raise SweepError(store.run_dir, clash)
+        if not old.is_final(retry_errors):
+            todo.append(u)
+            retried += 1
+    return todo, retried
+
+
+def run_units_sweep(
+    run_dir: str | Path,
+    traces: list[Trace],
+    specs: list[MethodSpec],
+    seeds: list[int],
+    executor: Executor,
+    budgets: list[str] | None = None,
+    *,
+    shard: Shard | None = None,
+    concurrency: int = 8,
+    force: bool = False,
+    retry_errors: bool = False,
+    progress: bool = True,
+    manifest_extra: dict[str, Any] | None = None,
+    cache_dir: str | Path | None = None,
+    say: Callable[[str], None] = _stderr,
+) -> SweepResult:
+    """Run every unit (of `shard`, if given) without a final record in the run, on `executor`.
+
+    `cache_dir`: the response cache the engines wrote to; its per-writer files are merged into
+    its main file when the run is over (see `localfa.engine.cache_files`).
+    """
+    run_dir = Path(run_dir)
+    budgets = check_sweep_args(budgets, concurrency)
+    built = build_methods(specs)
+    result = SweepResult(run_dir)
+    store = ResultStore(run_dir, shard.results_name if shard else RESULTS)
+    store.open()  # lock first: no engine starts for a run another process is writing
+    try:
+        executor.start(run_dir)
+        started = time.perf_counter()
+        extra = dict(manifest_extra or {})
+        if executor.describe() is not None:
+            extra["cluster"] = executor.describe()
+        if shard is not None:
+            extra["shard"] = shard.label
+        manifest = sweep_manifest(executor.engine, specs, built, seeds, budgets, traces, extra)
+        with ManifestLock(run_dir):
+            prepare_manifest(run_dir, manifest, force)
+        result.repaired_bytes = store.repaired_bytes
+        if store.repaired_bytes:
+            say(f"localfa: cut a partial last line ({store.repaired_bytes} bytes) from {store.path}")
+        units = plan_units(traces, specs, budgets, seeds)
+        if shard is not None:
+            units = [u for u in units if shard.owns(u.key)]
+        todo, retried = select_todo(units, store, force=force, retry_errors=retry_errors)
+        result.planned = len(units)
+        result.skipped = len(units) - len(todo)
+        result.retried = retried
+        if result.skipped or retried:
+            say(
+                f"localfa: resuming {run_dir}: {result.skipped} of {result.planned} records already done"
+                + (f", {retried} failed records to run again" if retried else "")
+            )
+        planned = {u.key for u in units}
+        finished = [k for key, k in store.items() if key in planned and k.is_final(retry_errors)]
+        del planned
+        with Progress(progress, total=len(units), done=result.skipped, finished=finished) as bar:
+            del finished
+            for idx, rec in executor.run(todo, concurrency):
+                if store.append(rec, replace=todo[idx].key in store):
+                    result.written += 1
+                    result.written_keys.append(rec.key)
+                    result.errors += int(bool(rec.error))
+                bar.advance(Kept.of(rec))
+        result.wall_s = round(time.perf_counter() - started, 3)
+    finally:
+        try:
+            executor.close()
+        finally:
+            store.close()
+            if cache_dir is not None:
+                _merge_cache(Path(cache_dir), say)
+    return result
+
+
+def _merge_cache(cache_dir: Path, say: Callable[[str], None]) -> None:
+    """Fold the run's per-writer cache files into the main one; a failure only warns (the parts stay)."""
+    from localfa.engine.cache_files import merge_parts
+
+    try:
+        merge_parts(cache_dir)
+    except Exception as exc:  # the records are safe; the parts are merged by the next run
+        say(f"localfa: warning: could not merge the response cache files in {cache_dir}: {type(exc).__name__}: {exc}")

@@ -1,0 +1,118 @@
+"""Work units of a sweep: what to run, what is left to run, and how one runs into its record.
+
+A unit is (trace, method, budget, seed). Every executor (this process, a shard, a Ray worker)
+turns units into records with `run_units`, so a unit builds the same method context, gets the
+same seeds (from run seed, trace id and call key) and writes the same record wherever it runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+from localfa.diagnosis import Diagnosis
+from localfa.errors import LocatedError
+from localfa.methods.base import MethodContext
+from localfa.methods.budget import parse_budget
+from localfa.methods.registry import MethodOptionError, MethodSpec, get_method
+from localfa.methods.runner import Job, method_job, run_jobs
+from localfa.results import Key, ResultRecord, trace_digest
+from localfa.traces.model import Trace
+
+
+class SweepError(LocatedError):
+    """Bad sweep input or a run directory that cannot be resumed; str = "path: message"."""
+
+
+@dataclass
+class Unit:
+    trace: Trace
+    spec: MethodSpec
+    budget: str
+    seed: int
+
+    @property
+    def key(self) -> Key:
+        return (self.trace.id, self.spec.label, self.budget, self.seed)
+
+
+WorkItem = tuple[int, Unit]  # (the unit's index in the driver's plan, the unit)
+
+
+def check_sweep_args(budgets: list[str] | None, concurrency: int) -> list[str]:
+    """The budgets' canonical labels (default: none), distinct; bad budgets or concurrency refused."""
+    try:
+        labels = list(dict.fromkeys(parse_budget(b).label for b in (budgets or ["none"])))
+    except ValueError as exc:
+        raise SweepError(None, str(exc)) from None
+    if concurrency < 1:
+        raise SweepError(None, f"concurrency must be at least 1, got {concurrency}")
+    return labels
+
+
+def build_methods(specs: Iterable[MethodSpec]) -> dict[str, Any]:
+    """label -> configured method; a bad option is a `SweepError`."""
+    built: dict[str, Any] = {}
+    for spec in specs:
+        try:
+            built[spec.label] = get_method(spec)
+        except MethodOptionError as exc:
+            raise SweepError(None, str(exc)) from None
+    return built
+
+
+def plan_units(traces: list[Trace], specs: list[MethodSpec], budgets: list[str], seeds: list[int]) -> list[Unit]:
+    """Every (trace, method, budget, seed), trace-major, so a trace's units sit together."""
+    return [Unit(t, s, b, seed) for t in traces for s in specs for b in budgets for seed in seeds]
+
+
+def make_record(diag: Diagnosis, unit: Unit, digest: str | None = None) -> ResultRecord:
+    """The results.jsonl line: the Diagnosis, its sweep identity, and the trace's label."""
+    return ResultRecord.from_diagnosis(
+        diag, unit.trace, method=unit.spec.label, method_name=unit.spec.name, budget=unit.budget, seed=unit.seed, digest=digest
+    )
+
+
+def error_record(unit: Unit, detail: str, kind: str = "final") -> ResultRecord:
+    """The record of a unit that never produced a diagnosis (it killed its workers)."""
+    diag = Diagnosis(trace=unit.trace.id, method=unit.spec.label, seed=unit.seed, stop_reason="error", error=detail, error_kind=kind)  # type: ignore[arg-type]
+    return make_record(diag, unit)
+
+
+def unit_job(engine: Any, method: Any, unit: Unit, key: str) -> Job:
+    """The unit's method program, seeded from (run seed, trace id, call key) wherever it runs."""
+    ctx = MethodContext(
+        trace=unit.trace, seed=unit.seed, budget=None if unit.budget == "none" else unit.budget, options=unit.spec.options_dict
+    )
+    return method_job(engine, method, ctx, key=key, label=unit.spec.label)
+
+
+def run_units(engine: Any, items: Iterable[WorkItem | None], concurrency: int) -> Iterator[tuple[int, ResultRecord]]:
+    """(plan index, record) for each work item as it finishes, `concurrency` programs in flight.
+
+    `items` may be fed while this runs (a cluster worker's inbox); a None item means "nothing
+    more right now" (see `run_jobs`), so the programs in flight go on without waiting for it.
+    Methods are built once per label; each trace is hashed once.
+    """
+    methods: dict[str, Any] = {}
+    digests: dict[str, str] = {}
+    units: dict[str, Unit] = {}
+
+    def jobs() -> Iterator[Job | None]:
+        for item in items:
+            if item is None:
+                yield None
+                continue
+            idx, unit = item
+            method = methods.get(unit.spec.label)
+            if method is None:
+                method = methods[unit.spec.label] = get_method(unit.spec)
+            units[str(idx)] = unit
+            yield unit_job(engine, method, unit, key=str(idx))
+
+    for key, diag in run_jobs(engine, jobs(), concurrency=concurrency):
+        unit = units.pop(key)
+        digest = digests.get(unit.trace.id)
+        if digest is None:
+            digest = digests[unit.trace.id] = trace_digest(unit.trace)
+        yield int(key), make_record(diag, unit, digest)

@@ -1,0 +1,165 @@
+"""The oracle backend: answers from each trace's labels through the methods' own policies.
+
+`--engine oracle` (p = 1: always the honest answer) or `--engine oracle:p=0.8` (each call is
+honest with probability p, else a plausible wrong answer of the same kind; `window=N` sets the
+context window it reports, 32768 by default, the size localfa's methods are sized for). Whether a
+call errs is drawn from (request seed, trace, key), so a run is reproducible and independent of
+batching; the run seed moves it, as it moves a model's sampling.
+
+The engine learns each job's trace through `attach_trace` (the runner calls it for every job:
+API, sweeps, shards, Ray workers) and finds it again by the request's `route` (the trace id).
+Answers are serialised and validated against the request's grammar like any backend's text
+(JSON answers also against the compacted schema every backend enforces). A request the oracle
+cannot answer (no policy for its key, an unlabelled trace, a policy bug) fails that request only,
+with an `OracleError` naming the key: the trace gets an error record, the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+from typing import Any, Callable, Sequence
+
+from pydantic import BaseModel
+
+from localfa.engine.base import BaseEngine, RawOutput
+from localfa.engine.errors import EngineError, InvalidOutputError
+from localfa.engine.types import Message, Request
+from localfa.oracle.policy import Ask
+from localfa.oracle.registry import Policies, registered_policies
+from localfa.tokens import approx_tokens
+from localfa.traces.model import Trace
+
+DEFAULT_WINDOW = 32768
+MESSAGE_TOKENS = 8  # chat-template tokens a message adds (as localfa.methods.budget counts them)
+
+
+class OracleError(EngineError):
+    """The oracle cannot answer a request (see module doc); final, never retried."""
+
+
+def parse_params(spec: str | None) -> dict[str, float | int]:
+    """``oracle:p=0.8:window=16384`` -> {"p": 0.8, "window": 16384}, with clear errors."""
+    params: dict[str, float | int] = {"p": 1.0, "window": DEFAULT_WINDOW}
+    for part in (spec or "").split(":")[1:]:
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in params:
+            raise EngineError(f"--engine {spec}: {part!r} is not p=FLOAT or window=INT")
+        try:
+            params[key] = float(value) if key == "p" else int(value)
+        except ValueError:
+            raise EngineError(f"--engine {spec}: {key}={value!r} is not a number") from None
+    if not 0.0 <= float(params["p"]) <= 1.0:
+        raise EngineError(f"--engine {spec}: p must be in [0, 1], got {params['p']}")
+    if int(params["window"]) < 1024:
+        raise EngineError(f"--engine {spec}: window must be at least 1024 tokens")
+    return params
+
+
+def serialise(value: Any) -> str:
+    """A policy's answer as the text a model would have written (compact JSON, or the string)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _draw(req: Request) -> random.Random:
+    """The request's own random source: whether it errs, and which wrong answer it gives."""
+    digest = hashlib.sha256(f"{req.sampling.seed}\x1f{req.route}\x1f{req.key}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+class OracleEngine(BaseEngine):
+    """Knows each trace's labels; honest with probability `p` (see module doc)."""
+
+    name = "oracle"
+    computes_locally = False
+    takes_params = True
+
+    def __init__(self, p: float = 1.0, max_model_len: int | None = DEFAULT_WINDOW, policies: Policies | None = None) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise EngineError(f"oracle: p must be in [0, 1], got {p}")
+        self.p = p
+        self.max_model_len = max_model_len
+        self.policies = policies or registered_policies()
+        self.policy_fingerprint = self.policies.fingerprint()
+        self.model_info = {
+            "path": None,
+            "sha256": None,
+            "name": "oracle",
+            "identity": f"oracle:p={p}:window={max_model_len}:policies={self.policy_fingerprint}",
+        }
+        self._traces: dict[str, Trace] = {}
+        self._lock = threading.Lock()
+        self.answered = 0
+        self.wrong = 0
+
+    # ---- the trace each request runs on --------------------------------------------------------
+    def attach_trace(self, trace: Any) -> None:
+        with self._lock:
+            self._traces[trace.id] = trace
+
+    # ---- answering -------------------------------------------------------------------------------
+    def answer(self, req: Request) -> tuple[str, bool]:
+        """(answer text, whether it is a wrong answer) for one request."""
+        trace = self._traces.get(req.route)
+        if trace is None:
+            raise OracleError(f"request {req.key!r}: the oracle was not given trace {req.route!r} (Engine.attach_trace)")
+        ask = Ask(req, trace, _draw(req))
+        try:
+            method, rule = self.policies.rule_for(ask.key)
+        except LookupError as exc:
+            raise OracleError(str(exc)) from None
+        wrong = ask.rng.random() >= self.p
+        try:
+            value = (rule.wrong if wrong else rule.honest)(ask)
+        except Exception as exc:  # noqa: BLE001 - a policy bug ends that trace only, with its name
+            raise OracleError(
+                f"oracle policy of {method}, rule {rule.kind!r} ({'wrong' if wrong else 'honest'} answer), "
+                f"failed on request {req.key!r} of trace {trace.id}: {type(exc).__name__}: {exc}"
+            ) from exc
+        text = serialise(value)
+        if req.grammar.kind == "json":  # the compacted schema every backend enforces, not only the model
+            from jsonschema.exceptions import best_match
+
+            try:
+                error = best_match(req.grammar.validator.iter_errors(json.loads(text)))
+            except json.JSONDecodeError as exc:
+                raise InvalidOutputError(req.grammar.name, text, f"not JSON ({exc})") from exc
+            if error is not None:
+                raise InvalidOutputError(req.grammar.name, text, f"{error.message} (oracle policy of {method}, rule {rule.kind!r})")
+        return text, wrong
+
+    def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
+        outs = []
+        for req in requests:
+            text, wrong = self.answer(req)
+            with self._lock:
+                self.answered += 1
+                self.wrong += int(wrong)
+            outs.append(RawOutput(text, "stop", self.count_prompt_tokens(req.messages), self.count_tokens(text), 0, 0.0))
+        return outs
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        return sum(approx_tokens(m.get("content", "")) + MESSAGE_TOKENS for m in messages)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "max_model_len": self.max_model_len,
+            "p": self.p,
+            "policies": {name: target for name, (target, _) in sorted(self.policies.by_method.items())},
+            "policy_fingerprint": self.policy_fingerprint,
+        }
+
+    @classmethod
+    def create(cls, options: Any, say: Callable[[str], None], named: bool = True) -> "OracleEngine":
+        params = parse_params(options.engine)
+        window = int(options.max_model_len or params["window"])
+        say(f"localfa: engine oracle (answers from each trace's labels, honest with p={params['p']}; no model), window {window}")
+        return cls(float(params["p"]), window)

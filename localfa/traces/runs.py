@@ -1,0 +1,275 @@
+"""Runs of a harness, as they come: a Harbor job directory or a SWE-bench run, with the harness's
+own verdict on each trial, so that `--failed-only` diagnoses only the trials it marked failed.
+
+- Harbor (Terminal-Bench): ``<job>/<trial>/agent/trajectory.json`` (ATIF) beside
+  ``<job>/<trial>/result.json``, whose ``verifier_result.rewards`` (``{"reward": 0.0}``) is the
+  verdict; without one, ``<trial>/verifier/reward.txt`` or ``reward.json``. A trial fails with
+  reward 0; a trial the verifier never scored (``exception_info``) has no verdict.
+- SWE-bench: agent trajectories (``*.traj.json`` from mini-swe-agent, ``*.traj`` from SWE-agent)
+  and the evaluation's reports anywhere under the run folder: per instance ``report.json``
+  (``{instance_id: {"resolved": false, ...}}``, in a folder named after the instance),
+  ``<instance_id>.report.json`` (``{"resolved": ...}``), or a run summary listing
+  ``resolved_ids`` / ``unresolved_ids`` / ``error_ids`` / ``empty_patch_ids``. A trial fails when
+  ``resolved`` is false.
+
+Inside such a folder only the trajectories are traces (configs, logs, predictions and reports are
+not). The verdict goes into each trace's ``metadata["harness"]``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+from localfa.traces.model import Trace
+
+TRAJECTORY = ("agent", "trajectory.json")
+SWE_SUFFIXES = (".traj.json", ".traj")
+MAX_REPORT_BYTES = 16 * 1024 * 1024
+_FAILED_LISTS = {"unresolved_ids": "unresolved", "error_ids": "evaluation error", "empty_patch_ids": "empty patch"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the harness said of one trial: failed, passed, or nothing (`failed` None)."""
+
+    harness: str  # "harbor" | "swe-bench"
+    failed: bool | None
+    why: str  # "reward 0.0", "resolved: false", "no verifier reward", ...
+    reward: float | None = None
+
+    def as_metadata(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        if path.stat().st_size > MAX_REPORT_BYTES:
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+# ---- Harbor ----------------------------------------------------------------------------------------
+
+
+def trial_trajectory(trial: Path) -> Path:
+    return trial.joinpath(*TRAJECTORY)
+
+
+def is_harbor_trial(d: Path) -> bool:
+    """A Harbor trial folder: it holds agent/trajectory.json, or a result.json naming the trial."""
+    if trial_trajectory(d).is_file():
+        return True
+    result = _read_json(d / "result.json") if (d / "result.json").is_file() else None
+    return isinstance(result, dict) and "trial_name" in result and "task_name" in result
+
+
+def harbor_trials(d: Path, depth: int = 3) -> list[Path] | None:
+    """The Harbor trial folders at or below `d` (a trial, a job, a folder of jobs), else None."""
+    if is_harbor_trial(d):
+        return [d]
+    if depth == 0:
+        return None
+    found: list[Path] = []
+    for c in sorted(c for c in d.iterdir() if c.is_dir() and not c.name.startswith(".")):
+        found += harbor_trials(c, depth - 1) or []
+    return found or None
+
+
+def _reward(rewards: Any) -> float | None:
+    if isinstance(rewards, bool):
+        return None
+    if isinstance(rewards, (int, float)):
+        return float(rewards)
+    if isinstance(rewards, dict):
+        if "reward" in rewards:
+            return _reward(rewards["reward"])
+        values = [r for r in (_reward(v) for v in rewards.values()) if r is not None]
+        return min(values) if values else None
+    return None
+
+
+def _reward_file(trial: Path) -> float | None:
+    txt = trial / "verifier" / "reward.txt"
+    if txt.is_file():
+        try:
+            return float(txt.read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            return None
+    js = trial / "verifier" / "reward.json"
+    return _reward(_read_json(js)) if js.is_file() else None
+
+
+def harbor_verdict(trial: Path) -> Verdict:
+    """The trial's verifier reward: failed at 0 (or below), passed above."""
+    result = _read_json(trial / "result.json")
+    result = result if isinstance(result, dict) else {}
+    vr = result.get("verifier_result")
+    reward = _reward(vr.get("rewards", vr.get("reward"))) if isinstance(vr, dict) else None
+    where = "result.json"
+    if reward is None:
+        reward, where = _reward_file(trial), "verifier/reward file"
+    if reward is None:
+        exc = result.get("exception_info")
+        kind = exc.get("exception_type") if isinstance(exc, dict) else None
+        return Verdict("harbor", None, f"no verifier reward{f' (exception {kind})' if kind else ''}")
+    return Verdict("harbor", reward <= 0, f"reward {reward:g} in {where}", reward)
+
+
+# ---- SWE-bench -------------------------------------------------------------------------------------
+
+
+def is_swe_trajectory(path: Path) -> bool:
+    name = path.name.lower()
+    return path.is_file() and not name.startswith(".") and name.endswith(SWE_SUFFIXES)
+
+
+def instance_of(path: Path) -> str:
+    """The SWE-bench instance a trajectory file is for: its name without ``.traj(.json)``."""
+    name = path.name
+    for suffix in SWE_SUFFIXES:
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def swe_trajectories(d: Path) -> list[Path] | None:
+    """The agent trajectories of a SWE-bench run folder (trajectories with an evaluation report or
+    a ``preds.json``), else None: a folder of traces that only includes some trajectories is read
+    as any other folder."""
+    found = sorted(p for p in d.rglob("*") if is_swe_trajectory(p) and not any(part.startswith(".") for part in p.relative_to(d).parts))
+    if not found or not (swe_reports(d.resolve()) or any(d.rglob("preds.json"))):
+        return None
+    return found
+
+
+def _report_entries(path: Path, data: Any) -> dict[str, Verdict]:
+    """instance id -> verdict, for every shape of SWE-bench evaluation report."""
+    out: dict[str, Verdict] = {}
+    if not isinstance(data, dict):
+        return out
+    if isinstance(data.get("resolved"), bool):  # <iid>.report.json, or a report.json in the iid folder
+        iid = path.name[: -len(".report.json")] if path.name.endswith(".report.json") else path.parent.name
+        out[iid] = _resolved(data["resolved"], path)
+        return out
+    if any(isinstance(data.get(k), list) for k in ("resolved_ids", *_FAILED_LISTS)):  # a run summary
+        for iid in data.get("resolved_ids") or []:
+            out[str(iid)] = Verdict("swe-bench", False, f"resolved in {path.name}")
+        for key, what in _FAILED_LISTS.items():
+            for iid in data.get(key) or []:
+                out.setdefault(str(iid), Verdict("swe-bench", True, f"{what} in {path.name}"))
+        return out
+    for iid, entry in data.items():  # {instance_id: {"resolved": ...}}
+        if isinstance(entry, dict) and isinstance(entry.get("resolved"), bool):
+            out[str(iid)] = _resolved(entry["resolved"], path)
+    return out
+
+
+def _resolved(resolved: bool, path: Path) -> Verdict:
+    return Verdict("swe-bench", not resolved, f"resolved: {'true' if resolved else 'false'} in {path.name}")
+
+
+@lru_cache(maxsize=64)
+def swe_reports(folder: Path) -> dict[str, Verdict]:
+    """Every instance's verdict in the evaluation reports under `folder` (a failed verdict wins)."""
+    out: dict[str, Verdict] = {}
+    for path in sorted(folder.rglob("*.json")):
+        if is_swe_trajectory(path) or path.name == "trajectory.json":
+            continue
+        for iid, verdict in _report_entries(path, _read_json(path)).items():
+            if iid not in out or (verdict.failed and not out[iid].failed):
+                out[iid] = verdict
+    return out
+
+
+# ---- one entry point ---------------------------------------------------------------------------------
+
+
+def harness_trace_files(d: Path, is_trace_file: Callable[[Path], bool]) -> list[Path] | None:
+    """The trace files of a folder holding harness runs, else None (no run in it).
+
+    Of a Harbor job only the trials' trajectories count (not its configs, results, logs); trace
+    files elsewhere in the folder count as usual (`is_trace_file`). Of a SWE-bench run folder
+    only the agents' trajectories count.
+    """
+    trials = harbor_trials(d)
+    if trials is None:
+        return swe_trajectories(d)
+    jobs = {t.parent if t != d else t for t in trials}
+    rest = [
+        f
+        for f in d.rglob("*")
+        if is_trace_file(f)
+        and not any(part.startswith(".") for part in f.relative_to(d).parts)
+        and not any(f.is_relative_to(j) for j in jobs)
+    ]
+    return [trial_trajectory(t) for t in trials if trial_trajectory(t).is_file()] + rest
+
+
+def trials_without_trajectory(d: Path) -> list[Path]:
+    """Harbor trials under `d` whose agent wrote no trajectory (nothing to diagnose)."""
+    return [t for t in harbor_trials(d) or [] if not trial_trajectory(t).is_file()]
+
+
+def verdict_of(root: Path, path: Path) -> Verdict | None:
+    """The harness's verdict on the trial `path` belongs to (found under `root`), or None."""
+    if path.name == TRAJECTORY[1] and path.parent.name == TRAJECTORY[0]:
+        trial = path.parent.parent
+        if (trial / "result.json").is_file() or (trial / "verifier").is_dir():
+            return harbor_verdict(trial)
+        return None
+    if is_swe_trajectory(path):
+        iid = instance_of(path)
+        reports = {**swe_reports(path.parent.resolve()), **swe_reports(root.resolve())}
+        if not reports:
+            return None  # a trajectory outside any evaluated run
+        return reports.get(iid) or Verdict("swe-bench", None, "no evaluation report for this instance")
+    return None
+
+
+def with_verdict(trace: Trace, root: Path, path: Path) -> Trace:
+    """`trace` with the harness's verdict in ``metadata["harness"]`` (unchanged outside a harness run)."""
+    verdict = verdict_of(root, path)
+    if verdict is None:
+        return trace
+    return trace.model_copy(update={"metadata": {**trace.metadata, "harness": verdict.as_metadata()}})
+
+
+def keep_failed(traces: list[Trace], roots: list[Path], say: Callable[[str], None]) -> list[Trace]:
+    """The traces the harness marked failed; says how many were skipped, and why.
+
+    A trace from outside any harness run (a Who&When file, a chat log) has no verdict and is kept:
+    localfa takes the runs it is given as failed ones.
+    """
+    kept: list[Trace] = []
+    passed: list[str] = []
+    unknown: dict[str, int] = {}
+    for t in traces:
+        h = t.metadata.get("harness")
+        if not isinstance(h, dict) or h.get("failed") is True:
+            kept.append(t)
+        elif h.get("failed") is False:
+            passed.append(str(h.get("why", "")))
+        else:
+            unknown[str(h.get("why"))] = unknown.get(str(h.get("why")), 0) + 1
+    missing = sum(len(trials_without_trajectory(r)) for r in roots if r.is_dir())
+    judged = sum(1 for t in traces if isinstance(t.metadata.get("harness"), dict))
+    parts = [f"{len(passed)} skipped as passed ({_passed_why(passed)})"] if passed else ["0 skipped as passed"]
+    parts += [f"{n} skipped with no verdict ({why})" for why, n in sorted(unknown.items())]
+    if missing:
+        parts.append(f"{missing} trial{'s' if missing != 1 else ''} without agent/trajectory.json")
+    say(f"--failed-only: {len(kept)} of {len(traces)} trials kept as failed by the harness; " + "; ".join(parts))
+    if judged == 0 and traces:
+        say("--failed-only: no harness verdict (Harbor result.json, SWE-bench report) was found; every trace is kept")
+    return kept
+
+
+def _passed_why(whys: list[str]) -> str:
+    if any(w.startswith("reward") for w in whys):
+        return "reward > 0"
+    return "resolved: true"

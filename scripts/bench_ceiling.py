@@ -1,0 +1,145 @@
+"""Method ceilings and robustness on the oracle engine: every method x p x seeds on labelled traces.
+
+The oracle engine (`--engine oracle:p=P`, localfa/oracle/) answers each request from the trace's
+labels through the sending method's own policy: honestly with probability p, else with a plausible
+wrong answer of the same kind. Each p is a real sweep (runner, grammars, budgets, records) into
+OUT/p=P/; `localfa report OUT` (written here too) draws accuracy against p, one line per method.
+
+Prints per (method, p):
+- `ceiling_step_accuracy=` (p = 1) and `step_accuracy=` with its 95% interval (`ci95=LO..HI`,
+  percentile bootstrap over traces, per-trace mean over seeds), `agent_accuracy=`,
+  `calls_per_trace=`, `errors=`;
+- at p = 1, each missed trace: its labelled step, the prediction, and the stage where the
+  labelled step dropped out (from the record's details; the method's policy may say it better).
+  The misses also go to OUT/misses.md (and `--misses FILE`).
+
+    python scripts/bench_ceiling.py --p 1.0
+    python scripts/bench_ceiling.py --p 0.7 --seeds 0,1,2
+    python scripts/bench_ceiling.py --methods falat,safari@scale:2 --limit 10 --out runs/ceiling
+    python scripts/bench_ceiling.py --table      # what each policy answers, per request kind
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from localfa.bench.ceiling import dropped_at, load_p_runs, p_run_dir, write_p_report
+from localfa.bench.sweep import load_traces, parse_seeds, run_sweep
+from localfa.engine.factory import make_engine
+from localfa.methods.registry import MethodSpec
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "whowhen"
+DEFAULT_METHODS = "safari,safari@scale:2,falat,drift,all-at-once,step-by-step,binary-search"
+DEFAULT_P = "1.0,0.9,0.7,0.5"
+
+
+def parse_entries(text: str) -> list[tuple[MethodSpec, str]]:
+    """``SPEC[@BUDGET],...`` -> [(spec, budget label)], e.g. ``safari@scale:2``."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if part:
+            spec, _, budget = part.partition("@")
+            out.append((MethodSpec.parse(spec), budget or "none"))
+    return out
+
+
+def run_p(p: float, traces: list, entries: list[tuple[MethodSpec, str]], seeds: list[int], out: Path, concurrency: int) -> float:
+    """Sweep every entry at p into OUT/p=P/ (one sweep per budget); seconds taken."""
+    run_dir = p_run_dir(out, p)
+    started = time.perf_counter()
+    engine = make_engine(f"oracle:p={p:g}", say=lambda _: None)
+    try:
+        for budget in dict.fromkeys(b for _, b in entries):
+            specs = [s for s, b in entries if b == budget]
+            run_sweep(run_dir, traces, specs, seeds, engine, [budget], concurrency=concurrency, progress=False, say=lambda _: None)
+    finally:
+        engine.close()
+    return time.perf_counter() - started
+
+
+def report_misses(name: str, records: list) -> list[str]:
+    """Print each trace missed at p = 1 (seeds that agree on one line; a reason shared by many
+    traces, such as a missing policy, once with their ids); return them as markdown."""
+    missed: dict[tuple, list[int]] = {}
+    for r in sorted(records, key=lambda r: (r.trace, r.seed)):
+        want = None if r.label is None else r.label.mistake_step
+        if r.error or want is None or r.step != want:
+            missed.setdefault((r.trace, want, r.step, dropped_at(r)[:400]), []).append(r.seed)
+    by_reason: dict[str, list[tuple]] = {}
+    for key in missed:
+        by_reason.setdefault(key[3], []).append(key)
+    lines = [f"\n## {name}: {sum(len(v) for v in missed.values())} of {len(records)} runs missed at p=1\n"]
+    for where, keys in by_reason.items():
+        if len(keys) >= 4:
+            ids = ", ".join(k[0] for k in keys)
+            print(f"  miss method={name} traces={len(keys)} dropped_at: {where} [{ids}]")
+            lines.append(f"- {len(keys)} traces: {where} ({ids})")
+            continue
+        for key in keys:
+            trace, want, got, _ = key
+            seeds_text = ",".join(map(str, missed[key]))
+            print(f"  miss method={name} trace={trace} seeds={seeds_text} label_step={want} predicted={got} dropped_at: {where}")
+            lines.append(f"- {trace} (seeds {seeds_text}): label step {want}, predicted {got}: {where}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--p", default=DEFAULT_P, help=f"comma-separated p values (default {DEFAULT_P})")
+    ap.add_argument("--seeds", default="0,1,2", help="run seeds (default 0,1,2)")
+    ap.add_argument("--methods", default=DEFAULT_METHODS, help=f"SPEC[@BUDGET],... (default {DEFAULT_METHODS})")
+    ap.add_argument("--limit", type=int, default=None, help="at most N traces per dataset folder")
+    ap.add_argument("--data", default=str(DEFAULT_DATA), help="labelled traces (default: the Who&When dev split)")
+    ap.add_argument("--out", default=None, help="run directory (default: a fresh runs/ceiling-TIME/)")
+    ap.add_argument("--misses", default=None, help="also write the misses at p = 1 (markdown) to this file")
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--table", action="store_true", help="print the policies' table (method x request kind) and exit")
+    args = ap.parse_args(argv)
+    if args.table:
+        from localfa.oracle.registry import policy_table
+
+        print(policy_table(), end="")
+        return 0
+
+    ps = [float(x) for x in args.p.split(",") if x.strip()]
+    seeds = parse_seeds(args.seeds)
+    entries = parse_entries(args.methods)
+    traces = load_traces([args.data], limit=args.limit)
+    out = Path(args.out or f"runs/ceiling-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"traces={len(traces)} methods={len(entries)} p={','.join(f'{p:g}' for p in ps)} seeds={args.seeds} out={out}")
+    for p in ps:
+        took = run_p(p, traces, entries, seeds, out, args.concurrency)
+        print(f"# p={p:g}: swept in {took:.1f}s", file=sys.stderr)
+
+    misses_md: list[str] = []
+    summary: list[str] = []
+    for run in load_p_runs(out):
+        for g in run.overall():
+            name = g.method + ("" if g.budget == "none" else f"@{g.budget}")
+            step, agent = g.metrics["step"], g.metrics["agent"]
+            ceiling = f"ceiling_step_accuracy={step.mean:.3f} " if run.p == 1.0 else ""
+            summary.append(
+                f"method={name} p={run.p:g} traces={g.traces} seeds={len(g.seeds)} {ceiling}step_accuracy={step.mean:.3f} "
+                f"ci95={step.lo:.3f}..{step.hi:.3f} agent_accuracy={agent.mean:.3f} "
+                f"calls_per_trace={g.cost.get('calls', 0.0):.2f} errors={g.errors}"
+            )
+            if run.p == 1.0:
+                recs = [r for r in run.records if r.method == g.method and r.budget == g.budget]
+                misses_md += report_misses(name, recs)
+    print("\n".join(summary))
+    if misses_md:
+        text = f"# Misses at p = 1 ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {out})\n" + "\n".join(misses_md) + "\n"
+        (out / "misses.md").write_text(text, encoding="utf-8")
+        if args.misses:
+            Path(args.misses).write_text(text, encoding="utf-8")
+    _, html = write_p_report(out)
+    print(f"report={html}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

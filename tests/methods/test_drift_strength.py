@@ -1,0 +1,285 @@
+"""DRIFT at full strength (issue 23): a ledger sized by tokens alone, no hidden claim caps, late
+claims at their true introduction, the riskiest claims checked first, reworded claims merged,
+honest run text, evidence before the verdict, stable sampling, an answered step that an agent
+acted at. Scripted engine: every answer is still validated against its grammar."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from localfa.engine.scripted import ScriptedEngine
+from localfa.grammars.drift import ledger_schema, support_schema
+from localfa.methods.base import MethodContext
+from localfa.methods.drift.excerpts import relevant_passages
+from localfa.methods.drift.ledger import Ledger
+from localfa.methods.drift.options import DriftOptions
+from localfa.methods.drift.spans import Span, SpanView
+from localfa.methods.drift.tracer import pick_step
+from localfa.methods.registry import get_method
+from localfa.methods.runner import Job, run_jobs
+from localfa.traces.model import Step, Trace
+from localfa.view.paths import drift_path
+from tests.methods.test_drift_logic import RISKY, Script, _two_claims, make_trace, new_claim, run_one
+
+PROFILE = Path(__file__).resolve().parents[2] / "serving" / "profiles" / "cpu-embedded.toml"
+
+
+def run_window(script, trace, window, **options):
+    engine = ScriptedEngine(script, max_model_len=window)
+    ctx = MethodContext(trace, seed=0, count_tokens=engine.count_tokens, max_model_len=window)
+    ((_, diag),) = list(run_jobs(engine, [Job(trace.id, get_method("drift", **options).run(ctx), lambda e: pytest.fail(e))]))
+    return diag, engine
+
+
+# ---- 1. the ledger reads what the window holds ------------------------------------------------------
+
+
+def test_a_30_span_chunk_on_a_32k_window_is_one_ledger_call():
+    contents = [(f"Agent{i % 3}", f"step {i} " + "searched the archive and found more text " * 40) for i in range(30)]
+    diag, engine = run_window(Script(), make_trace(contents, tid="t30"), 32768)
+    assert [r.key for r in engine.requests if r.key.startswith("drift/ledger")] == ["drift/ledger/0"]
+    (chunk,) = diag.details["ledger_chunks"]
+    assert chunk["spans"] == [0, 29] and chunk["ended"] == "end of run" and chunk["cut_steps"] == []
+
+
+def test_the_ledger_grammar_grows_linearly_with_the_spans():
+    small = json.dumps(ledger_schema(0, 29, ["C1"], DriftOptions()))
+    large = json.dumps(ledger_schema(0, 299, ["C1"], DriftOptions()))
+    assert len(large) - len(small) < 20  # bounded integers: the span count only changes digits
+    many = json.dumps(ledger_schema(0, 29, [f"C{k}" for k in range(1, 201)], DriftOptions()))
+    assert len(many) - len(small) < 200 * 8  # one enum entry per existing claim
+
+
+def test_an_answer_out_of_span_order_is_asked_again_once_then_repaired():
+    bad = {"new_claims": [new_claim("The population is 170,000.", 3, 2, [1])]}
+    good = {"new_claims": [new_claim("The population is 170,000.", 2, 2, [3])]}
+    answers = {"0": bad, "0/retry": good}
+
+    class Retry(Script):
+        def __call__(self, req):
+            stage, _, rest = req.key.removeprefix("drift/").partition("/")
+            return answers[rest] if stage == "ledger" else super().__call__(req)
+
+    diag, engine = run_one(Retry())
+    retry = next(r for r in engine.requests if r.key == "drift/ledger/0/retry")
+    assert "consequential span 2 is before its introduced span 3" in retry.messages[1]["content"]
+    first = next(r for r in engine.requests if r.key == "drift/ledger/0")
+    assert retry.messages[1]["content"].startswith(first.messages[1]["content"])  # same prefix, note appended
+    (c,) = diag.details["ledger"]
+    assert (c["introduced"], c["consequential"], c["uses"]) == (2, 2, [3])
+    assert diag.details["ledger_retries"][0]["repaired_after_retry"] == []
+    assert diag.details["cost"]["ledger"]["calls"] == 2
+
+
+# ---- 2. strong-model defaults, small values in the embedded profile, every bound recorded ----------
+
+
+def test_defaults_are_for_a_strong_model_and_the_embedded_profile_holds_the_small_values():
+    d = DriftOptions()
+    assert d.chunk_max_spans is None and d.claims_per_chunk >= 16 and d.max_checked_claims >= 24
+    assert d.uses_per_claim >= 10 and d.marks_per_claim >= 40  # ten spans, every role in each
+    table = tomllib.loads(PROFILE.read_text())["methods"]["drift"]
+    DriftOptions(**table)  # valid options
+    for name in ("claims_per_chunk", "updates_per_chunk", "uses_per_claim", "marks_per_claim", "max_checked_claims"):
+        assert table[name] < getattr(d, name), name
+
+
+def test_every_bound_hit_is_recorded_and_every_bound_is_stated_in_the_prompt():
+    tracer = {"C1": {"harmful": True, "marks": [{"span": 2, "role": "commit"}]}}
+    diag, engine = run_one(
+        Script(ledger=_two_claims(), support=RISKY, tracer=tracer),
+        claims_per_chunk=3,
+        max_checked_claims=1,
+        marks_per_claim=1,
+        uses_per_claim=2,
+    )
+    hit = diag.details["bounds_hit"]
+    assert hit["claims_per_chunk"] == [0] and hit["uses_per_claim"] == [0] and hit["marks_per_claim"] == ["C1"]
+    assert hit["max_checked_claims"] == [{"unchecked": ["C2"]}] and diag.details["unchecked_claims"] == ["C2"]
+    prompts = {r.key.split("/")[1]: r.messages[1]["content"] for r in engine.requests}
+    assert (
+        "at most 3 claims" in prompts["ledger"] and "at most 2 spans" in prompts["ledger"] and "at most 160 characters" in prompts["ledger"]
+    )
+    assert "at most 300 characters" in prompts["support"] and "at most 240 characters" in prompts["support"]
+    assert "at most 1 objects" in prompts["tracer"]
+
+
+def test_a_small_window_lowers_the_answer_bounds_and_says_so():
+    diag, engine = run_window(Script(), make_trace(), 4096)
+    assert "window:claims_per_chunk" in diag.details["bounds_hit"]
+    for r in engine.requests:
+        assert sum(engine.count_tokens(m["content"]) for m in r.messages) + r.sampling.max_tokens <= 4096
+
+
+# ---- 3. a claim recognised late keeps its true introduction -----------------------------------------
+
+
+def test_a_claim_recorded_late_is_marked_at_its_earlier_span():
+    late = {"new_claims": [new_claim("The population is 170,000.", 2, 2, [3, 5])]}
+    tracer = {"C1": {"harmful": True, "marks": [{"span": 2, "role": "commit"}, {"span": 5, "role": "finalize"}]}}
+    diag, engine = run_one(Script(ledger=[{"new_claims": []}, late], support={"C1": RISKY["C2"]}, tracer=tracer), chunk_max_spans=3)
+    assert [c["spans"] for c in diag.details["ledger_chunks"]] == [[0, 2], [3, 5]]
+    assert diag.details["ledger"][0]["introduced"] == 2  # recorded in chunk 1 (spans 3-5), made in span 2
+    assert diag.spans == [(2, 2), (5, 5)] and diag.step == 2 and diag.details["first_error_span"] == 2
+    tracer_req = next(r for r in engine.requests if r.key == "drift/tracer/C1")
+    assert tracer_req.grammar.spec["properties"]["marks"]["items"]["properties"]["span"]["minimum"] == 2
+
+
+def test_every_ledger_entry_is_shown_and_can_be_updated():
+    many = {"new_claims": [new_claim(f"Candidate number {k} is ruled out.", 0, 0, [], typ="decision") for k in range(15)]}
+    diag, engine = run_one(Script(ledger=[many, {"new_claims": [], "updates": []}]), chunk_max_spans=3, claims_per_chunk=15)
+    second = next(r for r in engine.requests if r.key == "drift/ledger/1")
+    text = second.messages[1]["content"]
+    assert all(f"C{k} | decision, consequential" in text for k in range(1, 16))
+    assert second.grammar.spec["properties"]["updates"]["items"]["properties"]["claim"]["enum"] == [f"C{k}" for k in range(1, 16)]
+
+
+# ---- 4. the riskiest claims are checked first ---------------------------------------------------------
+
+
+def test_finalized_and_decision_claims_are_checked_before_ledger_order():
+    ledger = [
+        {
+            "new_claims": [
+                new_claim("Springfield had 167,882 residents in 2020.", 1, 1, [2]),
+                new_claim("We use the 2020 census figure.", 2, 2, [3], typ="decision"),
+                new_claim("Final answer: 340,000.", 5, 5, [], status="finalized", typ="computation"),
+            ]
+        }
+    ]
+    _, engine = run_one(Script(ledger=ledger), max_checked_claims=2)
+    assert [r.key for r in engine.requests if r.key.startswith("drift/support/")] == ["drift/support/C3", "drift/support/C2"]
+
+
+# ---- 5. one claim, one entry ----------------------------------------------------------------------------
+
+
+def test_a_reworded_claim_merges_into_its_entry_and_a_different_value_does_not():
+    led = Ledger()
+    led.merge({"new_claims": [new_claim("The population of Springfield is 170,000.", 2, 2, [3])]}, chunk=0)
+    led.merge({"new_claims": [new_claim("Springfield's population is 170,000.", 4, 4, [5], status="finalized")]}, chunk=1)
+    led.merge({"new_claims": [new_claim("The population of Springfield is 167,882.", 1, 1, [])]}, chunk=1)
+    assert len(led) == 2
+    c = led.claims[0]
+    assert c.said_as == ["Springfield's population is 170,000."] and c.status == "finalized" and c.uses == [3, 4, 5]
+
+
+# ---- 6. honest run text ---------------------------------------------------------------------------------
+
+
+def test_cut_steps_are_named_and_the_claims_passages_are_shown():
+    page = "r " * 3000 + "The 2020 census counted 167,882 residents in Springfield. " + "s " * 3000  # 6,000 words
+    contents = [
+        ("user", "Find the population of Springfield in 2020."),
+        ("Searcher", "Opened the census archive.", page),
+        ("Planner", "So the population is 170,000, we will use that."),
+        ("Planner", "Final answer: 340,000."),
+    ]
+    claim = {"new_claims": [new_claim("Springfield had 167,882 residents in 2020.", 2, 2, [3])]}
+
+    class LastChunk(Script):  # the long step gets a ledger chunk of its own; the claim comes with the last
+        def __call__(self, req):
+            if "/ledger/" in req.key:
+                last = req.grammar.spec["properties"]["new_claims"]["items"]["properties"]["introduced"]["maximum"] == 3
+                return claim if last else {"new_claims": []}
+            return super().__call__(req)
+
+    trace = make_trace(contents, tid="cut")
+    diag, engine = run_window(LastChunk(), trace, 4096, excerpt_chars=1500)
+    prompt = next(r for r in engine.requests if r.key == "drift/support/C1").messages[1]["content"]
+    total = SpanView(trace).original[1]
+    assert "Shortened to fit the window (1 step(s)" in prompt and f"of {total:,} characters" in prompt
+    run, tail = prompt.split("Claim C1", 1)
+    assert "counted 167,882 residents" not in run  # cut from the shared run text...
+    assert (
+        "Parts of shortened steps that mention this claim's names or values" in tail and "counted 167,882 residents" in tail
+    )  # ...shown here
+    assert diag.details["run_cut_steps"][0]["step"] == 1 and "run_text_cut" in diag.details["bounds_hit"]
+
+
+def test_passages_prefer_the_claims_values_and_entities():
+    view = SpanView(make_trace([("a", "x " * 500 + "Paris is large. " + "y " * 500 + "Springfield has 170,000 people. " + "z " * 500)]))
+    from localfa.methods.drift.spans import Cut
+
+    cut = Cut(0, 200, len(view.texts[0]))
+    (p,) = relevant_passages(view, [cut], "Springfield's population is 170000.", 600).passages
+    assert "Springfield has 170,000 people" in view.texts[0][p.start : p.end]
+
+
+# ---- 7. evidence before the verdict ---------------------------------------------------------------------
+
+
+def test_support_answers_evidence_then_reason_then_status_and_self_assertion_is_weak():
+    assert list(support_schema(6, DriftOptions())["properties"]) == ["evidence", "span", "reason", "status"]
+    support = {
+        "C1": {
+            "evidence": "Springfield had 167,882 residents in the 2020 census.",
+            "span": 1,
+            "reason": "the tool says so",
+            "status": "DIRECT",
+        },
+        "C2": {"evidence": "So the population is 170,000", "span": 2, "reason": "the planner says so", "status": "DIRECT"},
+    }
+    diag, engine = run_one(Script(ledger=_two_claims(), support=support))
+    checks = {s["claim"]: s for s in diag.details["support"]}
+    assert checks["C1"]["status"] == "DIRECT" and checks["C1"]["demoted"] is None  # a tool result in the same span
+    assert checks["C2"]["status"] == "WEAK" and "own assertion" in checks["C2"]["demoted"]
+    prompt = next(r for r in engine.requests if r.key == "drift/support/C1").messages[1]["content"]
+    assert prompt.index('"evidence"') < prompt.index('"reason"') < prompt.index('"status"')
+
+
+# ---- 9. the keeper and the tracer sample at their own temperatures ---------------------------------------
+
+
+def test_keeper_and_tracer_temperatures_are_their_own_options():
+    tracer = {"C2": {"harmful": True, "marks": [{"span": 2, "role": "commit"}]}}
+    _, engine = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer), keeper_temperature=0.1, tracer_temperature=0.3)
+    temps = {r.key.split("/")[1]: r.sampling.temperature for r in engine.requests}
+    assert temps == {"ledger": 0.1, "support": 0.2, "tracer": 0.3}
+    assert DriftOptions().keeper_temperature <= 0.3 and DriftOptions().tracer_temperature <= 0.3
+
+
+# ---- the answered step is an action step, the first of the claim's agent in its span ----------------------
+
+
+def test_the_answered_step_is_an_action_step_of_the_claims_agent():
+    steps = [
+        Step(index=0, agent="user", role="user", content="Find the population of Springfield."),
+        Step(index=1, agent="WebSurfer", role="assistant", content="Opening the census site."),
+        Step(index=2, agent="Orchestrator", role="assistant", content="Continue."),
+        Step(index=3, agent="WebSurfer", role="assistant", content="The population is 170,000."),
+        Step(index=4, agent="browser", role="tool", content="The population is 170,000 per the page.", kind="observation"),
+    ]
+    trace = Trace(id="obs", source="obs.json", format="messages", task="t", steps=steps)
+    view = SpanView(trace)
+    assert pick_step(view, Span(0, 1, 4), ["The population is 170,000."]) == 1  # WebSurfer's first step in the span
+    assert pick_step(view, Span(0, 4, 4), ["The population is 170,000."]) == 3  # an observation alone: the action before it
+    ledger = [{"new_claims": [new_claim("The population is 170,000.", 4, 4, [])]}]
+    tracer = {"C1": {"harmful": True, "marks": [{"span": 4, "role": "commit"}]}}
+    diag, _ = run_one(Script(ledger=ledger, support={"C1": RISKY["C1"]}, tracer=tracer), trace=trace)
+    assert diag.spans == [(4, 4)] and (diag.step, diag.agent) == (3, "WebSurfer")
+
+
+# ---- 10. the view shows DRIFT as it records ---------------------------------------------------------------
+
+
+def test_the_view_shows_prediction_error_spans_and_first_error_from_a_drift_record():
+    tracer = {"C2": {"harmful": True, "marks": [{"span": 2, "role": "commit"}, {"span": 5, "role": "finalize"}]}}
+    diag, _ = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer))
+    html = drift_path(diag.record(), lambda i: f"#s{i}")
+    prediction = html.split("<summary>Prediction</summary>", 1)[1].split("</details>", 1)[0]
+    assert 'href="#s2"' in prediction and "Planner" in prediction
+    spans = html.split("<summary>Error spans</summary>", 1)[1].split("</details>", 1)[0]
+    assert "span 2" in spans and "span 5" in spans and 'href="#s5"' in spans
+    first = html.split("<summary>First error</summary>", 1)[1].split("</details>", 1)[0]
+    assert "span 2" in first and "C2 (commit)" in first
+    listed = html.split("<summary>Spans</summary>", 1)[1].split("</details>", 1)[0]
+    assert "error_spans" not in listed
+    fallback, _ = run_one(Script())
+    html = drift_path(fallback.record(), lambda i: f"#s{i}")
+    assert "fallback" in html.split("<summary>Prediction</summary>", 1)[1].split("</details>", 1)[0]
+    assert "none (the prediction is empty)" in html

@@ -1,0 +1,112 @@
+"""Harness runs as they come: a Harbor job folder and a SWE-bench run (fixtures written for these
+tests in tests/fixtures/coding_runs), the harness's verdict per trial, and `--failed-only`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from localfa.bench.sweep import load_traces
+from localfa.traces.load import trace_files_with_roots
+from localfa.traces.runs import harbor_verdict, keep_failed, verdict_of, with_verdict
+
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "coding_runs"
+JOB = RUNS / "harbor_job"
+SWE = RUNS / "swebench_run"
+LOCALFA = [sys.executable, "-m", "localfa"]
+ENV = {**os.environ, "COLUMNS": "400"}
+
+
+def localfa(*args: str) -> subprocess.CompletedProcess:
+    """The CLI in a fresh process, on the scripted engine."""
+    proc = subprocess.run([*LOCALFA, *args, "--engine", "scripted"], capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_a_harbor_job_folder_yields_only_the_trials_trajectories() -> None:
+    files = [f.relative_to(JOB).as_posix() for _, f in trace_files_with_roots([JOB])]
+    assert files == [
+        "build-docs__Q7w6E/agent/trajectory.json",
+        "count-errors__Z9y8X/agent/trajectory.json",
+        "fix-dates__A1b2C/agent/trajectory.json",
+    ]  # not config.json / result.json / verifier files; setup-db wrote no trajectory
+    one_trial = [f.relative_to(JOB).as_posix() for _, f in trace_files_with_roots([JOB / "fix-dates__A1b2C"])]
+    assert one_trial == ["fix-dates__A1b2C/agent/trajectory.json"]
+
+
+def test_harbor_verdicts_from_result_json_and_reward_files(tmp_path: Path) -> None:
+    assert harbor_verdict(JOB / "fix-dates__A1b2C").failed is True
+    passed = harbor_verdict(JOB / "count-errors__Z9y8X")
+    assert (passed.failed, passed.reward, passed.why) == (False, 1.0, "reward 1 in result.json")
+    timeout = harbor_verdict(JOB / "build-docs__Q7w6E")
+    assert timeout.failed is None and timeout.why == "no verifier reward (exception AgentTimeoutError)"
+    trial = tmp_path / "t__1"
+    shutil.copytree(JOB / "fix-dates__A1b2C", trial)
+    (trial / "result.json").write_text(json.dumps({"task_name": "t", "trial_name": "t__1", "verifier_result": None}))
+    assert harbor_verdict(trial).why == "reward 0 in verifier/reward file"  # verifier/reward.txt holds 0
+
+
+def test_swe_bench_run_reads_every_report_shape() -> None:
+    files = [f.relative_to(SWE).as_posix() for _, f in trace_files_with_roots([SWE])]
+    assert files == ["example__calc-101/example__calc-101.traj.json", "example__calc-202/example__calc-202.traj.json"]
+    failed = verdict_of(SWE, SWE / files[0])
+    assert failed is not None and failed.failed is True and failed.why == "unresolved in gpt-5-mini.run1.json"
+    passed = verdict_of(SWE, SWE / files[1])
+    assert passed is not None and passed.failed is False and "gpt-5-mini.run1.json" in passed.why
+
+
+def test_a_per_instance_report_alone_gives_the_verdict(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(SWE / "example__calc-101", run / "example__calc-101")
+    shutil.copytree(SWE / "logs", run / "logs")
+    (f,) = [f for _, f in trace_files_with_roots([run])]
+    verdict = verdict_of(run, f)
+    assert verdict is not None and verdict.failed is True and verdict.why == "resolved: false in report.json"
+
+
+def test_a_trajectory_outside_any_run_has_no_verdict() -> None:
+    fix = RUNS.parent / "coding" / "mini_swe_agent.traj.json"
+    assert verdict_of(fix.parent, fix) is None
+
+
+def test_failed_only_keeps_the_failed_trials_and_says_what_it_skipped() -> None:
+    said: list[str] = []
+    traces = load_traces([JOB], warn=said.append, failed_only=True)
+    assert [t.id for t in traces] == ["fix-dates__A1b2C"]
+    assert traces[0].metadata["harness"] == {"harness": "harbor", "failed": True, "why": "reward 0 in result.json", "reward": 0.0}
+    assert said == [
+        "--failed-only: 1 of 3 trials kept as failed by the harness; 1 skipped as passed (reward > 0); "
+        "1 skipped with no verdict (no verifier reward (exception AgentTimeoutError)); 1 trial without agent/trajectory.json"
+    ]
+    everything = load_traces([JOB])
+    assert [t.id for t in everything] == ["build-docs__Q7w6E", "count-errors__Z9y8X", "fix-dates__A1b2C"]
+
+
+def test_failed_only_keeps_traces_from_outside_a_harness_run(tmp_path: Path) -> None:
+    said: list[str] = []
+    fix = RUNS.parent / "coding" / "atif_v1_2.json"
+    from localfa.traces.load import load_trace
+
+    kept = keep_failed([with_verdict(load_trace(fix), fix.parent, fix)], [fix], said.append)
+    assert len(kept) == 1 and "no harness verdict" in said[-1]
+
+
+def test_bench_failed_only_on_a_harbor_job_prints_the_trials_skipped_as_passed(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = localfa("bench", str(JOB), "--failed-only", "--methods", "random", "--out", str(out), "--no-progress")
+    assert "1 skipped as passed (reward > 0)" in proc.stderr
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["trace"] for r in records] == ["fix-dates__A1b2C"]
+    assert records[0]["agent"] == "terminus-2 (openai/gpt-oss-120b)"
+
+
+def test_diagnose_failed_only_on_a_swe_bench_run(tmp_path: Path) -> None:
+    proc = localfa("diagnose", str(SWE), "--failed-only", "--method", "all-at-once", "--quiet")
+    assert "1 skipped as passed (resolved: true)" in proc.stderr
+    (record,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert record["trace"] == "example__calc-101" and record["agent"] == "mini-swe-agent (openai/gpt-5-mini)"
