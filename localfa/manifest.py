@@ -194,5 +194,5 @@ def comparable(manifest: dict[str, Any]) -> dict[str, Any]:
     }
     settings = manifest.get("answer_settings")
     if isinstance(settings, dict):
-        out |= {k: settings.get(k) for k in ANSWER_SETTINGS}
+        out |= {k: settings[k] for k in ANSWER_SETTINGS if k in settings}  # a setting added later: not compared with older runs
     return out

@@ -26,12 +26,33 @@ import sys
 import time
 from pathlib import Path
 
-from localfa.bench.ceiling import dropped_at, load_p_runs, p_run_dir, write_p_report
-from localfa.bench.sweep import load_traces, parse_seeds, run_sweep
-from localfa.engine.factory import make_engine
-from localfa.methods.registry import MethodSpec
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "whowhen"
+def _in_the_project_venv() -> None:
+    """`python scripts/bench_ceiling.py` from a Python without localfa installed: run again with
+    the project's .venv (where `localfa.grammars` and `localfa.prompts` are installed)."""
+    import importlib.util
+    import os
+
+    try:
+        if importlib.util.find_spec("localfa.grammars") is not None or os.environ.get("LOCALFA_REEXEC"):
+            return
+    except ModuleNotFoundError:  # no localfa at all
+        pass
+    venv = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python"
+    if venv.exists():
+        os.environ["LOCALFA_REEXEC"] = "1"
+        os.execv(str(venv), [str(venv), *sys.argv])
+
+
+_in_the_project_venv()
+
+from localfa.bench.ceiling import dropped_at, load_p_runs, p_run_dir, write_p_report  # noqa: E402 - after the venv check
+from localfa.bench.sweep import load_traces, parse_seeds, run_sweep  # noqa: E402 - after the venv check
+from localfa.engine.factory import make_engine  # noqa: E402 - after the venv check
+from localfa.methods.registry import MethodSpec  # noqa: E402 - after the venv check
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "whowhen"
 DEFAULT_METHODS = "safari,safari@scale:2,falat,drift,all-at-once,step-by-step,binary-search"
 DEFAULT_P = "1.0,0.9,0.7,0.5"
 
@@ -93,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=DEFAULT_METHODS, help=f"SPEC[@BUDGET],... (default {DEFAULT_METHODS})")
     ap.add_argument("--limit", type=int, default=None, help="at most N traces per dataset folder")
     ap.add_argument("--data", default=str(DEFAULT_DATA), help="labelled traces (default: the Who&When dev split)")
-    ap.add_argument("--out", default=None, help="run directory (default: a fresh runs/ceiling-TIME/)")
+    ap.add_argument("--out", default=None, help="run directory (default: a fresh runs/ceiling-TIME/ in the repository)")
     ap.add_argument("--misses", default=None, help="also write the misses at p = 1 (markdown) to this file")
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--table", action="store_true", help="print the policies' table (method x request kind) and exit")
@@ -108,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = parse_seeds(args.seeds)
     entries = parse_entries(args.methods)
     traces = load_traces([args.data], limit=args.limit)
-    out = Path(args.out or f"runs/ceiling-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+    out = Path(args.out or REPO / "runs" / f"ceiling-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
     out.mkdir(parents=True, exist_ok=True)
     print(f"traces={len(traces)} methods={len(entries)} p={','.join(f'{p:g}' for p in ps)} seeds={args.seeds} out={out}")
     for p in ps:

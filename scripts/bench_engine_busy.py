@@ -20,8 +20,10 @@ templates first, as any long sweep has them loaded.
     python scripts/bench_engine_busy.py [--data ../shared/data/whowhen] [--methods safari,falat,drift]
         [--modes local,ray] [--workers 2] [--concurrency 16] [--engine latency:step_ms=8:token_us=4]
 
-Prints one line per method and mode: `METHOD MODE calls= wall_s= calls_per_s= mean_batch=
-engine_busy_share=`.
+Prints one line per method and mode: `METHOD MODE calls= wall_s= busy_s= calls_per_s= mean_batch=
+[harness_cpu_ms_per_call=] engine_busy_share=` (local runs also show the CPU this process spent
+outside the engine's steps, per call: on a box shared with other jobs the wall-clock idle time
+is larger than that, and the share lower, than on a machine of its own).
 """
 
 from __future__ import annotations
@@ -48,26 +50,37 @@ def _quiet(_: str) -> None:
     pass
 
 
-def _share(stats: list[dict[str, float]]) -> tuple[float, float, float]:
-    """(busy share, mean batch, busy seconds) over engines' `stats()`."""
+def _share(stats: list[dict[str, float]]) -> tuple[float, float, float, float]:
+    """(busy share, busy share of the run's span, mean batch, busy seconds) over engines' `stats()`.
+
+    The first is each engine's stepping time over its own span (first request to last answer);
+    the second over the span of the whole run (first request any engine got to the last answer
+    any engine gave) for every engine, so an engine that ran dry while another still worked
+    counts as idle."""
     busy = sum(s["busy_s"] for s in stats)
     span = sum(s["span_s"] for s in stats)
+    run_span = (max(s["last_at"] for s in stats) - min(s["first_at"] for s in stats)) * len(stats)
     steps = sum(s["steps"] for s in stats)
-    return (busy / span if span > 0 else 0.0), sum(s["running_sum"] for s in stats) / max(1, steps), busy
+    mean_batch = sum(s["running_sum"] for s in stats) / max(1, steps)
+    return (busy / span if span > 0 else 0.0), (busy / run_span if run_span > 0 else 0.0), mean_batch, busy
 
 
 def run_local(traces: list[Any], spec: MethodSpec, engine_name: str, concurrency: int) -> tuple[float, list[dict[str, float]], int]:
     engine = make_engine(engine_name, say=_quiet)
     assert isinstance(engine, LatencyEngine), engine_name
     with tempfile.TemporaryDirectory() as run_dir:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = run_units_sweep(Path(run_dir), traces, [spec], [0], LocalExecutor(engine), concurrency=concurrency, progress=False)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         calls = sum(int(r.usage.get("calls", 0)) for r in result.records)
-    return wall, [engine.stats()], calls
+    stats = engine.stats()
+    stats["harness_cpu_s"] = cpu - stats["step_cpu_s"]  # this process's CPU outside the engine's steps
+    return wall, [stats], calls
 
 
-def run_ray(traces: list[Any], spec: MethodSpec, engine_name: str, concurrency: int, workers: int) -> tuple[float, list[dict[str, float]], int]:
+def run_ray(
+    traces: list[Any], spec: MethodSpec, engine_name: str, concurrency: int, workers: int
+) -> tuple[float, list[dict[str, float]], int]:
     from localfa.bench.ray_executor import RayExecutor
 
     class Measured(RayExecutor):
@@ -104,7 +117,10 @@ def main() -> None:
     traces = load_traces([args.data], limit=args.traces)
     specs = [MethodSpec.parse(m) for m in args.methods.split(",") if m.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    print(f"{len(traces)} traces, one seed, concurrency {args.concurrency}, engine {args.engine}")
+    print(
+        f"{len(traces)} traces, one seed, concurrency {args.concurrency}, engine {args.engine}; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (the harness's wall time, so the share, suffers from it)"
+    )
     for spec in specs:
         run_local(traces[:1], spec, args.engine, args.concurrency)  # warm-up: imports, templates
         for mode in modes:
@@ -114,11 +130,12 @@ def main() -> None:
                 wall, stats, calls = run_ray(traces, spec, args.engine, args.concurrency, args.workers)
             else:
                 raise SystemExit(f"--modes: {mode!r} is not local or ray")
-            share, batch, busy = _share(stats)
+            share, run_share, batch, busy = _share(stats)
             label = mode if mode == "local" else f"ray-{args.workers}"
+            cpu = f"harness_cpu_ms_per_call={1000 * stats[0]['harness_cpu_s'] / max(1, calls):.3f} " if mode == "local" else ""
             print(
                 f"{spec.label} {label} calls={calls} wall_s={wall:.1f} busy_s={busy:.1f} calls_per_s={calls / max(busy, 1e-9):.1f} "
-                f"mean_batch={batch:.1f} engine_busy_share={share:.3f}",
+                f"mean_batch={batch:.1f} {cpu}busy_share_of_run={run_share:.3f} engine_busy_share={share:.3f}",
                 flush=True,
             )
 

@@ -48,8 +48,9 @@ from localfa.engine.grammar import Grammar, clear_interned
 from localfa.engine.types import Request
 from localfa.methods.registry import MethodSpec, method_names
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "whowhen"
-PROJECT_DIRS = ("/localfa/", "/grammars/")
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "whowhen"
+PROJECT_DIRS = tuple(str(ROOT / d) + "/" for d in ("localfa", "grammars"))  # "our" code, in profiles
 
 
 @dataclass
@@ -127,14 +128,19 @@ class SpanExecutor(LocalExecutor):
     without the sweep's one-time start (manifest, lock, plan)."""
 
     span = cpu = 0.0
+    profiler: cProfile.Profile | None = None  # profiles the run only, like the figures
 
     def run(self, todo: list[Any], concurrency: int) -> Iterator[tuple[int, Any]]:
+        if self.profiler is not None:
+            self.profiler.enable()
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             yield from super().run(todo, concurrency)
         finally:
             self.span = time.perf_counter() - t0
             self.cpu = time.process_time() - c0
+            if self.profiler is not None:
+                self.profiler.disable()
 
 
 def sweep(traces: list[Any], spec: MethodSpec, seeds: int, profiler: cProfile.Profile | None = None) -> Cost:
@@ -146,18 +152,24 @@ def sweep(traces: list[Any], spec: MethodSpec, seeds: int, profiler: cProfile.Pr
     executor = SpanExecutor(engine)
     clear_interned()
     with tempfile.TemporaryDirectory() as run_dir, clocked(engine) as clocks:
-        clocks.profiler = profiler
-        if profiler is not None:
-            profiler.enable()
+        clocks.profiler = executor.profiler = profiler
         t0 = time.perf_counter()
         result = run_units_sweep(Path(run_dir), traces, [spec], list(range(seeds)), executor, concurrency=16, progress=False)
         wall = time.perf_counter() - t0
-        if profiler is not None:
-            profiler.disable()
         records = result.records  # read back from the run directory, while it exists
     calls = sum(int(r.usage.get("calls", 0)) for r in records)
     errors = sum(1 for r in records if r.error)
-    return Cost(calls, result.planned, errors, executor.span, clocks.engine, clocks.validation, wall - executor.span, executor.cpu, clocks.engine_cpu)
+    return Cost(
+        calls,
+        result.planned,
+        errors,
+        executor.span,
+        clocks.engine,
+        clocks.validation,
+        wall - executor.span,
+        executor.cpu,
+        clocks.engine_cpu,
+    )
 
 
 def warm_up(traces: list[Any], specs: list[MethodSpec]) -> None:
@@ -168,14 +180,13 @@ def warm_up(traces: list[Any], specs: list[MethodSpec]) -> None:
 
 def _where(func: tuple[str, int, str]) -> str:
     path, line, name = func
-    for d in PROJECT_DIRS:
-        if d in path:
-            return f"{d.strip('/')}/{path.split(d, 1)[1]}:{line}({name})"
+    if _is_project(func):
+        return f"{Path(path).relative_to(ROOT)}:{line}({name})"
     return pstats.func_std_string(func)
 
 
 def _is_project(func: tuple[str, int, str]) -> bool:
-    return any(d in func[0] for d in PROJECT_DIRS)
+    return func[0].startswith(PROJECT_DIRS)
 
 
 def top_costs(profiler: cProfile.Profile, n: int = 3) -> list[str]:

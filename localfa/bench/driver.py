@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
@@ -55,9 +56,10 @@ class SweepResult:
     wall_s: float = 0.0
     written_keys: list[Key] = field(default_factory=list)
 
-    @property
+    @cached_property
     def records(self) -> list[ResultRecord]:
-        """The records this sweep wrote (as the run's reader decides them), in the order written."""
+        """The records this sweep wrote (as the run's reader decides them), in the order written;
+        read from disk on first use, after the sweep (it never holds them while it runs)."""
         by_key = {r.key: r for r in read_run_records(self.run_dir)}
         return [by_key[k] for k in dict.fromkeys(self.written_keys) if k in by_key]
 

@@ -214,7 +214,7 @@ class RayExecutor:
                         done.add(idx)
                         yield idx, rec
         self.loop_s = time.perf_counter() - loop_started
-        self.busy_s = [float(ray.get(self.actors[w].stats.remote(), timeout=60)["busy_s"]) for w in sorted(live)]
+        self.busy_s = [float(s["busy_s"]) for s in self.worker_stats([self.actors[w] for w in sorted(live)])]
 
     def _dispatch(
         self,
@@ -250,10 +250,10 @@ class RayExecutor:
         self.actors[w].submit.remote(group, concurrency)
         load[w].update({idx: u.trace.id for idx, u in group})
 
-    def worker_stats(self) -> list[dict[str, float]]:
-        """Each live worker's engine time (busy_s)."""
+    def worker_stats(self, actors: list[Any] | None = None) -> list[dict[str, float]]:
+        """Each (live) worker's engine time (busy_s); a worker that does not answer is left out."""
         out = []
-        for a in self.actors:
+        for a in self.actors if actors is None else actors:
             try:
                 out.append(self._ray.get(a.stats.remote(), timeout=30))
             except Exception:

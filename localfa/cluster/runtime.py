@@ -59,6 +59,7 @@ def connect(address: str, num_cpus: int | None = None) -> dict[str, Any]:
         from ray._private import ray_constants
 
         ray_constants.ENABLE_RAY_CLUSTER = False  # in case Ray was imported before the variable was set
+        _no_api_server()
         ctx = ray.init(address="local", include_dashboard=False, num_cpus=num_cpus, **kwargs)
         ip = ctx.address_info.get("node_ip_address")
         if ip not in LOOPBACK:
@@ -72,6 +73,30 @@ def connect(address: str, num_cpus: int | None = None) -> dict[str, Any]:
         "address": "local" if address == "local" else ctx.address_info.get("gcs_address"),
         "auth_mode": os.environ.get("RAY_AUTH_MODE"),
     }
+
+
+def _no_api_server() -> None:
+    """Start a local instance without Ray's dashboard process.
+
+    With the dashboard off, Ray 2.60 still starts that process with one module, usage statistics,
+    which asks the cloud metadata servers which cloud it runs on (169.254.169.254,
+    metadata.google.internal: outbound traffic and a DNS query) even when usage statistics are
+    off. A private instance needs no API server, so none is started (found by the network audit
+    of tests/cluster/test_cluster_real.py).
+    """
+    from ray._private import services
+
+    if getattr(services.start_api_server, "localfa_patched", False):
+        return
+    original = services.start_api_server
+
+    def start_api_server(include_dashboard: Any, *args: Any, **kwargs: Any) -> Any:
+        if include_dashboard:
+            return original(include_dashboard, *args, **kwargs)
+        return None, None  # no URL, no process
+
+    start_api_server.localfa_patched = True  # type: ignore[attr-defined]
+    services.start_api_server = start_api_server
 
 
 def reap_session(session_dir: str) -> list[int]:

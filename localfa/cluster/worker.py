@@ -41,8 +41,10 @@ class EngineWorker:
         self._failure: str | None = None
         self._messages: list[str] = []
         self._in_flight = 0  # items fed to the runner whose result is not out yet (runner thread only)
+        self._started: float | None = None  # when the first work arrived
+        self._ended: float | None = None
         self._idle_s = 0.0  # time the runner waited for work with nothing in flight
-        self.busy_s = 0.0  # time with work in flight: the engine's share of the wall time
+        self._idle_since: float | None = None  # set while it waits
         self.engine: Any = None
         self._thread = threading.Thread(target=self._main, name="localfa-engine", daemon=True)
         self._thread.start()
@@ -88,6 +90,15 @@ class EngineWorker:
             raise RuntimeError(self._failure)
         return out
 
+    @property
+    def busy_s(self) -> float:
+        """Time with work in flight since the first work arrived (so far): the engine's share of the wall time."""
+        if self._started is None:
+            return 0.0
+        now = time.perf_counter()
+        waiting = now - self._idle_since if self._idle_since is not None else 0.0
+        return max(0.0, (self._ended or now) - self._started - self._idle_s - waiting)
+
     def stats(self) -> dict[str, Any]:
         """The worker's time with work in flight, and its engine's own figures where the engine
         keeps some (`stats()`, e.g. the latency engine's time stepping: scripts/bench_engine_busy.py)."""
@@ -119,7 +130,7 @@ class EngineWorker:
         first = self._inbox.get()  # the first submit also says how many to keep in flight
         if first is None:
             return
-        started = time.perf_counter()
+        self._started = time.perf_counter()
         try:
             for idx, result in self._run_items(self.engine, self._feed(first), self._concurrency):
                 self._in_flight -= 1
@@ -127,7 +138,7 @@ class EngineWorker:
         except BaseException as exc:  # the engine itself broke: this worker is done
             self._failure = f"worker failed: {type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=3)
         finally:
-            self.busy_s = time.perf_counter() - started - self._idle_s
+            self._ended = time.perf_counter()
 
     def _feed(self, first: list[Any]) -> Iterator[Any]:
         """`first`, then queued items as the runner has room; None ("nothing yet") while work is
@@ -136,15 +147,17 @@ class EngineWorker:
             self._in_flight += 1
             yield item
         while True:
-            idle = self._in_flight == 0
-            waited = time.perf_counter()
+            if self._in_flight == 0:
+                self._idle_since = time.perf_counter()
             try:
-                batch = self._inbox.get(block=idle)
+                batch = self._inbox.get(block=self._idle_since is not None)
             except queue.Empty:
                 yield None
                 continue
-            if idle:
-                self._idle_s += time.perf_counter() - waited
+            finally:
+                if self._idle_since is not None:
+                    self._idle_s += time.perf_counter() - self._idle_since
+                    self._idle_since = None
             if batch is None:
                 return
             for item in batch:

@@ -35,7 +35,7 @@ from localfa.engine.errors import GrammarError, InvalidOutputError
 
 GrammarKind = Literal["json", "regex", "choice", "cfg"]
 INTERNED_MAX = 1024  # distinct grammars kept for reuse; the least recently built go first
-_INTERNED: "OrderedDict[tuple[str, str, Any], Grammar]" = OrderedDict()
+_INTERNED: "OrderedDict[tuple[str, str, Any, Any], Grammar]" = OrderedDict()  # (name, kind, content, model)
 _INTERN_LOCK = threading.Lock()
 
 

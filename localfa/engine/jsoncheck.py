@@ -11,9 +11,8 @@ own (`Grammar.parse` asks it when this check says no), and tests compare the two
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import re  # as jsonschema's own `pattern` check
+from typing import Any, Callable
 
 Check = Callable[[Any], bool]
 
@@ -28,6 +27,11 @@ _KNOWN = frozenset(
 )  # fmt: skip
 
 
+_ALL_KEYWORDS = _KNOWN | _ANNOTATIONS
+_STRING_LEAF = frozenset({"type", "minLength", "maxLength"}) | _ANNOTATIONS
+_NUMBER_LEAF = frozenset({"type", "minimum", "maximum"}) | _ANNOTATIONS
+
+
 class Unsupported(Exception):
     """The schema uses something this compiler does not: use jsonschema for it."""
 
@@ -38,6 +42,51 @@ def compile_check(schema: dict[str, Any]) -> Check | None:
         return _Compiler(schema).node(schema)
     except Unsupported:
         return None
+
+
+def _leaf(schema: dict[str, Any]) -> Check | None:
+    """One closure for the shapes most nodes of our grammars have (a bounded string, a bounded
+    integer, a boolean, a constant string); None for anything else (the general path)."""
+    typ = schema.get("type")
+    if typ == "string" and schema.keys() <= _STRING_LEAF:
+        lo: int = schema.get("minLength", 0)
+        if schema.get("maxLength") is None:
+            return lambda v: isinstance(v, str) and len(v) >= lo
+        hi: int = schema["maxLength"]
+        return lambda v: isinstance(v, str) and lo <= len(v) <= hi
+    if typ == "integer" and schema.keys() <= _NUMBER_LEAF:
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if type(low) is int and type(high) is int:
+            a: int = low
+            b: int = high
+            return lambda v: (type(v) is int or (type(v) is float and v.is_integer())) and a <= v <= b
+        return None
+    if typ == "boolean" and len(schema) == 1:
+        return lambda v: v is True or v is False
+    if typ is None and "const" in schema and len(schema) == 1 and isinstance(schema["const"], str):
+        const = schema["const"]
+        return lambda v: v == const and isinstance(v, str)
+    return None
+
+
+def _const(const: Any) -> Check:
+    return lambda v: equal(v, const)
+
+
+def _combine(how: str, checks: list[Check]) -> Check:
+    """anyOf / oneOf / allOf over compiled checks."""
+    if how == "anyOf":
+        return lambda v: any(c(v) for c in checks)
+    if how == "oneOf":
+        return lambda v: sum(1 for c in checks if c(v)) == 1
+    return lambda v: all(c(v) for c in checks)
+
+
+def _only_for(kind: type, check: Check) -> Check:
+    """`check` applies to values of one JSON type (float: any number); others pass it."""
+    if kind is float:
+        return lambda v: isinstance(v, bool) or not isinstance(v, (int, float)) or check(v)
+    return lambda v: not isinstance(v, kind) or check(v)
 
 
 def _is_type(name: str, value: Any) -> bool:
@@ -89,45 +138,37 @@ class _Compiler:
             return lambda v: False
         if not isinstance(schema, dict):
             raise Unsupported("a schema that is not an object")
-        unknown = set(schema) - _KNOWN - _ANNOTATIONS
-        if unknown:
-            raise Unsupported(", ".join(sorted(unknown)))
+        for key in schema:
+            if key not in _ALL_KEYWORDS:
+                raise Unsupported(key)
+        leaf = _leaf(schema)
+        if leaf is not None:
+            return leaf
         checks: list[Check] = []
         if "$ref" in schema:  # Draft 7: $ref overrides its siblings
             return self.ref(schema["$ref"])
         if "type" in schema:
             checks.append(self.type_check(schema["type"]))
         if "const" in schema:
-            const = schema["const"]
-            checks.append(lambda v, c=const: equal(v, c))
+            checks.append(_const(schema["const"]))
         if "enum" in schema:
             checks.append(self.enum_check(schema["enum"]))
         for key in ("anyOf", "oneOf", "allOf"):
             if key in schema:
-                subs = [self.node(s) for s in schema[key]]
-                if key == "anyOf":
-                    checks.append(lambda v, subs=subs: any(c(v) for c in subs))
-                elif key == "oneOf":
-                    checks.append(lambda v, subs=subs: sum(1 for c in subs if c(v)) == 1)
-                else:
-                    checks.append(lambda v, subs=subs: all(c(v) for c in subs))
-        obj = self.object_check(schema)
-        if obj is not None:
-            checks.append(lambda v, obj=obj: not isinstance(v, dict) or obj(v))
-        arr = self.array_check(schema)
-        if arr is not None:
-            checks.append(lambda v, arr=arr: not isinstance(v, list) or arr(v))
-        text = self.string_check(schema)
-        if text is not None:
-            checks.append(lambda v, text=text: not isinstance(v, str) or text(v))
-        num = self.number_check(schema)
-        if num is not None:
-            checks.append(lambda v, num=num: isinstance(v, bool) or not isinstance(v, (int, float)) or num(v))
+                checks.append(_combine(key, [self.node(s) for s in schema[key]]))
+        for kind, check in (
+            (dict, self.object_check(schema)),
+            (list, self.array_check(schema)),
+            (str, self.string_check(schema)),
+            (float, self.number_check(schema)),
+        ):
+            if check is not None:
+                checks.append(_only_for(kind, check))
         if not checks:
             return lambda v: True
         if len(checks) == 1:
             return checks[0]
-        return lambda v: all(c(v) for c in checks)
+        return _combine("allOf", checks)
 
     def ref(self, ref: str) -> Check:
         if ref in self.refs:
@@ -229,7 +270,10 @@ class _Compiler:
 
         def check(v: float) -> bool:
             return not (
-                (lo is not None and v < lo) or (hi is not None and v > hi) or (xlo is not None and v <= xlo) or (xhi is not None and v >= xhi)
+                (lo is not None and v < lo)
+                or (hi is not None and v > hi)
+                or (xlo is not None and v <= xlo)
+                or (xhi is not None and v >= xhi)
             )
 
         return check

@@ -21,6 +21,9 @@ from localfa.engine.settings import EngineSettings
 from localfa.engine.types import Message, Request
 from localfa.engine.vllm_types import structured_outputs
 
+PROMPT_MEMO = 64  # prompts whose token ids are kept (measured, then sent: tokenized once)
+COUNT_MEMO = 4096  # texts whose token counts are kept
+
 
 class VLLMEngine(BaseEngine):
     name = "vllm"
@@ -87,6 +90,8 @@ class VLLMEngine(BaseEngine):
     def __init__(self, model_dir: Path, settings: EngineSettings | None = None) -> None:
         offline.enforce()
         self.settings = settings or EngineSettings()
+        self._prompt_memo: dict[tuple[tuple[str, str], ...], tuple[int, ...]] = {}
+        self._count_memo: dict[str, int] = {}
         s = self.settings
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(s.cpu_kv_cache_gib))))
         # One process: deterministic scheduling and no worker start-up cost for small models.
@@ -145,7 +150,15 @@ class VLLMEngine(BaseEngine):
         return len(self._prompt_ids(messages))
 
     def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer.encode(text, add_special_tokens=False))
+        """Tokens of `text`, remembered for the last texts counted: methods recount the same
+        messages every turn (SAFARI measures its whole history), the engine waiting each time."""
+        memo = self._count_memo
+        n = memo.get(text)
+        if n is None:
+            n = memo[text] = len(self.tokenizer.encode(text, add_special_tokens=False))
+            while len(memo) > COUNT_MEMO:
+                del memo[next(iter(memo))]
+        return n
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -191,12 +204,22 @@ class VLLMEngine(BaseEngine):
         )
 
     def _prompt_ids(self, messages: Sequence[Message]) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(
-            list(messages), tokenize=True, add_generation_prompt=True, enable_thinking=self.settings.enable_thinking
-        )
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]  # type: ignore[call-overload,index]
-        return list(ids)  # type: ignore[arg-type]
+        """The prompt's token ids after the chat template. The last few prompts are remembered:
+        a method that measures its prompt (`count_prompt_tokens`) then sends it would otherwise
+        template and tokenize the same long text twice, while the engine waits."""
+        key = tuple((m.get("role", ""), m.get("content", "")) for m in messages)
+        memo = self._prompt_memo
+        hit = memo.get(key)
+        if hit is None:
+            ids = self.tokenizer.apply_chat_template(
+                list(messages), tokenize=True, add_generation_prompt=True, enable_thinking=self.settings.enable_thinking
+            )
+            if isinstance(ids, dict) or hasattr(ids, "keys"):
+                ids = ids["input_ids"]  # type: ignore[call-overload,index]
+            hit = memo[key] = tuple(ids)  # type: ignore[arg-type]
+            while len(memo) > PROMPT_MEMO:
+                del memo[next(iter(memo))]
+        return list(hit)
 
     def _add(self, request_id: str, req: Request, prompt_ids: list[int]) -> None:
         """Queue one request in the running engine (vLLM schedules it at the next step)."""

@@ -218,7 +218,9 @@ def _agent_step_grammar(agents: list[str], steps: list[int], reason_chars: int) 
 
 def _step_grammar(steps: list[int], reason_chars: int) -> Grammar:
     """Binary search's final answer: one of the steps left, and a reason."""
-    return _answer({"step": _step_schema(steps), "reason": {"type": "string", "maxLength": reason_chars}}, "StepAnswer", "binary_search_final")
+    return _answer(
+        {"step": _step_schema(steps), "reason": {"type": "string", "maxLength": reason_chars}}, "StepAnswer", "binary_search_final"
+    )
 
 
 def _json_max_tokens(reason_chars: int, agents: list[str] | None = None) -> int:

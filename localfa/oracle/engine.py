@@ -91,7 +91,7 @@ class OracleEngine(BaseEngine):
         self.model_info = {
             "path": None,
             "sha256": None,
-            "name": "oracle",
+            "name": f"oracle(p={p:g})",
             "identity": f"oracle:p={p}:window={max_model_len}:policies={self.policy_fingerprint}",
         }
         self._traces: dict[str, Trace] = {}
@@ -125,14 +125,12 @@ class OracleEngine(BaseEngine):
             ) from exc
         text = serialise(value)
         if req.grammar.kind == "json":  # the compacted schema every backend enforces, not only the model
-            from jsonschema.exceptions import best_match
-
             try:
-                error = best_match(req.grammar.validator.iter_errors(json.loads(text)))
+                error = req.grammar.violation(json.loads(text))
             except json.JSONDecodeError as exc:
                 raise InvalidOutputError(req.grammar.name, text, f"not JSON ({exc})") from exc
             if error is not None:
-                raise InvalidOutputError(req.grammar.name, text, f"{error.message} (oracle policy of {method}, rule {rule.kind!r})")
+                raise InvalidOutputError(req.grammar.name, text, f"{error} (oracle policy of {method}, rule {rule.kind!r})")
         return text, wrong
 
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:

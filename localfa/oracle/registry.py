@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import inspect
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from localfa.methods.registry import METHODS, method_class
 from localfa.oracle.policy import Policy, Rule
@@ -55,9 +55,10 @@ class Policies:
         h = hashlib.sha256()
         for name in sorted(self.by_method):
             target = self.by_method[name][0]
-            module = importlib.import_module(target.partition(":")[0])
+            source = getattr(importlib.import_module(target.partition(":")[0]), "__file__", None)
             h.update(f"{name}={target}\n".encode())
-            h.update(inspect.getsource(module).encode())
+            if source:
+                h.update(Path(source).read_bytes())
         return h.hexdigest()[:16]
 
 

@@ -77,8 +77,10 @@ class LatencyEngine(ScriptedEngine):
         self.busy_s = 0.0
         self.steps = 0
         self.running_sum = 0  # requests decoding, summed over steps (mean batch = this / steps)
+        self.step_cpu_s = 0.0  # CPU time of this process inside steps (the engine's own Python)
         self.first_s: float | None = None
         self.last_s: float | None = None
+        self.first_at = self.last_at = 0.0  # the same moments on the wall clock (to compare engines)
         self._prefixes: dict[int, None] = {}
 
     @classmethod
@@ -103,7 +105,15 @@ class LatencyEngine(ScriptedEngine):
 
     def stats(self) -> dict[str, float]:
         span = (self.last_s or 0.0) - (self.first_s or 0.0)
-        return {"busy_s": round(self.busy_s, 4), "span_s": round(max(0.0, span), 4), "steps": self.steps, "running_sum": self.running_sum}
+        return {
+            "busy_s": round(self.busy_s, 4),
+            "span_s": round(max(0.0, span), 4),
+            "steps": self.steps,
+            "running_sum": self.running_sum,
+            "step_cpu_s": round(self.step_cpu_s, 4),
+            "first_at": self.first_at,
+            "last_at": self.last_at,
+        }
 
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
         """One batch, stepped like a session's requests (all admitted together)."""
@@ -150,6 +160,7 @@ class LatencySession:
     def submit(self, requests: Sequence[Request]) -> list[int]:
         if self.engine.first_s is None and requests:
             self.engine.first_s = time.perf_counter()
+            self.engine.first_at = time.time()
         out = []
         for req in requests:
             t = next(self._tickets)
@@ -168,7 +179,7 @@ class LatencySession:
 
     def _step(self) -> None:
         e = self.engine
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         room = max(0, e.max_batch - len(self._running))
         admitted, self._waiting = self._waiting[:room], self._waiting[room:]
         tokens = 0
@@ -188,7 +199,9 @@ class LatencySession:
             time.sleep(rest)
         e.steps += 1
         e.busy_s += time.perf_counter() - started
+        e.step_cpu_s += time.process_time() - cpu
         e.last_s = time.perf_counter()
+        e.last_at = time.time()
         for live in finished:  # validation is harness work: after the step, as in vLLM's session
             result = self._finish(live)
             if result is not None:

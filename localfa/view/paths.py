@@ -2,8 +2,8 @@
 
 SAFARI gets a turn-by-turn view (tool call, STM update and the STM after the turn, claims with
 their scores, what the tool returned). FALAT's path is drawn by `localfa.view.falat` from the keys
-it records. DRIFT gets its stages in the paper's order, each stage drawn by the generic renderer so
-that keys being renamed while the method evolves do not break the page. Keys no stage claims, and
+it records. DRIFT's path opens with its answer as it records it (prediction, error spans, first
+error), then its stages in the paper's order, each drawn by the generic renderer. Keys no stage claims, and
 every method this module does not know, end up in one "other details" block: a new method still
 shows everything it recorded.
 """

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+import localfa  # noqa: F401  (sets Ray's switches before Ray is imported: Ray reads them once, at import)
 from tests.netaudit import audited_pids, outbound, run_audited
 
 pytestmark = pytest.mark.real

@@ -3,6 +3,7 @@ kill workers recorded instead of re-queued forever, paths that reach workers res
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -111,3 +112,18 @@ def test_a_unit_that_kills_two_workers_is_recorded_and_never_queued_again(tmp_pa
     lost = [m for m in said if " lost (" in m]
     assert len(lost) == 2, said  # two deaths, not one per worker: it was not queued a third time
     assert "each to run alone" in lost[0] and "1 recorded as errors" in lost[1]
+
+
+def test_a_local_ray_sweep_opens_no_outbound_connection_in_any_process(tmp_path):
+    """The same audit and loopback filter as every offline test, over the driver, Ray's own
+    processes and the engine workers (Ray's dashboard-less API server used to ask the cloud
+    metadata servers which cloud it runs on)."""
+    from tests.netaudit import audited_pids, outbound, run_audited
+
+    data = write_whowhen(tmp_path / "ww", per_subset=2)
+    args = ["bench", str(data), "--methods", "all-at-once", "--engine", "scripted", "--ray", "local", "--workers", "2"]
+    proc, events = run_audited([*args, "--no-progress", "--out", "RUN"], tmp_path, timeout_s=300, record_processes=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    workers = {w["pid"] for w in json.loads((tmp_path / "RUN" / "manifest.json").read_text())["cluster"]["worker_hosts"]}
+    assert len(workers) == 2 and workers <= audited_pids(tmp_path)  # the audit ran inside both workers
+    assert outbound(events) == [], f"non-loopback network use: {outbound(events)}"

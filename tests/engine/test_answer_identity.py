@@ -154,3 +154,16 @@ def test_the_manifest_never_records_the_api_key(monkeypatch):
     engine.model_info = {"name": "s"}
     text = json.dumps(build_manifest(engine, seeds=[0], methods={}))
     assert "sk-live-123456" not in text and '"--api-key", "***"' in text
+
+
+def test_a_run_made_before_a_setting_was_recorded_still_resumes():
+    from localfa.bench.run_manifest import manifest_differences
+
+    engine = Reported()
+    new = build_manifest(engine, seeds=[0], methods={})
+    old = json.loads(json.dumps(new))
+    for key in ("enable_thinking", "extra_args", "limits"):
+        del old["answer_settings"][key]
+    assert manifest_differences(old, new) == []
+    thinking = build_manifest(Reported(thinking=True), seeds=[0], methods={})
+    assert manifest_differences(new, thinking) == ["enable_thinking: False -> True"]

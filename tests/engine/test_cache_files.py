@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,11 +13,15 @@ import pytest
 from localfa.engine.cache_files import MAIN, CacheFiles, merge_parts
 from localfa.engine.errors import CacheError
 
-WRITER = (
-    "import sys\n"
+WRITER = (  # writes, says so, and keeps its cache open until told to close
+    "import sys, time\n"
+    "from pathlib import Path\n"
     "from localfa.engine.cache_files import CacheFiles\n"
     "c = CacheFiles(sys.argv[1])\n"
     "c.put_many([(f'{sys.argv[2]}-{i}', {'text': str(i)}) for i in range(50)])\n"
+    "Path(sys.argv[1], sys.argv[2] + '.ready').touch()\n"
+    "while not Path(sys.argv[1], 'go').exists():\n"
+    "    time.sleep(0.05)\n"
     "c.close()\n"
 )
 
@@ -31,10 +36,15 @@ def rows(path: Path) -> dict[str, str]:
 
 def test_each_writer_has_its_own_file_and_the_merge_keeps_everything(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), name]) for name in ("a", "b", "c")]
-    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    deadline = time.time() + 120
+    while len(list(tmp_path.glob("*.ready"))) < 3 and time.time() < deadline and all(p.poll() is None for p in procs):
+        time.sleep(0.05)
     parts = sorted(tmp_path.glob("responses.part-*.sqlite"))
-    assert len(parts) == 3 and not (tmp_path / MAIN).exists()  # nobody wrote a shared file
+    assert len(parts) == 3 and not (tmp_path / MAIN).exists()  # three writers, three files, no shared one
     assert not list(tmp_path.glob("*-shm"))  # no WAL shared memory: safe on NFS
+    assert merge_parts(tmp_path) == 0  # their writers hold them
+    (tmp_path / "go").touch()
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     assert merge_parts(tmp_path) == 3
     assert len(rows(tmp_path / MAIN)) == 150 and not list(tmp_path.glob("responses.part-*"))
     reader = CacheFiles(tmp_path)

@@ -18,9 +18,9 @@ from localfa.engine.grammar import Grammar, clear_interned
 from localfa.engine.scripted import scripted_default
 from localfa.grammars.safari import SafariLimits, evaluator_grammar
 from localfa.methods.base import MethodContext
-from localfa.oracle.engine import OracleEngine
 from localfa.methods.registry import get_method, method_names
 from localfa.methods.runner import method_job, run_jobs
+from localfa.oracle.engine import OracleEngine
 from localfa.traces.model import Labels, Step, Trace
 
 ROOT = Path(__file__).resolve().parents[2]

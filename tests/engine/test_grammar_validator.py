@@ -47,4 +47,3 @@ def test_error_messages_are_jsonschemas_best_match():
         g.parse('{"n":7}')
     with pytest.raises(InvalidOutputError, match=r"'n' is a required property"):
         g.parse("{}")
-

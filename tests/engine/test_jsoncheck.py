@@ -33,7 +33,17 @@ def test_enums_of_lists_objects_and_refs():
         "required": ["leaf"],
         "additionalProperties": False,
     }
-    _same(schema, [{"leaf": "ab"}, {"leaf": "abc"}, {}, {"leaf": "a", "many": ["a", "b"]}, {"leaf": "a", "many": ["a", "b", "c"]}, {"leaf": "a", "x": 1}])
+    _same(
+        schema,
+        [
+            {"leaf": "ab"},
+            {"leaf": "abc"},
+            {},
+            {"leaf": "a", "many": ["a", "b"]},
+            {"leaf": "a", "many": ["a", "b", "c"]},
+            {"leaf": "a", "x": 1},
+        ],
+    )
 
 
 def test_combinators_and_patterns():

@@ -323,6 +323,7 @@ def test_segment_option_groups_steps_in_one_batched_pass():
     )
     seg = [b for b in engine.batches if b[0].key.startswith("drift/segment/")]
     assert len(seg) == 1 and len(seg[0]) == 2  # both chunks in ONE batch
+    assert diag.details["bounds_hit"]["segment_max_steps"] == [[0]]  # the first chunk ended at the cap
     assert diag.details["spans"] == [[0, 1], [2, 2], [3, 4], [5, 5]]
     # span 1 is step 2 alone: error span (2, 2), step 2 by the Planner
     assert diag.spans == [(2, 2)] and diag.step == 2

@@ -24,7 +24,7 @@ from localfa.methods.base import MethodContext
 from localfa.methods.registry import get_method, method_names
 from localfa.methods.runner import method_job, run_jobs
 from localfa.traces.importers import coding
-from localfa.traces.model import Labels, Trace, normalize_agent
+from localfa.traces.model import AgentInfo, Labels, Trace, normalize_agent
 
 AGENT = "mini-swe-agent (gpt-5-mini)"
 STEP_KEYS = {"step", "step_id", "t_hat", "focus_step", "first_error_step", "final_step", "predicted_step", "decisive_step", "ranking"}
@@ -52,6 +52,7 @@ def coding_trace() -> Trace:
         source="coding.json",
         format="mini-swe-agent",
         task="mean() must return 0.0 for an empty list.",
+        agents=[AgentInfo(name=AGENT)],  # as the importers record it: system and model
         steps=steps,
         final_output="diff --git a/stats.py b/stats.py",
         ground_truth="return 0.0 when xs is empty",

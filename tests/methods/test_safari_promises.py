@@ -279,7 +279,9 @@ def test_a_submit_of_a_step_never_shown_is_refused_until_it_is_read():
 def test_forced_finalisation_names_only_a_seen_action_step():
     trace = make_trace(40, long=30)
     trace.steps[38].kind = "observation"
-    engine = ScriptedEngine(Script([turn(READ, {"faults_identified_so_far": [{"step_id": 20, "reason": "r", "evidence": "e"}]})], final_step=39))
+    engine = ScriptedEngine(
+        Script([turn(READ, {"faults_identified_so_far": [{"step_id": 20, "reason": "r", "evidence": "e"}]})], final_step=39)
+    )
     diag = _run(engine, trace, budget="2500", max_turns=2)
     final = engine.requests[-1]
     allowed = final.grammar.spec["properties"]["step_id"]["enum"]

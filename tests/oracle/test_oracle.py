@@ -240,3 +240,36 @@ def test_bench_and_diagnose_take_the_oracle_with_its_p(whowhen, tmp_path):
     assert d.returncode == 0, d.stderr
     record = json.loads(d.stdout)
     assert record["step"] == record["label"]["mistake_step"]
+
+
+def test_every_registered_method_has_a_policy_and_its_ceiling_on_synthetic_runs():
+    """Every method in the registry runs on the oracle (ensembles through their members' keys);
+    each that calls a model finds the labelled step at p = 1."""
+    from localfa.methods.registry import METHODS
+
+    traces = _synthetic()
+    for name in sorted(METHODS):
+        for t, d in zip(traces, _run(name, traces)):
+            assert d.error is None, f"{name} on {t.id}: {d.error}"
+            if d.usage["calls"]:
+                assert d.step == t.labels.mistake_step, (name, t.id, d.step)
+
+
+def test_a_policy_answer_outside_the_grammar_or_a_policy_bug_is_an_error_record_naming_it():
+    from localfa.oracle.policy import Policy, Rule
+    from localfa.oracle.registry import Policies
+
+    def outside(ask):
+        return "c"  # the grammar admits "a" or "b"
+
+    def broken(ask):
+        raise KeyError("no such field")
+
+    traces = _synthetic()[:1]
+    for rule, expected in (
+        (Rule("ask", r"probe/ask", outside, outside), "does not satisfy grammar"),
+        (Rule("ask", r"probe/ask", broken, broken), "rule 'ask'"),
+    ):
+        engine = OracleEngine(1.0, policies=Policies({"probe": ("tests:PROBE", Policy([rule]))}, ()))
+        (d,) = _run(_Unregistered(), traces, engine=engine)
+        assert d.error and expected in d.error, d.error

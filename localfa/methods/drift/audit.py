@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any, Callable, Generator, TypeVar
 
 from localfa.diagnosis import Diagnosis
-from localfa.engine.types import Request, Response, Usage
+from localfa.engine.types import Request, Response, Sampling, Usage
 from localfa.grammars.drift import (
     DriftLimits,
     ledger_grammar,
@@ -56,7 +56,8 @@ STAGES = ("segment", "ledger", "support", "tracer")
 TASK_CHARS = 1500
 MARGIN_TOKENS = 64  # chat template and tokenizer drift on top of what is counted
 DEFAULT_CHUNK_TOKENS = 3000  # when the engine does not say its window
-TRACER_LEDGER_SHARE = 4  # the one-call tracer's answer may take at most 1/4 of the window
+TRACER_LEDGER_SHARE = 4  # a tracer answer may take at most 1/4 of the window
+LEDGER_UPDATE_TOKENS = 120  # the ledger prompt's "updates" instruction, shown once there is a ledger
 Messages = list[dict[str, str]]
 T = TypeVar("T")
 Stage = Generator[list[Request], list[Response], T]  # one stage of the program, returning T
@@ -81,6 +82,7 @@ class Audit:
         self.cost = {stage: Usage() for stage in STAGES}
         self.bounds: dict[str, list[Any]] = {}
         self.ledger_retries: list[dict[str, Any]] = []
+        self._ledger_base: int | None = None
         self.limits = self._fit_limits(opts.limits)
 
     def _fit_limits(self, limits: DriftLimits) -> DriftLimits:
@@ -116,7 +118,7 @@ class Audit:
     def _fit(self, prompt_for: Callable[[int], Messages], budget: int, max_tokens: int) -> int:
         return fit_char_budget(self.ctx, budget, prompt_for, max_tokens, margin=MARGIN_TOKENS)
 
-    def _sampling(self, max_tokens: int, stage: SamplingStage) -> Any:
+    def _sampling(self, max_tokens: int, stage: SamplingStage) -> Sampling:
         return self.opts.sampling(max_tokens, stage)
 
     def _ask(self, stage: str, requests: list[Request]) -> Stage[list[Response]]:
@@ -140,14 +142,17 @@ class Audit:
             return unit, []
         chars = self._chunk_chars(self.opts.chunk_tokens or self._window_tokens(0))
         chunks = pack_chunks(self.view, unit, chars, self.opts.segment_max_steps)
+        capped = [k for k, c in enumerate(chunks[:-1]) if len(c) >= self.opts.segment_max_steps]
+        if capped:
+            self._bound("segment_max_steps", capped)  # a span cannot cross these chunk ends
         requests = []
         for k, chunk in enumerate(chunks):
             lo, hi = chunk[0].first, chunk[-1].last
             max_tokens = segment_max_tokens(lo, hi)
 
             def prompt_for(budget: int, chunk: list[Span] = chunk, lo: int = lo, hi: int = hi) -> Messages:
-                note = cut_note(self.view.cuts(chunk, budget))
-                return self._user("drift/segment.j2", note, run=self.view.render(chunk, budget, tags=False), lo=lo, hi=hi)
+                run, cuts = self.view.view(chunk, budget, tags=False)
+                return self._user("drift/segment.j2", cut_note(cuts), run=run, lo=lo, hi=hi)
 
             messages = prompt_for(self._fit(prompt_for, chars, max_tokens))
             requests.append(self.ctx.request(f"drift/segment/{k}", messages, segment_grammar(lo, hi), self._sampling(max_tokens, "check")))
@@ -170,13 +175,15 @@ class Audit:
     def _chunk_chars(self, tokens: int) -> int:
         return max(256, min(self.char_budget, int(tokens * self.cpt)))
 
-    def _chunk_tokens(self, n_spans: int, lo: int, shown: list[Claim]) -> int:
-        """Run-text tokens for the ledger chunk starting at span `lo` (the ledger so far shown)."""
+    def _chunk_tokens(self, n_spans: int, shown: list[Claim]) -> int:
+        """Run-text tokens for the next ledger chunk, next to the ledger so far (`shown`)."""
         if self.opts.chunk_tokens is not None:
             return self.opts.chunk_tokens
+        if self._ledger_base is None:  # the prompt without run text or ledger, counted once
+            self._ledger_base = self._tokens(self._ledger_prompt("", "", n_spans - 1, n_spans - 1, []))
         ids = [c.id for c in shown]
-        fixed = self._tokens(self._ledger_prompt("", "", lo, n_spans - 1, shown)) + ledger_max_tokens(n_spans - 1, ids, self.limits)
-        return self._window_tokens(fixed)
+        ledger = self._tokens([{"content": ledger_block(shown)}]) + LEDGER_UPDATE_TOKENS if shown else 0
+        return self._window_tokens(self._ledger_base + ledger + ledger_max_tokens(n_spans - 1, ids, self.limits))
 
     def _keep_claims(self, spans: list[Span], shared: tuple[str, int, list[Cut]]) -> Stage[tuple[Ledger, list[dict[str, Any]]]]:
         """The ledger, chunk by chunk, each chunk as many spans as its token budget holds. A trace
@@ -188,22 +195,17 @@ class Audit:
         while start < n:
             shown = list(ledger.claims)
             ids = [c.id for c in shown]
-            tokens = self._chunk_tokens(n, start, shown)
+            tokens = self._chunk_tokens(n, shown)
             chars = self._chunk_chars(tokens)
             end, ended = take_chunk(self.view, spans, start, chars, self.opts.chunk_max_spans)
             chunk = spans[start:end]
             lo, hi = chunk[0].id, chunk[-1].id
             max_tokens = ledger_max_tokens(hi, ids, self.limits)
             if start == 0 and end == n:
-                run, budget, cuts = shared
+                run, _, cuts = shared
+                messages = self._ledger_prompt(run, cut_note(cuts), lo, hi, shown)
             else:
-
-                def prompt_for(budget: int, chunk: list[Span] = chunk, lo: int = lo, hi: int = hi, shown: list[Claim] = shown) -> Messages:
-                    return self._ledger_prompt(self.view.render(chunk, budget), cut_note(self.view.cuts(chunk, budget)), lo, hi, shown)
-
-                budget = self._fit(prompt_for, chars, max_tokens)
-                run, cuts = self.view.render(chunk, budget), self.view.cuts(chunk, budget)
-            messages = self._ledger_prompt(run, cut_note(cuts), lo, hi, shown)
+                messages, cuts = self._fitted_ledger(chunk, shown, chars, max_tokens)
             answer = yield from self._ledger_call(k, messages, ledger_grammar(lo, hi, ids, self.limits), max_tokens)
             self._ledger_bounds(k, answer)
             ledger.merge(answer, chunk=k)
@@ -212,6 +214,21 @@ class Audit:
                 self._bound("chunk_max_spans", k)
             start, k = end, k + 1
         return ledger, chunks
+
+    def _fitted_ledger(self, chunk: list[Span], shown: list[Claim], chars: int, max_tokens: int) -> tuple[Messages, list[Cut]]:
+        """A chunk's ledger prompt with its run text fitted to the window (each budget tried is
+        rendered once), and the steps it cuts."""
+        made: dict[int, Messages] = {}
+        lo, hi = chunk[0].id, chunk[-1].id
+
+        def prompt_for(budget: int) -> Messages:
+            if budget not in made:
+                run, cuts = self.view.view(chunk, budget)
+                made[budget] = self._ledger_prompt(run, cut_note(cuts), lo, hi, shown)
+            return made[budget]
+
+        budget = self._fit(prompt_for, chars, max_tokens)
+        return prompt_for(budget), self.view.cuts(chunk, budget)
 
     def _ledger_call(self, k: int, messages: Messages, grammar: Any, max_tokens: int) -> Stage[dict[str, Any]]:
         """One ledger chunk; an answer that breaks the span order is asked again (`order_retries`)
@@ -272,7 +289,8 @@ class Audit:
         passages = "x" * self.opts.excerpt_chars
 
         def view(budget: int) -> tuple[str, str]:
-            return self.view.render(spans, budget), cut_note(self.view.cuts(spans, budget))
+            run, cuts = self.view.view(spans, budget)
+            return run, cut_note(cuts)
 
         def ledger(budget: int) -> Messages:
             return self._ledger_prompt(*view(budget), 0, n - 1, [])
@@ -298,7 +316,7 @@ class Audit:
             self._fit(tracer, self.char_budget, tracer_tokens),
             self._fit(ledger, self.char_budget, ledger_max_tokens(n - 1, [], lim)),
         )
-        run, cuts = self.view.render(spans, budget), self.view.cuts(spans, budget)
+        run, cuts = self.view.view(spans, budget)
         if cuts:
             self._bound("run_text_cut", {"steps": len(cuts), "chars_left_out": sum(c.total - c.shown for c in cuts)})
         return run, budget, cuts

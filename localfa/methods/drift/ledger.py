@@ -13,6 +13,7 @@ back (a claim once committed stays committed).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import regex as re
@@ -26,6 +27,7 @@ COMMITTED = frozenset({"consequential", "finalized"})
 _WORD = re.compile(r"[\p{L}\p{N}]+")
 
 
+@lru_cache(maxsize=8192)
 def claim_key(text: str) -> str:
     """Comparison key of a claim's text: its words, case-folded, punctuation and spacing ignored."""
     return " ".join(w.casefold() for w in _WORD.findall(text))

@@ -113,6 +113,7 @@ class SpanView:
         texts = [step_text(s) for s in trace.steps[:n]]
         self.original = [len(t) for t in texts]
         self.texts = texts if limits is None else [limits.step_text(i, t) for i, t in enumerate(texts)]
+        self._views: dict[tuple[object, ...], tuple[str, list[Cut]]] = {}
 
     @property
     def n_steps(self) -> int:
@@ -135,30 +136,38 @@ class SpanView:
     def cuts(self, spans: list[Span], char_budget: int | None) -> list[Cut]:
         """The steps `render` shows shortened under this budget (or the host limit already cut),
         with how much of each it shows."""
-        cap = self._cap(spans, char_budget)
-        out = []
-        for i in (i for sp in spans for i in sp.steps):
-            text = self.texts[i]
-            shown = len(text) if cap is None else len(shorten(text, cap))
-            if shown < len(text) or self.original[i] > len(text):
-                out.append(Cut(i, shown, len(text), self.original[i]))
-        return out
+        return self.view(spans, char_budget)[1]
 
     def render(self, spans: list[Span], char_budget: int | None, tags: bool = True) -> str:
         """The spans as delimited blocks; step contents cut to one common cap to fit the budget.
 
         `tags=False` leaves out the span headers (segmentation shows bare steps: spans are its answer).
         """
+        return self.view(spans, char_budget, tags)[0]
+
+    def view(self, spans: list[Span], char_budget: int | None, tags: bool = True) -> tuple[str, list[Cut]]:
+        """(`render`, `cuts`) at once, remembered per (spans, budget): fitting a prompt to the
+        window renders the same view several times."""
+        key = (tuple(sp.as_range() for sp in spans), char_budget, tags)
+        if key not in self._views:
+            if len(self._views) > 64:
+                self._views.clear()
+            self._views[key] = self._view(spans, char_budget, tags)
+        return self._views[key]
+
+    def _view(self, spans: list[Span], char_budget: int | None, tags: bool) -> tuple[str, list[Cut]]:
         cap = self._cap(spans, char_budget)
-        parts = []
+        parts, cuts = [], []
         for sp in spans:
             if tags:
                 rng = f"step {sp.first}" if sp.first == sp.last else f"steps {sp.first}-{sp.last}"
                 parts.append(f"Span {sp.id} ({rng}):")
             for i in sp.steps:
                 text = self.texts[i] if cap is None else shorten(self.texts[i], cap)
+                if len(text) < len(self.texts[i]) or self.original[i] > len(self.texts[i]):
+                    cuts.append(Cut(i, len(text), len(self.texts[i]), self.original[i]))
                 parts.append(f"[{i}] {neutralise(self.trace.steps[i].agent)}:\n{fence(text, f'STEP {i}')}")
-        return "\n".join(parts)
+        return "\n".join(parts), cuts
 
     def span_text(self, span: Span) -> str:
         """The uncut text of one span (for locating a verbatim quote)."""

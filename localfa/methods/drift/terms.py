@@ -9,6 +9,8 @@ them. Plain word sets, no model: cheap, deterministic, and the same on every bac
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import regex as re
 
 MIN_WORD = 4  # shorter words ("the", "is", "of") say nothing about what a claim is about
@@ -22,6 +24,7 @@ _WORD = re.compile(r"\p{L}+")
 _NUMBER = re.compile(r"\d(?:[\d,._]*\d)?")
 
 
+@lru_cache(maxsize=8192)
 def values(text: str) -> frozenset[str]:
     """The numbers in `text`, separators dropped ("170,000" and "170000" are one value)."""
     return frozenset(re.sub(r"[,_]", "", m.group(0)) for m in _NUMBER.finditer(text))
@@ -31,12 +34,14 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > MIN_WORD and word.endswith("s") and not word.endswith("ss") else word
 
 
+@lru_cache(maxsize=8192)
 def words(text: str) -> frozenset[str]:
     """Content words of `text`: case-folded, at least `MIN_WORD` letters, no stopwords, plural 's' off."""
     out = (w.casefold() for w in _WORD.findall(text))
     return frozenset(_stem(w) for w in out if len(w) >= MIN_WORD and w not in STOPWORDS)
 
 
+@lru_cache(maxsize=8192)
 def terms(text: str) -> frozenset[str]:
     """Everything a claim is about: its content words and its values."""
     return words(text) | values(text)

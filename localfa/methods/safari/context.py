@@ -68,7 +68,11 @@ def plan_context(ctx: MethodContext, view: LineView, turn_max_tokens: int) -> tu
             cap = min(cap, window if unit == "tokens" else int(window * chars_per_token()))
         plan = ContextPlan("budget", unit, cap, budget)
     elif window is not None:
-        plan = ContextPlan("window", "tokens", window, budget) if exact else ContextPlan("window", "chars", as_chars(window, "the window"), budget)
+        plan = (
+            ContextPlan("window", "tokens", window, budget)
+            if exact
+            else ContextPlan("window", "chars", as_chars(window, "the window"), budget)
+        )
     else:
         plan = ContextPlan("none", "tokens" if exact else "chars", None, budget)
     meter = meter_for(ctx, plan.unit)

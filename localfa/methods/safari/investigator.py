@@ -29,7 +29,7 @@ from localfa.engine.types import Message, Response, Sampling
 from localfa.grammars.safari import OUTPUT_CHARS_PER_TOKEN, SafariLimits, evaluator_grammar, final_grammar, turn_grammar
 from localfa.methods.base import Calls, MethodContext, Program
 from localfa.methods.baselines import agent_choices, shorten
-from localfa.methods.budget import CHARS_PER_TOKEN, BudgetError, measured_chars_per_token
+from localfa.methods.budget import CHARS_PER_TOKEN, BudgetError
 from localfa.methods.evidence import quoted_evidence, verify_quotes
 from localfa.methods.safari.context import plan_context
 from localfa.methods.safari.history import History
@@ -97,8 +97,6 @@ def _short_call(tool: dict[str, Any]) -> str:
     if tool["name"] == "submit_step":
         return f"submit_step(step_id={tool['step_id']})"
     return _call_text(tool)
-
-
 
 
 def _ranges(ids: list[int]) -> str:
@@ -272,7 +270,9 @@ class Investigation:
         if size <= self.obs_room:
             return text
         keep = int(len(text) * self.obs_room / size * 0.95)
-        return self._cut(text, keep, f"[... cut: longer than a third of your context ({self.obs_room} {self.plan.unit}); read a smaller range]")
+        return self._cut(
+            text, keep, f"[... cut: longer than a third of your context ({self.obs_room} {self.plan.unit}); read a smaller range]"
+        )
 
     def _run_tool(self, tool: dict[str, Any]) -> str:
         if tool["name"] == "read":
