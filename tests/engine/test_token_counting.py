@@ -97,3 +97,20 @@ def test_an_http_session_builds_no_thread_pool_per_request(monkeypatch):
         engine.generate([_req(f"v{i}", i) for i in range(5)])
         assert len(built) == 2  # the session's pool and the engine's batch pool, each once
         engine.close()
+
+
+def test_local_backends_count_a_batch_as_their_tokenizer_counts_each_text():
+    """The in-process backends count many texts in one tokenizer call, with the same counts."""
+    import pytest
+
+    from localfa.engine.base import count_with
+    from localfa.engine.model import embedded_model_dir_if_ready
+
+    model_dir = embedded_model_dir_if_ready()
+    if model_dir is None:
+        pytest.skip("the embedded model is not converted yet")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    texts = ["Orchestrator: search the web.\n", 'WebSurfer: {"rows": 42}\n', "", "naïve café ☕ " * 20]
+    assert count_with(tok, texts) == [len(tok.encode(t, add_special_tokens=False)) for t in texts]

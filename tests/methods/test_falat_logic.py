@@ -626,3 +626,18 @@ def test_a_trace_without_steps_is_an_error_record_not_a_crash():
     results = dict(run_jobs(engine, jobs))
     assert "the trace has no steps" in results["empty"].error and results["empty"].usage["calls"] == 0
     assert results["ok"].error is None  # the sweep goes on
+
+
+def test_the_prior_inputs_and_the_earlier_stage_summaries_record_what_their_bounds_left_out():
+    class Wordy(Script):
+        def _stage(self, node):
+            return {**super()._stage(node), "summary": "this stage did a lot of careful work " * 3}
+
+    trace = make_trace(60).model_copy(update={"task": "Count the even addresses. " * 20})
+    diag, engine = run_one(Wordy(), trace, window=1, context_tokens=4096, task_chars=100)
+    assert diag.details["bounds_hit"]["task_chars"] == {"limit": 100, "chars": len(trace.task.strip())}
+    left_out = diag.details["bounds_hit"]["earlier_stages"]["most_left_out"]
+    assert 0 < left_out < 59
+    last = batches_of(engine, "falat_window")[0][-1].messages[1]["content"]
+    assert f"the windows before step {left_out} are left out for room" in last
+    assert last.count("- steps ") == 59 - left_out
