@@ -95,10 +95,10 @@ def serve(
         except (KeyboardInterrupt, StopRequested):
             typer.echo("localfa: stopped before the server was healthy", err=True)
             return
-        typer.echo(url, err=False)
-        typer.echo(f"localfa: healthy; use --engine openai --base-url {url}   (Ctrl-C or SIGTERM stops it)", err=True)
         exited_alone = False
-        try:
+        try:  # from here on a stop signal always reaches the `finally` below
+            typer.echo(url, err=False)
+            typer.echo(f"localfa: healthy; use --engine openai --base-url {url}   (Ctrl-C or SIGTERM stops it)", err=True)
             wait_exit(proc)  # not reaped yet: stop_server still reaches the workers it left
             exited_alone = True
             stop_server(proc)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from localfa import offline
-from localfa.engine.base import BaseEngine, RawOutput, resolve_local_model
+from localfa.engine.base import BaseEngine, RawOutput, count_with, resolve_local_model
 from localfa.engine.errors import GrammarError, InvalidOutputError
 from localfa.engine.types import Message, Request
 
@@ -69,6 +69,9 @@ class TransformersEngine(BaseEngine):
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        return count_with(self.tokenizer, texts)
 
     def describe(self) -> dict[str, Any]:
         import outlines
