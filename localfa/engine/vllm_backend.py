@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from localfa import offline
-from localfa.engine.base import BaseEngine, RawOutput, resolve_local_model
+from localfa.engine.base import BaseEngine, RawOutput, count_with, resolve_local_model
 from localfa.engine.errors import ContextLengthError, EngineError, GrammarError, TruncatedOutputError
 from localfa.engine.self_check import vllm_version_note
 from localfa.engine.settings import EngineSettings
@@ -152,13 +152,18 @@ class VLLMEngine(BaseEngine):
     def count_tokens(self, text: str) -> int:
         """Tokens of `text`, remembered for the last texts counted: methods recount the same
         messages every turn (SAFARI measures its whole history), the engine waiting each time."""
+        return self.count_tokens_many([text])[0]
+
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text: the ones not counted lately in one batch call to the tokenizer."""
         memo = self._count_memo
-        n = memo.get(text)
-        if n is None:
-            n = memo[text] = len(self.tokenizer.encode(text, add_special_tokens=False))
-            while len(memo) > COUNT_MEMO:
-                del memo[next(iter(memo))]
-        return n
+        missing = list(dict.fromkeys(t for t in texts if t not in memo))
+        if missing:
+            memo.update(zip(missing, count_with(self.tokenizer, missing)))
+        counts = [memo[t] for t in texts]
+        while len(memo) > COUNT_MEMO:
+            del memo[next(iter(memo))]
+        return counts
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -14,10 +14,15 @@ class CountingTokenizer:
     def __init__(self) -> None:
         self.calls = 0
         self.encoded = 0
+        self.batches = 0
 
     def encode(self, text, add_special_tokens):
         self.encoded += 1
         return text.split()
+
+    def __call__(self, texts, add_special_tokens):
+        self.batches += 1
+        return {"input_ids": [t.split() for t in texts]}
 
     def apply_chat_template(self, messages, tokenize, add_generation_prompt, enable_thinking):
         self.calls += 1
@@ -53,12 +58,14 @@ def test_the_memo_is_bounded(monkeypatch):
     assert len(engine._prompt_memo) == 3
 
 
-def test_counted_texts_are_remembered(monkeypatch):
-    monkeypatch.setattr(vllm_backend, "COUNT_MEMO", 2)
+def test_counted_texts_are_remembered_and_new_ones_counted_in_one_call(monkeypatch):
+    monkeypatch.setattr(vllm_backend, "COUNT_MEMO", 3)
     engine = _engine()
     history = ["a b c", "d e"]
     for _ in range(5):  # a method measuring the same messages every turn
+        assert engine.count_tokens_many(history) == [3, 2]
         assert [engine.count_tokens(t) for t in history] == [3, 2]
-    assert engine.tokenizer.encoded == 2
-    engine.count_tokens("f")
-    assert len(engine._count_memo) == 2
+    assert engine.tokenizer.batches == 1 and engine.tokenizer.encoded == 0
+    assert engine.count_tokens_many([*history, "f", "g h", "f"]) == [3, 2, 1, 2, 1]
+    assert engine.tokenizer.batches == 2 and engine.tokenizer.encoded == 0  # the two new texts, in one call
+    assert len(engine._count_memo) == 3
