@@ -32,16 +32,16 @@ class Verdict:
 
 def tally(diagnoses: list[Diagnosis | None], trace: Trace) -> Verdict:
     """The majority step of `diagnoses` (None for a member that failed), by the tie rule above."""
-    named = [(pos, d) for pos, d in enumerate(diagnoses) if d is not None and d.error is None and d.step is not None]
+    named = [(pos, d, d.step) for pos, d in enumerate(diagnoses) if d is not None and d.error is None and d.step is not None]
     if not named:
         return Verdict(None, None, 0, 0, ())
-    counts = Counter(d.step for _, d in named)
-    first_vote = {}
-    for pos, d in named:
-        first_vote.setdefault(d.step, pos)
+    counts = Counter(step for _, _, step in named)
+    first_vote: dict[int, int] = {}
+    for pos, _, step in named:
+        first_vote.setdefault(step, pos)
     best = max(counts, key=lambda s: (counts[s], -first_vote[s]))
-    voters = tuple(pos for pos, d in named if d.step == best)
-    return Verdict(best, _agent(best, [d for _, d in named if d.step == best], trace), counts[best], len(named), voters)
+    voters = tuple(pos for pos, _, step in named if step == best)
+    return Verdict(best, _agent(best, [d for _, d, step in named if step == best], trace), counts[best], len(named), voters)
 
 
 def _agent(step: int, voters: list[Diagnosis], trace: Trace) -> str | None:
