@@ -21,9 +21,14 @@ LABELS = {"follow_up", "redundancy", "no_influence", "error_shift", "correction"
 ROLES = {"ROOT_CAUSE", "PROPAGATION", "SYMPTOM", "CONTRIBUTING"}
 TRACES = (("algorithm-generated", "1"), ("hand-crafted", "6"))
 # Every stage runs. The embedded model's profile (serving/profiles/cpu-embedded.toml) sizes the
-# bounds; one pair per candidate each way, shorter step text and short reasons keep two CPU runs of
-# two traces in CI's time. Canonical: options sorted.
-LEAN = "falat:analysis_chars=120:pair_quota=1:pair_reason_chars=40:pair_step_tokens=64:rank_reason_chars=60:step_tokens=160"
+# bounds; one pair per candidate each way, shorter step text and short texts (the 135M model
+# writes every string to its bound) keep two CPU runs of two traces in CI's time. Canonical:
+# options sorted.
+LEAN = (
+    "falat:action_chars=40:analysis_chars=40:answer_chars=60:argument_chars=40:decision_chars=40:pair_quota=1"
+    ":pair_reason_chars=20:pair_step_tokens=64:plan_chars=100:quote_chars=40:rank_reason_chars=20"
+    ":requirement_chars=40:stage_chars=60:step_tokens=160"
+)
 
 
 def _check(rec, trace):
@@ -32,7 +37,7 @@ def _check(rec, trace):
     assert rec["method"] == LEAN and rec["seed"] == 7
     d = rec["details"]
     opts = d["options"]  # the strong-model defaults, overridden by the embedded model's profile, then the spec
-    assert opts["profile"] == "cpu-embedded" and opts["from_profile"]["answer_chars"] == 160
+    assert opts["profile"] == "cpu-embedded" and opts["from_profile"]["rank_step_tokens"] == 200
     assert opts["values"]["pair_quota"] == 1 and "pair_quota" not in opts["from_profile"]
     assert d["context_window"] == {"tokens": 8192, "source": "engine"} and d["warnings"] == []
     assert d["window"] == 5 and d["windows"][0][0] == 0 and d["windows"][-1][1] == n - 1
