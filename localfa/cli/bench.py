@@ -15,6 +15,7 @@ import typer
 
 from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_trace
+from localfa.cli.trace_options import FailedOnlyOpt
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 from localfa.traces.errors import TraceError
 
@@ -72,14 +73,7 @@ def bench(
         typer.Option("--retry-errors", help="On resume, run every error record again (engine errors such as timeouts are always retried)"),
     ] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Warn about unreadable trace files and go on without them")] = False,
-    failed_only: Annotated[
-        bool,
-        typer.Option(
-            "--failed-only",
-            help="Harness runs (a Harbor job folder, a SWE-bench run): only the trials the harness marked failed "
-            "(reward 0, resolved: false); says how many it skipped and why",
-        ),
-    ] = False,
+    failed_only: FailedOnlyOpt = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not keep a response cache (default: RUN_DIR/cache)")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar")] = False,
     ray: Annotated[Optional[str], typer.Option("--ray", help=RAY_HELP)] = None,

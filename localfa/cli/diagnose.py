@@ -16,6 +16,7 @@ import typer
 
 from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_trace
+from localfa.cli.trace_options import FailedOnlyOpt
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
@@ -61,14 +62,7 @@ def diagnose(
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the trace view page here (as `localfa view`)")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress or summary on stderr (errors still show)")] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Traces investigated at once")] = 8,
-    failed_only: Annotated[
-        bool,
-        typer.Option(
-            "--failed-only",
-            help="Harness runs (a Harbor job folder, a SWE-bench run): only the trials the harness marked failed "
-            "(reward 0, resolved: false); says how many it skipped and why",
-        ),
-    ] = False,
+    failed_only: FailedOnlyOpt = False,
     *,
     engine_choice: EngineChoice,
 ) -> None:
