@@ -43,7 +43,8 @@ def grammar_hashes() -> dict[str, str]:
     }
 
 
-def _version(dist: str) -> str | None:
+def package_version(dist: str) -> str | None:
+    """An installed distribution's version, or None."""
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -170,7 +171,7 @@ def build_manifest(
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": mask_argv(sys.argv),
         "python": platform.python_version(),
-        "packages": {d: _version(d) for d in backend_packages()},
+        "packages": {d: package_version(d) for d in backend_packages()},
         "model": model_info,
         "engine": described,
         "answer_settings": answer_settings(described, model_info),

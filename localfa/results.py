@@ -175,4 +175,8 @@ class ResultRecord(Diagnosis):
         """One JSON line (with its newline); a lone surrogate that got this far (an error message
         quoting one) is written as U+FFFD, so the line can always be encoded."""
         line = json.dumps(self.record(with_transcript), ensure_ascii=False, separators=(",", ":")) + "\n"
-        return _LONE_SURROGATE.sub("\ufffd", line)
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            line = _LONE_SURROGATE.sub("\ufffd", line)
+        return line

@@ -109,13 +109,18 @@ def results_files(run_dir: str | Path) -> list[Path]:
     return main + sorted(run.glob(SHARD_RESULTS))
 
 
+def keep_winner(records: dict[Key, ResultRecord], key: Key, rec: ResultRecord) -> None:
+    """Put `rec` under `key` unless the record already there `wins` over it."""
+    if key not in records or wins(rec, records[key]):
+        records[key] = rec
+
+
 def read_run_records(run_dir: str | Path) -> list[ResultRecord]:
     """The records of all results files of a run, one per key: the one that `wins`."""
     merged: dict[Key, ResultRecord] = {}
     for f in results_files(run_dir):
         for key, rec in _parse(f.read_bytes(), f)[0].items():
-            if key not in merged or wins(rec, merged[key]):
-                merged[key] = rec
+            keep_winner(merged, key, rec)
     return list(merged.values())
 
 
@@ -141,9 +146,7 @@ def _parse(data: bytes, path: Path) -> tuple[dict[Key, ResultRecord], int]:
                 path, f"line {lineno} is not a result record ({type(exc).__name__}: {first}); fix or remove that line to resume"
             ) from None
         good_end = offset
-        old = records.get(rec.key)
-        if old is None or wins(rec, old):
-            records[rec.key] = rec
+        keep_winner(records, rec.key, rec)
     return records, good_end
 
 
@@ -176,8 +179,7 @@ class ResultStore:
         merged: dict[Key, ResultRecord] = {}
         for f in results_files(self.run_dir):  # every file of the run (shards too): one rule decides
             for key, rec in (own if f == self.path else _parse(f.read_bytes(), f)[0]).items():
-                if key not in merged or wins(rec, merged[key]):
-                    merged[key] = rec
+                keep_winner(merged, key, rec)
         for key, rec in own.items():  # a new file (not yet in results_files)
             merged.setdefault(key, rec)
         self._by_key = {k: Kept.of(r) for k, r in merged.items()}

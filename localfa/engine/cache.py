@@ -145,7 +145,7 @@ class CachingEngine(EngineWrapper):
         return [r for r in out if r is not None]
 
     def describe(self) -> dict[str, Any]:
-        d = dict(self.inner.describe())
+        d = super().describe()
         d["response_cache"] = str(self.cache.path)
         return d
 

@@ -28,14 +28,9 @@ COUNT_MEMO = 4096  # texts whose token counts are kept
 def installed_vllm_version() -> str | None:
     """The installed vLLM's version (GPU build or CPU build), read from package metadata without
     importing vLLM (a `localfa serve` process never imports it)."""
-    from importlib import metadata
+    from localfa.manifest import package_version
 
-    for dist in VLLMEngine.packages[:2]:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    return next(filter(None, map(package_version, VLLMEngine.packages[:2])), None)
 
 
 class VLLMEngine(BaseEngine):

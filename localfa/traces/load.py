@@ -15,14 +15,13 @@ from typing import Any, Sequence
 from localfa.limits import DEFAULT_MAX_TRACE_BYTES, ENV, max_trace_bytes_from_env
 from localfa.traces import importers
 from localfa.traces.errors import TraceError
-from localfa.traces.importers.common import check_labels, file_stem, type_name
+from localfa.traces.importers.common import TRACE_SUFFIXES, check_labels, file_stem, type_name
 from localfa.traces.model import Trace
-from localfa.traces.runs import harness_trace_files
+from localfa.traces.runs import harness_trace_files, visible_files
 
 FORMATS: tuple[str, ...] = importers.FORMATS
 DEFAULT_MAX_BYTES = DEFAULT_MAX_TRACE_BYTES
 MAX_BYTES_ENV = ENV["max_trace_bytes"]
-TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")  # .traj: SWE-agent trajectories
 _SKIP_NAMES = re.compile(r"^(readme|license|licence|copying|notice|changelog)(\..*)?$", re.IGNORECASE)
 # A shape an importer did not foresee (pydantic's ValidationError is a ValueError) still gives
 # one clear TraceError, never a traceback.
@@ -308,7 +307,7 @@ def trace_files_with_roots(paths: Sequence[str | Path]) -> list[tuple[Path, Path
             found = sorted(run, key=lambda f: _natural_key(f.relative_to(p)))
             root = p
         elif p.is_dir():
-            found = [f for f in p.rglob("*") if is_trace_file(f) and not any(part.startswith(".") for part in f.relative_to(p).parts)]
+            found = visible_files(p, is_trace_file)
             found.sort(key=lambda f: _natural_key(f.relative_to(p)))
             root = p
         elif p.exists():

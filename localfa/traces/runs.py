@@ -138,11 +138,16 @@ def instance_of(path: Path) -> str:
     return path.stem
 
 
+def visible_files(d: Path, keep: Callable[[Path], bool]) -> list[Path]:
+    """Files under `d` that `keep` accepts, none inside a hidden (dot) folder or hidden itself."""
+    return [f for f in d.rglob("*") if keep(f) and not any(part.startswith(".") for part in f.relative_to(d).parts)]
+
+
 def swe_trajectories(d: Path) -> list[Path] | None:
     """The agent trajectories of a SWE-bench run folder (trajectories with an evaluation report or
     a ``preds.json``), else None: a folder of traces that only includes some trajectories is read
     as any other folder."""
-    found = sorted(p for p in d.rglob("*") if is_swe_trajectory(p) and not any(part.startswith(".") for part in p.relative_to(d).parts))
+    found = sorted(visible_files(d, is_swe_trajectory))
     if not found or not (swe_reports(d.resolve()) or any(d.rglob("preds.json"))):
         return None
     return found
@@ -201,13 +206,7 @@ def harness_trace_files(d: Path, is_trace_file: Callable[[Path], bool]) -> list[
     if trials is None:
         return swe_trajectories(d)
     jobs = {t.parent if t != d else t for t in trials}
-    rest = [
-        f
-        for f in d.rglob("*")
-        if is_trace_file(f)
-        and not any(part.startswith(".") for part in f.relative_to(d).parts)
-        and not any(f.is_relative_to(j) for j in jobs)
-    ]
+    rest = [f for f in visible_files(d, is_trace_file) if not any(f.is_relative_to(j) for j in jobs)]
     return [trial_trajectory(t) for t in trials if trial_trajectory(t).is_file()] + rest
 
 

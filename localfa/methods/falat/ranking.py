@@ -26,12 +26,12 @@ from typing import Any, Mapping, Sequence
 from localfa.engine.types import Request
 from localfa.grammars.falat import SUSPICION_MAX, rank_grammar, rank_max_tokens
 from localfa.methods.falat.ground import Ground
+from localfa.methods.falat.transitions import Pair
 from localfa.methods.falat.windows import StepSummary
 from localfa.templates import render
 
 PATH_LABELS = frozenset({"follow_up", "error_shift"})
 SCORE_MAX = 2 * SUSPICION_MAX + 3
-Pair = tuple[int, int]
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ from typing import Any, Collection, Mapping
 from localfa.engine.types import Request
 from localfa.grammars.falat import research_grammar, research_max_tokens
 from localfa.methods.falat.ground import Ground
+from localfa.methods.falat.transitions import Pair
 from localfa.methods.falat.verify import full_steps, neighbourhood
 from localfa.methods.falat.windows import StepSummary
 from localfa.templates import render
 
 RADIUS = 2
-Pair = tuple[int, int]
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,8 @@ from localfa.grammars.falat import verify_grammar, verify_max_tokens
 from localfa.methods.falat.ground import Ground
 from localfa.methods.falat.ranking import transitions_of
 from localfa.methods.falat.text import fit_texts
+from localfa.methods.falat.transitions import Pair
 from localfa.templates import render
-
-Pair = tuple[int, int]
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ def _cap(schema: dict[str, Any], text: str) -> str:
 def _quote(ask: Ask, step: int, limit: int) -> str:
     """A verbatim piece of the step's own text (what a careful model quotes)."""
     content = ask.trace.steps[step].content.strip() or ask.trace.steps[step].agent or f"step {step}"
-    return content[: max(1, min(limit, 160))]
+    return clip(content, max(1, min(limit, 160)))
 
 
 def _seen(ask: Ask) -> set[int]:

@@ -176,10 +176,13 @@ def agents_from_steps(steps: list[Step], known: list[AgentInfo] | None = None) -
     return out
 
 
+TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")  # the files read as traces (.traj: SWE-agent)
+
+
 def file_stem(path: Path) -> str:
     """The id of a trace file outside any known benchmark tree: its name without extensions."""
     name = path.name
-    for ext in (".jsonl", ".json", ".ndjson"):
+    for ext in TRACE_SUFFIXES:
         if name.lower().endswith(ext):
             return name[: -len(ext)] or name
     return path.stem or name
