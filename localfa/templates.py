@@ -26,9 +26,15 @@ def _env() -> jinja2.Environment:
     return env
 
 
+@lru_cache(maxsize=None)
+def _template(name: str) -> jinja2.Template:
+    """The compiled template, looked up once: SAFARI renders two templates every turn."""
+    return _env().get_template(name)
+
+
 def render(name: str, **variables: object) -> str:
     """Render prompts/<name> (e.g. "safari/system.j2"); a missing variable is an error."""
-    return _env().get_template(name).render(**variables).strip()
+    return _template(name).render(**variables).strip()
 
 
 def template_hashes() -> dict[str, str]:

@@ -2,8 +2,10 @@
 
 It starts N engine workers (`localfa.cluster.worker.EngineWorker` actors, each running
 `units.run_units` on its own engine) and hands out whole traces: the least-loaded live worker
-gets the next trace while it has fewer than two rounds of `concurrency` units; a worker takes
-new units while its others run, so its engine never drains between the driver's rounds. Records
+gets the next trace while it holds fewer than `concurrency` units plus a small reserve (a quarter
+of `concurrency`, at least 2); a worker takes new units while its others run, so its engine never
+drains between the driver's rounds, and the traces still queued go to whichever worker frees a
+place first, so no worker is left with the sweep's slow tail while the others stand idle. Records
 stream back through `poll` as they finish.
 
 Nothing waits forever: workers the cluster cannot hold are refused at once, naming what is
@@ -154,7 +156,7 @@ class RayExecutor:
         """Hand out whole traces (suspects alone, see the module doc); yield records as they arrive.
 
         `concurrency` is each worker's (every worker runs its own `run_units`); a worker is given
-        traces while it holds fewer than 2 x `concurrency` unfinished units.
+        traces while it holds fewer than `held_cap(concurrency)` unfinished units.
         """
         ray = self._ray
         pending: deque[list[WorkItem]] = deque(_by_trace(list(enumerate(todo))))
@@ -165,7 +167,7 @@ class RayExecutor:
         live = set(load)
         polls: dict[Any, tuple[int, float]] = {}  # poll ref -> (worker, when sent)
         done: set[int] = set()
-        cap = 2 * concurrency
+        cap = held_cap(concurrency)
         loop_started = time.perf_counter()
         while len(done) < len(todo):
             if not live:
@@ -336,6 +338,13 @@ def _kill(ray: Any, actor: Any) -> None:
 
 def _free(resources: dict[str, float]) -> str:
     return ", ".join(f"{resources[k]:g} {k}" for k in ("GPU", "CPU") if k in resources) or "nothing"
+
+
+def held_cap(concurrency: int) -> int:
+    """Units a worker may hold: its `concurrency` running plus a reserve it starts while the
+    driver's next trace is on its way. Twice `concurrency` handed a 60-trace sweep out at once
+    to 2 workers, and the one with the heavier traces ran alone at the end."""
+    return concurrency + max(2, concurrency // 4)
 
 
 def _by_trace(items: list[WorkItem]) -> list[list[WorkItem]]:

@@ -40,7 +40,7 @@ class ScriptedEngine(BaseEngine):
         return [r for batch in self.batches for r in batch]
 
     def count_prompt_tokens(self, messages: Sequence[dict[str, str]]) -> int:
-        return sum(self.count_tokens(m.get("content", "")) for m in messages)
+        return sum(map(self.count_tokens, [m.get("content", "") for m in messages]))
 
     def count_tokens(self, text: str) -> int:
         return _words(text)

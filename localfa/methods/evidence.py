@@ -25,7 +25,6 @@ import regex as re
 
 from localfa.traces.model import Trace
 
-_SPACE = re.compile(r"\s+")
 _ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _LINE_PREFIX = re.compile(r"(?m)^\s*\d+(?: \(step \d+\))?\| ")
@@ -40,13 +39,14 @@ MAX_CLOSERS = 8  # closers tried per opener: bounds the work on long reasoning
 
 
 def fold(text: str) -> str:
-    """Whitespace runs become one space; ends stripped; case kept."""
-    return _SPACE.sub(" ", text).strip()
+    """Whitespace runs become one space; ends stripped; case kept. (`str.split` does it in C:
+    a trace's whole text is folded once per trace, beside a waiting engine.)"""
+    return " ".join(text.split())
 
 
 def _squeeze(text: str) -> str:
     """No whitespace at all: a quote that joined wrapped lines differently still matches."""
-    return _SPACE.sub("", text)
+    return "".join(text.split())
 
 
 def unescape(text: str) -> str:

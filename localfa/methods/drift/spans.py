@@ -114,13 +114,25 @@ class SpanView:
         self.original = [len(t) for t in texts]
         self.texts = texts if limits is None else [limits.step_text(i, t) for i, t in enumerate(texts)]
         self._views: dict[tuple[object, ...], tuple[str, list[Cut]]] = {}
+        # Per step, computed once: every chunk, the shared run and each fitting attempt show the
+        # same steps again (beside a waiting engine), most of them uncut.
+        self._overheads = [len(trace.steps[i].agent) + HEADER_SLACK + fence_overhead(f"STEP {i}") for i in range(n)]
+        self._blocks: dict[tuple[int, int | None], str] = {}
 
     @property
     def n_steps(self) -> int:
         return len(self.texts)
 
     def _overhead(self, i: int) -> int:
-        return len(self.trace.steps[i].agent) + HEADER_SLACK + fence_overhead(f"STEP {i}")
+        return self._overheads[i]
+
+    def _block(self, i: int, text: str, cap: int | None) -> str:
+        """Step `i` as a prompt shows it (`text`: its text under `cap`, None when uncut)."""
+        key = (i, cap)
+        block = self._blocks.get(key)
+        if block is None:
+            block = self._blocks[key] = f"[{i}] {neutralise(self.trace.steps[i].agent)}:\n{fence(text, f'STEP {i}')}"
+        return block
 
     def size(self, spans: Iterable[Span]) -> int:
         """Characters the spans take uncut (headers and fences included)."""
@@ -166,7 +178,7 @@ class SpanView:
                 text = self.texts[i] if cap is None else shorten(self.texts[i], cap)
                 if len(text) < len(self.texts[i]) or self.original[i] > len(self.texts[i]):
                     cuts.append(Cut(i, len(text), len(self.texts[i]), self.original[i]))
-                parts.append(f"[{i}] {neutralise(self.trace.steps[i].agent)}:\n{fence(text, f'STEP {i}')}")
+                parts.append(self._block(i, text, cap if len(text) < len(self.texts[i]) else None))
         return "\n".join(parts), cuts
 
     def span_text(self, span: Span) -> str:

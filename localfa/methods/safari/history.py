@@ -79,11 +79,15 @@ class History:
         self.turns[-1] = (turn_id, model, self._entry("user", content))
 
     def messages(self, tail: str = "") -> list[Message]:
-        """The prompt: head, turns, and `tail` (STM etc.) appended to the last user message."""
-        msgs = [dict(e.message) for e in self.head]
+        """The prompt: head, turns, and `tail` (STM etc.) appended to the last user message.
+
+        The stored messages are shared, not copied (a request never changes its messages); only
+        the last one, which carries `tail`, is a new dict."""
+        msgs = [e.message for e in self.head]
         for _, a, b in self.turns:
-            msgs.append(dict(a.message))
-            msgs.append(dict(b.message))
+            msgs.append(a.message)
+            msgs.append(b.message)
         if tail:
-            msgs[-1]["content"] = msgs[-1]["content"] + "\n\n" + tail
+            last = msgs[-1]
+            msgs[-1] = {"role": last["role"], "content": last["content"] + "\n\n" + tail}
         return msgs

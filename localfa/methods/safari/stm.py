@@ -30,6 +30,7 @@ class ShortTermMemory:
     faults: list[FaultNote] = field(default_factory=list)
     still_need: list[str] = field(default_factory=list)
     past_tool_calls: list[str] = field(default_factory=list)  # part of the STM, shown read-only
+    _shown: tuple[dict[str, Any], str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def merge(self, update: dict[str, Any] | None) -> list[str]:
         """Apply a sparse update; return the keys it changed."""
@@ -66,7 +67,12 @@ class ShortTermMemory:
         }
 
     def render_json(self) -> str:
-        return json.dumps(self.as_dict(), ensure_ascii=False, indent=1)
+        """The STM as the prompt shows it; rendered again only when it changed (it is shown every
+        turn, and an indented dump runs json's pure-Python encoder)."""
+        now = self.as_dict()
+        if self._shown is None or self._shown[0] != now:
+            self._shown = (now, json.dumps(now, ensure_ascii=False, indent=1))
+        return self._shown[1]
 
     def shrinking_json(self) -> Iterator[str]:
         """The STM as JSON, then ever smaller versions of it (for a final prompt that must fit a
