@@ -132,9 +132,12 @@ def bench(
 ) -> Any:
     """A resumable sweep (traces x methods x budgets x seeds) into the run directory `out`.
 
-    Returns the sweep's result (counts and the records written); re-running resumes.
+    Returns the sweep's result (counts and the records written); re-running resumes. A trace file
+    that cannot be read is an error record per unit it would have had, as with `localfa bench`
+    (a `TraceError` only when no file can be read).
     """
     from localfa.bench.sweep import load_traces, run_sweep
+    from localfa.bench.units import Unreadable
     from localfa.methods.registry import parse_methods
 
     if isinstance(methods, str):
@@ -143,7 +146,10 @@ def bench(
         specs = [m if isinstance(m, MethodSpec) else MethodSpec.parse(m) for m in methods]
     for spec in specs:
         get_method(spec)
-    traces = load_traces([str(d) for d in datasets], limit=limit)
+    unreadable: list[Unreadable] = []
+    traces = load_traces([str(d) for d in datasets], limit=limit, unreadable=unreadable)
+    if not traces and unreadable:
+        raise unreadable[0].error
     with _EngineScope(engine, engine_options) as eng:
         return run_sweep(
             Path(out),
@@ -155,4 +161,5 @@ def bench(
             concurrency=concurrency,
             force=force,
             progress=progress,
+            unreadable=unreadable,
         )

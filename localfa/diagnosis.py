@@ -30,8 +30,9 @@ class Diagnosis(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     # "transient" (the engine was unavailable: a re-run may succeed) or "final"; set from the
-    # exception itself by the runner, so sweeps know what to retry on resume.
-    error_kind: Literal["transient", "final"] | None = None
+    # exception itself by the runner, so sweeps know what to retry on resume; "unreadable": the
+    # trace file could not be read (`localfa.results.ResultRecord.unreadable`).
+    error_kind: Literal["transient", "final", "unreadable"] | None = None
     transcript: list[dict[str, Any]] | None = None
 
     def record(self, with_transcript: bool = False) -> dict[str, Any]:

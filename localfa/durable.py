@@ -1,9 +1,18 @@
-"""Making a file's creation or replacement survive a crash: the directory entry too, not only the data."""
+"""Making a file's creation or replacement survive a crash: the directory entry too, not only the data.
+
+Every file localfa rewrites in place (a run's manifest, report pages, the response cache's main
+file) goes through `replacing` / `replace_durably`: the new content is written to a temporary
+file beside the target, fsynced, renamed over the target, and the folder is fsynced, so a reader
+(or a crash at any point) sees the old file or the new one, never half of one.
+"""
 
 from __future__ import annotations
 
 import os
+import secrets
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 
 def fsync_dir(path: Path) -> None:
@@ -18,3 +27,48 @@ def fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """fsync a file's content (what was written to it through any handle, or by another library)."""
+    fd = os.open(str(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def replacing(path: str | Path) -> Iterator[Path]:
+    """A new, empty temporary file beside `path` to write the new content into (by any means:
+    a handle, `shutil.copyfile`, SQLite). When the block ends cleanly the file is fsynced and
+    replaces `path`, and the folder is fsynced; when it raises, the temporary file is removed and
+    `path` is left as it was.
+
+    The name is hidden and unique (``.NAME.<pid>.<random>.tmp``), so two writers never share one
+    and folder scans that skip hidden files never see it; it is created with the permissions a
+    plain ``open(path, "w")`` would give.
+    """
+    target = Path(path)
+    while True:
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            break
+        except FileExistsError:
+            continue
+    try:
+        yield tmp
+        fsync_file(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(target.parent)
+
+
+def replace_durably(path: str | Path, data: bytes | str) -> Path:
+    """Write `data` (text as UTF-8) to `path` through `replacing`; returns the path."""
+    with replacing(path) as tmp:
+        tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return Path(path)

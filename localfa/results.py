@@ -12,6 +12,9 @@ Error kinds (why: a sweep must retry what a server hiccup broke, never what a ba
   response body, an `EngineError` subclass whose ``transient`` flag is set). Retried on resume.
 - ``final``: anything else (a bad trace, a method's logic, a grammar the model cannot satisfy).
   Kept on resume unless ``--retry-errors``.
+- ``unreadable``: the trace file could not be read, so no method ran (`ResultRecord.unreadable`).
+  Kept on resume while the file stays unreadable; once it reads, its units run and their records
+  replace these (`localfa.bench.store.drop_repaired`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from pydantic import ConfigDict, field_validator, model_validator
 from localfa.diagnosis import Diagnosis
 from localfa.traces.model import Labels, Trace
 
-ErrorKind = Literal["transient", "final"]
+ErrorKind = Literal["transient", "final", "unreadable"]
+UNREADABLE: ErrorKind = "unreadable"
 Key = tuple[str, str, str, int]
 
 # Engine messages that mean "the server was not there or did not answer", whatever class wraps them
@@ -158,6 +162,27 @@ class ResultRecord(Diagnosis):
         return cls.model_validate(data)
 
     @classmethod
+    def unreadable(
+        cls, trace_id: str, source: str, error: Exception, *, method: str, method_name: str, budget: str, seed: int
+    ) -> "ResultRecord":
+        """The record of a trace file that could not be read (`diagnose` and `bench` write one per
+        unit the file would have had): a final error saying what is wrong with the file named in
+        `source`, of kind ``unreadable`` (see the module doc): once the file reads again, a resumed
+        sweep runs it, and a record of the file read replaces this one (`localfa.bench.store`)."""
+        return cls(
+            trace=trace_id,
+            source=source,
+            method=method,
+            method_name=method_name,
+            seed=seed,
+            budget=budget,
+            stop_reason="error",
+            error=f"{type(error).__name__}: {getattr(error, 'message', error)}",
+            error_kind=UNREADABLE,
+            finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        )
+
+    @classmethod
     def from_line(cls, line: str | bytes) -> "ResultRecord":
         """Parse one JSON line; raises ValueError (pydantic's ValidationError is one) when it is not a record."""
         return cls.model_validate(json.loads(line))
@@ -170,6 +195,11 @@ class ResultRecord(Diagnosis):
     def is_final(self, retry_errors: bool = False) -> bool:
         """Whether a resumed sweep keeps this record (False: run its unit again)."""
         return is_final(self.error, self.error_kind, retry_errors)
+
+    @property
+    def never_read(self) -> bool:
+        """The record of a trace file that could not be read (`unreadable`)."""
+        return self.error_kind == UNREADABLE
 
     def to_line(self, with_transcript: bool = False) -> str:
         """One JSON line (with its newline); a lone surrogate that got this far (an error message

@@ -41,6 +41,7 @@ from localfa.bench.executors import LocalExecutor
 from localfa.bench.sweep import load_traces
 from localfa.engine.factory import make_engine
 from localfa.methods.registry import MethodSpec
+from localfa.testing.busy import shares
 from localfa.testing.latency import LatencyEngine
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "whowhen"
@@ -50,19 +51,13 @@ def _quiet(_: str) -> None:
     pass
 
 
-def _share(stats: list[dict[str, float]]) -> tuple[float, float, float, float]:
-    """(busy share, busy share of the run's span, mean batch, busy seconds) over engines' `stats()`.
-
-    The first is each engine's stepping time over its own span (first request to last answer);
-    the second over the span of the whole run (first request any engine got to the last answer
-    any engine gave) for every engine, so an engine that ran dry while another still worked
-    counts as idle."""
-    busy = sum(s["busy_s"] for s in stats)
-    span = sum(s["span_s"] for s in stats)
-    run_span = (max(s["last_at"] for s in stats) - min(s["first_at"] for s in stats)) * len(stats)
+def _figures(stats: list[dict[str, float]]) -> tuple[float, float, float, float]:
+    """(busy share, busy share of the run's span, mean batch, busy seconds) over the engines'
+    `stats()` (the shares as `localfa.testing.busy.shares` defines them)."""
+    share, run_share = shares(stats)
     steps = sum(s["steps"] for s in stats)
     mean_batch = sum(s["running_sum"] for s in stats) / max(1, steps)
-    return (busy / span if span > 0 else 0.0), (busy / run_span if run_span > 0 else 0.0), mean_batch, busy
+    return share, run_share, mean_batch, sum(s["busy_s"] for s in stats)
 
 
 def run_local(traces: list[Any], spec: MethodSpec, engine_name: str, concurrency: int) -> tuple[float, list[dict[str, float]], int]:
@@ -130,7 +125,7 @@ def main() -> None:
                 wall, stats, calls = run_ray(traces, spec, args.engine, args.concurrency, args.workers)
             else:
                 raise SystemExit(f"--modes: {mode!r} is not local or ray")
-            share, run_share, batch, busy = _share(stats)
+            share, run_share, batch, busy = _figures(stats)
             label = mode if mode == "local" else f"ray-{args.workers}"
             cpu = f"harness_cpu_ms_per_call={1000 * stats[0]['harness_cpu_s'] / max(1, calls):.3f} " if mode == "local" else ""
             print(

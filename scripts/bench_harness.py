@@ -47,6 +47,7 @@ from localfa.bench.sweep import load_traces
 from localfa.engine.grammar import Grammar, clear_interned
 from localfa.engine.types import Request
 from localfa.methods.registry import MethodSpec, method_names
+from localfa.testing.busy import BusySession
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "whowhen"
@@ -207,42 +208,17 @@ def top_costs(profiler: cProfile.Profile, n: int = 3) -> list[str]:
     return lines
 
 
-class _BusySession:
-    """A session that adds up the time spent inside the engine's `wait` (its step loop)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.busy = 0.0
-        self.first: float | None = None
-        self.last = 0.0
-
-    def submit(self, requests: Sequence[Request]) -> list[int]:
-        if self.first is None:
-            self.first = time.perf_counter()
-        return self.inner.submit(requests)
-
-    def wait(self) -> list[Any]:
-        t0 = time.perf_counter()
-        out = self.inner.wait()
-        self.last = time.perf_counter()
-        self.busy += self.last - t0
-        return out
-
-    def pending(self) -> int:
-        return self.inner.pending()
-
-
 def engine_busy_share(data: Path, n_traces: int) -> float:
     from localfa.api import diagnose_iter
     from localfa.engine.factory import make_engine
 
     traces = load_traces([data], limit=(n_traces + 1) // 2)[:n_traces]
     engine = make_engine("vllm")
-    sessions: list[_BusySession] = []
+    sessions: list[BusySession] = []
     make_session = engine.session
 
-    def session() -> _BusySession:
-        sessions.append(_BusySession(make_session()))
+    def session() -> BusySession:
+        sessions.append(BusySession(make_session()))
         return sessions[-1]
 
     engine.session = session  # type: ignore[method-assign]
@@ -252,10 +228,11 @@ def engine_busy_share(data: Path, n_traces: int) -> float:
         list(diagnose_iter(engine, MethodSpec.parse("all-at-once:max_chars=6000"), traces, concurrency=len(traces)))
     finally:
         engine.close()
-    s = sessions[0]
-    span = s.last - (s.first or s.last)
-    print(f"real engine: {len(traces)} traces, {span:.2f} s from first request to last response, {s.busy:.2f} s inside the engine")
-    return s.busy / span if span > 0 else 0.0
+    clock = sessions[0].clock
+    print(
+        f"real engine: {len(traces)} traces, {clock.span_s:.2f} s from first request to last response, {clock.busy_s:.2f} s inside the engine"
+    )
+    return clock.share()
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from localfa.bench.metrics import GroupSummary, summarize
+from localfa.durable import replace_durably
 from localfa.results import ResultRecord
 from localfa.view.charts import Series, line_chart
 from localfa.view.style import PALETTE
@@ -149,9 +150,7 @@ def write_p_report(parent: str | Path, html_path: str | Path | None = None, n_bo
     for run in runs:
         write_report(run.run_dir, n_boot=n_boot)
     path = Path(html_path) if html_path else Path(parent) / REPORT_HTML
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(p_report_html(runs, str(parent)), encoding="utf-8")
-    tmp.replace(path)
+    replace_durably(path, p_report_html(runs, str(parent)))
     return markdown_p_table(runs), path
 
 

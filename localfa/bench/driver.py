@@ -16,13 +16,13 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from localfa.bench.progress import Progress
 from localfa.bench.run_manifest import ManifestLock, prepare_manifest, sweep_manifest
 from localfa.bench.shard import Shard
 from localfa.bench.store import RESULTS, Kept, ResultStore, read_run_records
-from localfa.bench.units import SweepError, Unit, build_methods, check_sweep_args, plan_units
+from localfa.bench.units import SweepError, Unit, Unreadable, build_methods, check_sweep_args, plan_units
 from localfa.methods.registry import MethodSpec
 from localfa.results import Key, ResultRecord, trace_digest
 from localfa.traces.model import Trace
@@ -95,10 +95,50 @@ def select_todo(units: list[Unit], store: ResultStore, *, force: bool, retry_err
         clash = _collision(u, old, digests[u.trace.id])
         if clash and not force:
             raise SweepError(store.run_dir, clash)
-        if not old.is_final(retry_errors):
+        if not old.is_final(retry_errors) or old.never_read:  # never_read: the file reads now (repaired)
             todo.append(u)
             retried += 1
     return todo, retried
+
+
+def check_unreadable_ids(traces: list[Trace], unreadable: Sequence[Unreadable]) -> None:
+    """Refuse an unreadable file whose id (its path under its dataset folder) is also another
+    file's: their records would share keys."""
+    owner = {t.id: t.source for t in traces}
+    for f in unreadable:
+        if f.id in owner:
+            raise SweepError(
+                f.path,
+                f"cannot be read, and its id {f.id!r} (its path under {f.root}) is also the id of {owner[f.id]}; "
+                "results are keyed by trace id: rename one of the files",
+            )
+        owner[f.id] = str(f.path)
+
+
+def write_unreadable(
+    store: ResultStore,
+    unreadable: Sequence[Unreadable],
+    specs: list[MethodSpec],
+    budgets: list[str],
+    seeds: list[int],
+    shard: Shard | None,
+    result: SweepResult,
+) -> None:
+    """The error record of each unit (of `shard`) of each file that could not be read, unless its
+    key already has a final record: a resume neither redoes nor repeats them."""
+    for f in unreadable:
+        for rec in f.records(specs, budgets, seeds):
+            if shard is not None and not shard.owns(rec.key):
+                continue
+            result.planned += 1
+            old = store.get(rec.key)
+            if old is not None and old.is_final():
+                result.skipped += 1
+                continue
+            store.append(rec, replace=old is not None)
+            result.written += 1
+            result.errors += 1
+            result.written_keys.append(rec.key)
 
 
 def run_units_sweep(
@@ -117,8 +157,12 @@ def run_units_sweep(
     manifest_extra: dict[str, Any] | None = None,
     cache_dir: str | Path | None = None,
     say: Callable[[str], None] = _stderr,
+    unreadable: Sequence[Unreadable] = (),
 ) -> SweepResult:
     """Run every unit (of `shard`, if given) without a final record in the run, on `executor`.
+
+    `unreadable`: trace files that could not be read; each of their units becomes an error record
+    (`write_unreadable`) and the sweep goes on with the others.
 
     `cache_dir`: the response cache the engines wrote to; its per-writer files are merged into
     its main file when the run is over (see `localfa.engine.cache_files`).
@@ -126,6 +170,7 @@ def run_units_sweep(
     run_dir = Path(run_dir)
     budgets = check_sweep_args(budgets, concurrency)
     built = build_methods(specs)
+    check_unreadable_ids(traces, unreadable)
     result = SweepResult(run_dir)
     store = ResultStore(run_dir, shard.results_name if shard else RESULTS)
     store.open()  # lock first: no engine starts for a run another process is writing
@@ -137,7 +182,7 @@ def run_units_sweep(
             extra["cluster"] = executor.describe()
         if shard is not None:
             extra["shard"] = shard.label
-        manifest = sweep_manifest(executor.engine, specs, built, seeds, budgets, traces, extra)
+        manifest = sweep_manifest(executor.engine, specs, built, seeds, budgets, traces, extra, [str(f.path) for f in unreadable])
         with ManifestLock(run_dir):
             prepare_manifest(run_dir, manifest, force)
         result.repaired_bytes = store.repaired_bytes
@@ -147,8 +192,9 @@ def run_units_sweep(
         if shard is not None:
             units = [u for u in units if shard.owns(u.key)]
         todo, retried = select_todo(units, store, force=force, retry_errors=retry_errors)
-        result.planned = len(units)
-        result.skipped = len(units) - len(todo)
+        write_unreadable(store, unreadable, specs, budgets, seeds, shard, result)
+        result.planned += len(units)
+        result.skipped += len(units) - len(todo)
         result.retried = retried
         if result.skipped or retried:
             say(
@@ -156,9 +202,9 @@ def run_units_sweep(
                 + (f", {retried} failed records to run again" if retried else "")
             )
         planned = {u.key for u in units}
-        finished = [k for key, k in store.items() if key in planned and k.is_final(retry_errors)]
+        finished = [k for key, k in store.items() if key in planned and k.is_final(retry_errors) and not k.never_read]
         del planned
-        with Progress(progress, total=len(units), done=result.skipped, finished=finished) as bar:
+        with Progress(progress, total=len(units), done=len(units) - len(todo), finished=finished) as bar:
             del finished
             for idx, rec in executor.run(todo, concurrency):
                 if store.append(rec, replace=todo[idx].key in store):

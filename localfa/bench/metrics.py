@@ -233,6 +233,7 @@ class GroupSummary:
     seeds: list[int] = field(default_factory=list)
     errors: int = 0
     transient_errors: int = 0  # engine errors a resumed sweep retries
+    unreadable: int = 0  # errors of trace files that could not be read (no label: not scored)
     forced: int = 0  # answers forced out of the model (SAFARI: turns, budget or a failed turn ran out)
     turn_failures: int = 0  # runs where a turn the engine could not produce ended the search
     metrics: dict[str, Estimate] = field(default_factory=dict)
@@ -255,6 +256,7 @@ class GroupSummary:
             "seeds": self.seeds,
             "errors": self.errors,
             "transient_errors": self.transient_errors,
+            "unreadable": self.unreadable,
             "forced": self.forced,
             "turn_failures": self.turn_failures,
             "balanced": self.balanced,
@@ -279,6 +281,7 @@ def summarize_group(
     g.seeds = sorted({r.seed for r in records})
     g.errors = sum(1 for r in records if r.error)
     g.transient_errors = sum(1 for r in records if r.error and r.error_kind == "transient")
+    g.unreadable = sum(1 for r in records if r.never_read)
     g.forced = sum(1 for r in records if r.stop_reason == "forced" or (r.details or {}).get("forced_by"))
     g.turn_failures = sum(1 for r in records if (r.details or {}).get("turn_failure"))
     g.multi_fault = any(is_multi_fault(r.label) for r in records)

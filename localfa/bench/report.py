@@ -15,6 +15,7 @@ from typing import Any
 from localfa.bench.metrics import AGGREGATION, INTERVAL, METRIC_TITLES, OVERALL, TOLERANCES, Estimate, GroupSummary, score_record, summarize
 from localfa.bench.store import RESULTS
 from localfa.bench.sweep import MANIFEST
+from localfa.durable import replace_durably
 from localfa.errors import LocatedError
 from localfa.results import ResultRecord
 from localfa.view.calibration import calibration_chart
@@ -139,7 +140,13 @@ def method_notes(groups: list[GroupSummary]) -> list[str]:
                 if g.transient_errors
                 else ""
             )
-            notes.append(f"{name}: {g.errors} of {g.records} runs are errors, scored as misses{retry}.")
+            unread = (
+                f"; {g.unreadable} of them are units of trace files that could not be read (no label, so not scored: "
+                "repair the files and run the same `localfa bench` command again)"
+                if g.unreadable
+                else ""
+            )
+            notes.append(f"{name}: {g.errors} of {g.records} runs are errors, scored as misses{retry}{unread}.")
         if not g.balanced:
             notes.append(f"{name}: unbalanced run, {g.records} runs for {len(g.seeds)} seeds × {g.traces} traces.")
     return notes
@@ -377,8 +384,5 @@ def write_report(
     records, manifest = load_run(run_dir)
     md = markdown_report(records, manifest, substring=substring, n_boot=n_boot)
     path = Path(html_path) if html_path else Path(run_dir) / REPORT_HTML
-    doc = html_report(records, manifest, run_dir=str(run_dir), substring=True, n_boot=n_boot)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(doc, encoding="utf-8")
-    tmp.replace(path)
+    replace_durably(path, html_report(records, manifest, run_dir=str(run_dir), substring=True, n_boot=n_boot))
     return md, path

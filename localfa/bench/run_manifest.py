@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from localfa.bench.units import SweepError
+from localfa.durable import replace_durably
 from localfa.methods.registry import MethodSpec
 from localfa.traces.model import Trace
 
@@ -24,13 +24,8 @@ MANIFEST = "manifest.json"
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=False, default=str)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """The manifest as indented JSON, replacing the old one whole (`localfa.durable`)."""
+    replace_durably(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def manifest_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -135,15 +130,19 @@ def sweep_manifest(
     budgets: list[str],
     traces: list[Trace],
     extra: dict[str, Any],
+    unreadable: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The run's manifest: engine, methods with their resolved options, seeds, budgets, traces and their ids."""
+    """The run's manifest: engine, methods with their resolved options, seeds, budgets, traces and
+    their ids. `unreadable` files are among its trace files, but have no id yet (theirs is known
+    once they read: a repaired file is not an id change)."""
     from localfa.manifest import build_manifest
 
+    files = sorted({t.source for t in traces} | set(unreadable))
     return build_manifest(
         engine,
         seeds=list(seeds),
         methods={s.label: {"name": s.name, "options": s.options_dict, "resolved": built[s.label].describe()} for s in specs},
-        extra={"budgets": list(budgets), "trace_files": sorted({t.source for t in traces}), "trace_ids": trace_ids(traces), **extra},
+        extra={"budgets": list(budgets), "trace_files": files, "trace_ids": trace_ids(traces), **extra},
     )
 
 

@@ -11,7 +11,9 @@ new record for a key whose record failed (a retried error, see `ResultRecord.is_
 
 One rule decides which record of a key counts, wherever it is read (resume, `report`, `view`),
 whichever file of the run holds it (results.jsonl or a shard's file): a success beats an error;
-among equals the latest `finished_at` wins, then the later line (`wins`). A lock file keeps two
+among equals the latest `finished_at` wins, then the later line (`wins`); and the records of a
+trace file that could not be read give way to records of that file read (`drop_repaired`: a file
+repaired since, whatever id it now has). A lock file keeps two
 sweeps from appending to the same file at once. An open store keeps a small summary of each
 key (`Kept`), not the records, so its memory stays small however large the sweep.
 """
@@ -27,7 +29,7 @@ from typing import Any, Iterator, Protocol
 
 from localfa.durable import fsync_dir
 from localfa.errors import LocatedError
-from localfa.results import Key, ResultRecord, is_final
+from localfa.results import UNREADABLE, Key, ResultRecord, is_final
 
 RESULTS = "results.jsonl"
 LOCK = ".sweep.lock"
@@ -88,6 +90,11 @@ class Kept:
         """Whether a resumed sweep keeps this record (False: run its unit again)."""
         return is_final(self.error, self.error_kind, retry_errors)
 
+    @property
+    def never_read(self) -> bool:
+        """The record of a trace file that could not be read (`ResultRecord.unreadable`)."""
+        return self.error_kind == UNREADABLE
+
 
 def read_records(path: str | Path) -> list[ResultRecord]:
     """Every complete record of a results file (a partial last line is ignored).
@@ -99,6 +106,7 @@ def read_records(path: str | Path) -> list[ResultRecord]:
     if not p.exists():
         return []
     records, _ = _parse(p.read_bytes(), p)
+    drop_repaired(records)
     return list(records.values())
 
 
@@ -115,12 +123,25 @@ def keep_winner(records: dict[Key, ResultRecord], key: Key, rec: ResultRecord) -
         records[key] = rec
 
 
+def drop_repaired(records: dict[Key, ResultRecord]) -> None:
+    """Drop the records of a file that could not be read (`ResultRecord.never_read`) that the run
+    also holds a record of the file read for (same source, method, budget, seed): the file was
+    repaired and run since, maybe under another id than its path (Who&When's importer names
+    ``hand-crafted/12.json`` ``whowhen/hand-crafted/12``), so its unit counts once, as read.
+    Readers apply it (report, view, a sweep's `records`); an open store keeps every key, so a
+    resume never writes them again, even for a file that breaks again after its repair."""
+    read = {(r.source, r.method, r.budget, r.seed) for r in records.values() if not r.never_read}
+    for key in [k for k, r in records.items() if r.never_read and (r.source, r.method, r.budget, r.seed) in read]:
+        del records[key]
+
+
 def read_run_records(run_dir: str | Path) -> list[ResultRecord]:
     """The records of all results files of a run, one per key: the one that `wins`."""
     merged: dict[Key, ResultRecord] = {}
     for f in results_files(run_dir):
         for key, rec in _parse(f.read_bytes(), f)[0].items():
             keep_winner(merged, key, rec)
+    drop_repaired(merged)
     return list(merged.values())
 
 

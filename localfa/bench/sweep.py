@@ -43,7 +43,7 @@ from typing import Any, Callable, Sequence
 from localfa.bench.driver import SweepResult, run_units_sweep
 from localfa.bench.executors import LocalExecutor
 from localfa.bench.run_manifest import MANIFEST  # noqa: F401 (the run's manifest file name)
-from localfa.bench.units import SweepError
+from localfa.bench.units import SweepError, Unreadable
 from localfa.methods.budget import parse_budget
 from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, parse_methods  # noqa: F401
 from localfa.traces.errors import TraceError
@@ -95,47 +95,77 @@ def load_traces(
     skip_bad: bool = False,
     warn: Callable[[str], None] | None = None,
     failed_only: bool = False,
+    unreadable: list[Unreadable] | None = None,
 ) -> list[Trace]:
     """Traces under `paths` in a stable (natural) order, ids distinct per file; `limit` = first N per subset.
 
     A "subset" is the trace's own subset (Who&When: algorithm-generated, hand-crafted, whatever
     the folders' case) or else the folder the file sits in, counted separately for each path
     given. Ids are made distinct over every file found before `limit` applies, so a trace keeps
-    its id whatever the limit. Bad files raise `TraceError`, or are reported through `warn` and
-    skipped with `skip_bad`. Trials of a harness run (a Harbor job, a SWE-bench run) carry the
+    its id whatever the limit. Files that cannot be read go into `unreadable` when it is given (a
+    list), each with an ``error:`` line through `warn`, so a sweep records their units as errors
+    (`Unreadable`; such a file counts toward `limit` in the subset of the traces beside it);
+    without it they raise `TraceError`, or with `skip_bad` are reported through `warn` and skipped.
+    Trials of a harness run (a Harbor job, a SWE-bench run) carry the
     harness's verdict in ``metadata["harness"]``; `failed_only` keeps those it marked failed and
-    says through `warn` how many it skipped and why (`localfa.traces.runs`).
+    says through `warn` how many it skipped and why (`localfa.traces.runs.harness_traces`, as diagnose).
     """
-    from localfa.traces.load import distinct_ids, load_trace, repair_note, trace_files_with_roots
-    from localfa.traces.runs import keep_failed, with_verdict
+    from localfa.traces.load import load_trace, repair_note, trace_files_with_roots
+    from localfa.traces.runs import harness_traces
 
     if limit is not None and limit < 1:
         raise SweepError(None, f"--limit must be at least 1, got {limit}")
-    loaded: list[tuple[Path, Path, Trace]] = []
-    for root, f in trace_files_with_roots(list(paths)):
-        try:
-            loaded.append((root, f, with_verdict(load_trace(f), root, f)))
-        except TraceError as exc:
-            if not skip_bad:
-                raise
-            (warn or _stderr)(f"warning: skipping {exc}")
-            continue
-        note = repair_note(loaded[-1][2])
+    say = warn or _stderr
+
+    def load(f: Path) -> Trace:
+        trace = load_trace(f)
+        note = repair_note(trace)
         if note:
-            (warn or _stderr)(f"warning: {note}")
-    counts: dict[tuple[str, str], int] = {}
-    out: list[Trace] = []
-    traces = distinct_ids(loaded)
+            say(f"warning: {note}")
+        return trace
+
+    bad: list[Unreadable] = []
+
+    def on_error(root: Path, f: Path, exc: TraceError) -> None:
+        if unreadable is not None:
+            bad.append(Unreadable(root, f, exc))
+        elif not skip_bad:
+            raise exc
+        else:
+            say(f"warning: skipping {exc}")
+
+    found = trace_files_with_roots(list(paths))
+    kept = harness_traces(found, load, on_error, [Path(p) for p in paths], failed_only, say)
     if failed_only:
-        kept = {id(t) for t in keep_failed(traces, [Path(p) for p in paths], warn or _stderr)}
-    for (root, f, _), trace in zip(loaded, traces):
-        if failed_only and id(trace) not in kept:
-            continue
-        group = (str(root), trace.subset or str(f.parent))
+        bad = [u for u in bad if u.failed_by_harness()]
+    out: list[Trace] = []
+    for item in within_limit(found, kept, bad, limit):
+        if isinstance(item, Trace):
+            out.append(item)
+        elif unreadable is not None:  # (only then are there any)
+            say(f"error: {item.error}")
+            unreadable.append(item)
+    return out
+
+
+def within_limit(
+    found: list[tuple[Path, Path]], kept: list[tuple[Path, Path, Trace]], bad: list[Unreadable], limit: int | None
+) -> list[Trace | Unreadable]:
+    """The traces and unreadable files in file order, the first `limit` of each subset (a trace's
+    own, else its folder; an unreadable file's is that of the traces in its folder)."""
+    order = {f: i for i, (_, f) in enumerate(found)}
+    subset = {(r, f.parent): t.subset or str(f.parent) for r, f, t in reversed(kept)}  # the first trace's
+    items: list[tuple[int, Path, Path, Trace | Unreadable]] = [(order[f], r, f, t) for r, f, t in kept]
+    items += [(order[u.path], u.root, u.path, u) for u in bad]
+    counts: dict[tuple[str, str], int] = {}
+    out: list[Trace | Unreadable] = []
+    for _, root, f, item in sorted(items, key=lambda x: x[0]):
+        name = (item.subset or str(f.parent)) if isinstance(item, Trace) else subset.get((root, f.parent), str(f.parent))
+        group = (str(root), name)
         if limit is not None and counts.get(group, 0) >= limit:
             continue
         counts[group] = counts.get(group, 0) + 1
-        out.append(trace)
+        out.append(item)
     return out
 
 

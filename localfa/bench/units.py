@@ -8,6 +8,7 @@ same seeds (from run seed, trace id and call key) and writes the same record whe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from localfa.diagnosis import Diagnosis
@@ -37,6 +38,40 @@ class Unit:
 
 
 WorkItem = tuple[int, Unit]  # (the unit's index in the driver's plan, the unit)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A trace file of the sweep that could not be read, and why. Each unit it would have had is
+    an error record (`records`): the report counts it, a resume keeps it, and once the
+    file reads again it is run (`localfa.results`: error kind ``unreadable``)."""
+
+    root: Path  # the dataset folder it was found under (its id is its path there)
+    path: Path
+    error: Exception
+
+    @property
+    def id(self) -> str:
+        from localfa.traces.load import file_trace_id
+
+        return file_trace_id(self.root, self.path)
+
+    def failed_by_harness(self) -> bool:
+        """Whether `--failed-only` keeps the file, as it would if it could be read: its harness
+        marked its trial failed, or it is no harness's trial (`localfa.traces.runs.keep_failed`)."""
+        from localfa.traces.runs import verdict_of
+
+        verdict = verdict_of(self.root, self.path)
+        return verdict is None or verdict.failed is True
+
+    def records(self, specs: Iterable[MethodSpec], budgets: list[str], seeds: list[int]) -> list[ResultRecord]:
+        """One error record per (method, budget, seed), keyed like the units of a trace."""
+        return [
+            ResultRecord.unreadable(self.id, str(self.path), self.error, method=s.label, method_name=s.name, budget=b, seed=seed)
+            for s in specs
+            for b in budgets
+            for seed in seeds
+        ]
 
 
 def check_sweep_args(budgets: list[str] | None, concurrency: int) -> list[str]:

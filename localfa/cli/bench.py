@@ -2,7 +2,9 @@
 
 One record per (trace, method, budget, seed) is appended to RUN_DIR/results.jsonl as soon as it
 is done; re-running the same command resumes. Bad input exits with status 2 and one line
-``error: <file>: <what>`` on stderr.
+``error: <file>: <what>`` on stderr. A trace file that cannot be read is one such line too, but
+the sweep goes on: each unit the file would have had is an error record naming it, which the
+report counts, a resume keeps, and a resume after the file is repaired replaces by its run.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ RAY_HELP = (
     "only), 'auto' joins the one running here, HOST:PORT joins that one (token authentication)"
 )
 WORKERS_HELP = "Engine workers (Ray actors) to start with --ray; each builds one engine from the engine options"
+SKIP_BAD_HELP = (
+    "Kept for old scripts; does nothing: an unreadable trace file never stops a sweep, each of its "
+    "units is an error record naming the file (the report counts them; repair the file and resume to run it)"
+)
 SHARD_HELP = (
     "Run only shard I of N of the work units (a Slurm array task, a Kubernetes Job), "
     "into RUN_DIR/results.shard-I-of-N.jsonl; report, view and resume read every shard's file"
@@ -72,7 +78,7 @@ def bench(
         bool,
         typer.Option("--retry-errors", help="On resume, run every error record again (engine errors such as timeouts are always retried)"),
     ] = False,
-    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Warn about unreadable trace files and go on without them")] = False,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help=SKIP_BAD_HELP)] = False,
     failed_only: FailedOnlyOpt = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not keep a response cache (default: RUN_DIR/cache)")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar")] = False,
@@ -86,6 +92,7 @@ def bench(
     from localfa.bench.driver import run_units_sweep
     from localfa.bench.store import StoreError
     from localfa.bench.sweep import SweepError, load_traces, parse_budgets, parse_methods, parse_seeds
+    from localfa.bench.units import Unreadable
     from localfa.cluster.runtime import ClusterError
     from localfa.methods.registry import MethodOptionError, get_method
 
@@ -106,12 +113,15 @@ def bench(
     shard_of = parse_shard(shard, ray, workers)
     if out.exists() and not out.is_dir():
         fail(str(out), "--out must be a directory (the run directory), not a file")
+    unreadable: list[Unreadable] = []
     try:
-        traces = load_traces(datasets, limit=limit, skip_bad=skip_bad, failed_only=failed_only)
+        traces = load_traces(datasets, limit=limit, failed_only=failed_only, unreadable=unreadable)
     except TraceError as exc:
         fail_trace(exc)
     except SweepError as exc:
         fail(exc.path, exc.message)
+    if not traces and unreadable:  # nothing to run: bad input (each file's error line is above)
+        raise typer.Exit(2)
     if not traces:
         fail(" ".join(datasets), "--failed-only: no trial the harness marked failed" if failed_only else "no trace files found")
     cache = None if no_cache else str(Path(engine_choice.cache_dir or out / "cache").resolve())
@@ -131,6 +141,7 @@ def bench(
             progress=not no_progress,
             manifest_extra={"limit": limit, "dataset_args": list(datasets), "response_cache": cache},
             cache_dir=cache,
+            unreadable=unreadable,
         )
     except (StoreError, SweepError, ClusterError) as exc:
         fail(exc.path, exc.message, code=1 if isinstance(exc, ClusterError) else 2)
@@ -140,6 +151,7 @@ def bench(
     typer.echo(
         f"{result.written} new records ({result.errors} with errors"
         + (f", {result.retried} were retries of failed records" if result.retried else "")
+        + (f"; {len(unreadable)} trace file{'s' if len(unreadable) != 1 else ''} could not be read: error records" if unreadable else "")
         + f"), {result.skipped} already done, "
         f"{result.planned} planned; {out / 'results.jsonl'}  ({result.wall_s:.1f}s)",
         err=True,

@@ -67,11 +67,12 @@ def diagnose(
     engine_choice: EngineChoice,
 ) -> None:
     """Find the decisive faulty step and the responsible agent of each trace."""
+    from localfa.bench.units import Unreadable
     from localfa.methods.budget import parse_budget
     from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, method_option_names
     from localfa.results import ResultRecord
-    from localfa.traces.load import distinct_ids, trace_files_with_roots
-    from localfa.traces.runs import keep_failed, with_verdict
+    from localfa.traces.load import load_trace, trace_files_with_roots
+    from localfa.traces.runs import harness_traces
 
     try:
         budget_label = parse_budget(budget).label
@@ -84,17 +85,27 @@ def diagnose(
     if not found:
         fail(" ".join(traces), "no trace files found")
     files = [f for _, f in found]
-    readable, unreadable = load_each(found, fmt)
-    if not readable:  # nothing to diagnose: bad input (each file's error line is above)
-        raise typer.Exit(2)
-    try:  # ids distinct per file: two 1.json in different folders are two traces
-        loaded = distinct_ids([(root, f, with_verdict(t, root, f)) for root, f, t in readable])
+    unreadable: list[Unreadable] = []  # each file that cannot be read is an `error:` line and its error record
+    try:  # ids distinct per file (two 1.json in different folders are two traces); --failed-only: the harness's failed trials
+        kept = harness_traces(
+            found,
+            lambda f: load_trace(f, fmt),
+            lambda root, f, exc: unreadable.append(Unreadable(root, f, exc)),
+            [Path(t) for t in traces],
+            failed_only,
+            _say,
+        )
     except TraceError as exc:
         fail_trace(exc)
-    if failed_only:  # a harness run's trials: only those its harness marked failed
-        loaded = keep_failed(loaded, [Path(t) for t in traces], lambda msg: typer.echo(msg, err=True))
-        if not loaded:
-            fail(" ".join(traces), "--failed-only: no trial the harness marked failed")
+    loaded = [t for _, _, t in kept]
+    if failed_only and loaded:  # as a trial read would be: kept if its harness marked it failed
+        unreadable = [u for u in unreadable if u.failed_by_harness()]
+    for u in unreadable:
+        _say(f"error: {u.error}")
+    if not loaded:  # nothing to diagnose: bad input (each unreadable file's line is above)
+        if unreadable:
+            raise typer.Exit(2)
+        fail(" ".join(traces), "--failed-only: no trial the harness marked failed")
     warn_empty_steps(loaded)
     try:
         spec = MethodSpec.parse(method)
@@ -126,7 +137,7 @@ def diagnose(
         for d, t in zip(results, loaded)
     ]
     if unreadable:  # each unreadable file is its own error record, in the order the files came
-        records += [unreadable_record(root, f, exc, spec, budget_label, seed) for root, f, exc in unreadable]
+        records += [r for u in unreadable for r in u.records([spec], [budget_label], [seed])]
         order = {str(f): i for i, f in enumerate(files)}
         records.sort(key=lambda r: order.get(r.source, len(order)))
     sink = open(out, "w", encoding="utf-8") if out else sys.stdout
@@ -145,42 +156,8 @@ def diagnose(
         raise typer.Exit(1)
 
 
-def load_each(
-    found: list[tuple[Path, Path]], fmt: str | None
-) -> tuple[list[tuple[Path, Path, Trace]], list[tuple[Path, Path, TraceError]]]:
-    """(root, file, trace) for the files that load and (root, file, error) for those that do not;
-    each failure is one `error:` line on stderr now, and an error record later (`unreadable_record`)."""
-    from localfa.traces.load import load_trace
-
-    readable, unreadable = [], []
-    for root, f in found:
-        try:
-            readable.append((root, f, load_trace(f, fmt)))
-        except TraceError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            unreadable.append((root, f, exc))
-    return readable, unreadable
-
-
-def unreadable_record(root: Path, path: Path, exc: TraceError, spec: Any, budget: str, seed: int) -> Any:
-    """The error record of a trace file that could not be read (what `bench --skip-bad` skips)."""
-    import time
-
-    from localfa.results import ResultRecord
-    from localfa.traces.load import file_trace_id
-
-    return ResultRecord(
-        trace=file_trace_id(root, path),
-        source=str(path),
-        method=spec.label,
-        method_name=spec.name,
-        seed=seed,
-        budget=budget,
-        stop_reason="error",
-        error=f"TraceError: {exc.message}",
-        error_kind="final",
-        finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    )
+def _say(msg: str) -> None:
+    typer.echo(msg, err=True)
 
 
 def warn_empty_steps(traces: list[Trace]) -> None:

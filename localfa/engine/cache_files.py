@@ -5,7 +5,7 @@ system (NFS, Lustre: where RUN_DIR/cache sits for shards and Ray workers on seve
 not give. So no two processes ever write one file:
 
 - ``responses.sqlite`` is the main file. Engines only read it, opened as immutable, and only a
-  merge writes it: into a copy, which then replaces it (`os.replace`), so a reader keeps reading
+  merge writes it: into a copy, which then replaces it (`localfa.durable.replacing`), so a reader keeps reading
   the file it opened while another host merges.
 - each engine writes its own ``responses.part-HOST-PID-TOKEN.sqlite`` (exclusive locking: no
   shared memory), holding ``….lock`` (flock) while it is open.
@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from localfa.durable import fsync_dir
+from localfa.durable import replacing
 from localfa.engine.errors import CacheError
 
 MAIN = "responses.sqlite"
@@ -115,7 +115,7 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
 def merge_parts(cache_dir: str | Path) -> int:
     """Fold every finished part (its writer's lock is free) into the main file; the number merged.
 
-    The main file is rebuilt in a copy and swapped in with `os.replace`, under the merge lock, so
+    The main file is rebuilt in a copy and swapped in (`localfa.durable.replacing`), under the merge lock, so
     two hosts merging at once, or an engine reading the main file meanwhile, are safe. A part
     that cannot be read is left where it is and named in the error raised after the others merged.
     """
@@ -133,42 +133,36 @@ def merge_parts(cache_dir: str | Path) -> int:
         legacy = main.exists() and (_is_wal(main) or main.with_name(MAIN + "-wal").exists())
         if not held and not legacy:
             return 0
-        tmp = root / (MAIN + ".merging")
-        if main.exists():
-            if legacy:
-                _checkpoint(main)
-            shutil.copyfile(main, tmp)
-        else:
-            tmp.unlink(missing_ok=True)
-        db = sqlite3.connect(str(tmp))
+        if legacy:
+            _checkpoint(main)
         bad: list[str] = []
         merged: list[Path] = []
-        try:
-            db.execute("PRAGMA journal_mode=DELETE")
-            db.execute(_SCHEMA)
-            db.commit()
-            for part, _ in held:
-                try:
-                    db.execute("ATTACH DATABASE ? AS part", (str(part),))
-                    db.execute("PRAGMA part.locking_mode=EXCLUSIVE")
-                    # a part is newer than the main file: its answer replaces one that no longer validated
-                    db.execute("INSERT OR REPLACE INTO main.responses SELECT key, body FROM part.responses")
-                    db.commit()
-                    db.execute("DETACH DATABASE part")
-                    merged.append(part)
-                except sqlite3.Error as exc:
-                    db.rollback()
+        with replacing(main) as tmp:  # rebuilt in a copy and swapped in whole
+            if main.exists():
+                shutil.copyfile(main, tmp)
+            db = sqlite3.connect(str(tmp))
+            try:
+                db.execute("PRAGMA journal_mode=DELETE")
+                db.execute(_SCHEMA)
+                db.commit()
+                for part, _ in held:
                     try:
+                        db.execute("ATTACH DATABASE ? AS part", (str(part),))
+                        db.execute("PRAGMA part.locking_mode=EXCLUSIVE")
+                        # a part is newer than the main file: its answer replaces one that no longer validated
+                        db.execute("INSERT OR REPLACE INTO main.responses SELECT key, body FROM part.responses")
+                        db.commit()
                         db.execute("DETACH DATABASE part")
-                    except sqlite3.Error:
-                        pass
-                    bad.append(f"{part.name} ({exc})")
-        finally:
-            db.close()
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, main)
-        fsync_dir(root)
+                        merged.append(part)
+                    except sqlite3.Error as exc:
+                        db.rollback()
+                        try:
+                            db.execute("DETACH DATABASE part")
+                        except sqlite3.Error:
+                            pass
+                        bad.append(f"{part.name} ({exc})")
+            finally:
+                db.close()
         for part in merged:
             for leftover in (part, part.with_name(part.name + "-wal"), part.with_name(part.name + "-shm"), _lock_path(part)):
                 leftover.unlink(missing_ok=True)

@@ -19,6 +19,11 @@ prompt tokens are reported when the server runs with `--enable-prompt-tokens-det
 profiles launched by `localfa serve` do). A server started by `localfa serve` also says what it
 serves (`/localfa/fingerprint`: model content hash and answer settings), which becomes the
 identity of its answers, and counts many texts' tokens in one call (`/localfa/count_tokens`).
+
+Keys are masked at the engine's edges (`localfa.redact`), not message by message: every line it
+says, every reason a server is out (the rotation masks those) and every error leaving a request
+or the start-up probing; a server's response text is masked where it is read, before any of it
+is cut short (half a key would no longer match).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from localfa.engine.rotation import Rotation
 from localfa.engine.session import as_engine_error
 from localfa.engine.types import Message, Request
 from localfa.engine.vllm_types import structured_outputs
-from localfa.redact import redact
+from localfa.redact import masked_errors, masker
 from localfa.tokens import approx_tokens
 
 _LEN_RE = re.compile(r"maximum context length is (\d+).*?(\d+) (?:input )?tokens", re.S)
@@ -82,8 +87,9 @@ class OpenAIEngine(BaseEngine):
             enable_thinking=bool(settings and settings.enable_thinking),
             say=say,
         )
-        say(f"localfa: engine openai at {', '.join(engine.base_urls)} (model {engine.model})")
-        engine.check_itself(say)
+        engine._say(f"localfa: engine openai at {', '.join(engine.base_urls)} (model {engine.model})")
+        with masked_errors(engine._mask):
+            engine.check_itself(engine._say)
         return engine
 
     def run_self_checks(self) -> dict[str, tuple[bool, str]]:
@@ -104,7 +110,7 @@ class OpenAIEngine(BaseEngine):
                 resp = self.client.post(f"{url}/chat/completions", json=self._body(probe))
                 usage = resp.raise_for_status().json().get("usage") or {}
             except (httpx.HTTPError, ValueError) as exc:
-                self._take_out(url, f"probe request failed ({self._redact(str(exc))})")
+                self._take_out(url, f"probe request failed ({exc})")
                 continue
             if "prompt_tokens_details" not in usage or usage["prompt_tokens_details"] is None:
                 missing.append(url)
@@ -134,21 +140,23 @@ class OpenAIEngine(BaseEngine):
             raise EngineError("the openai backend needs at least one --base-url")
         self.base_urls = [u.rstrip("/") for u in base_urls]
         self.base_urls = [u if u.endswith("/v1") else u + "/v1" for u in self.base_urls]
-        self._secret = api_key
+        self._mask = masker([api_key])
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.Client(headers=headers, trust_env=False, timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
         self.max_concurrency = max_concurrency
         self.enable_thinking = enable_thinking
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
-        self._say = say or (lambda _msg: None)
+        tell = say or (lambda _msg: None)
+        self._say: Callable[[str], None] = lambda msg: tell(self._mask(msg))
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._strikes: dict[str, int] = {}  # failed requests in a row, per server
         self._units: set[str] = set()  # how token counts were made ("tokens", "chars/4", ...)
         self._count_warned: set[str] = set()
-        self.rotation = Rotation(self.base_urls, self._probe, self._say, first_probe_s=first_probe_s)
-        self.servers = self._probe_servers(model)
+        self.rotation = Rotation(self.base_urls, self._probe, tell, first_probe_s=first_probe_s, mask=self._mask)
+        with masked_errors(self._mask):
+            self.servers = self._probe_servers(model)
         first = self.servers[self.live()[0]]
         self.model = model or first["id"]
         self.max_model_len = first["max_model_len"]
@@ -211,7 +219,7 @@ class OpenAIEngine(BaseEngine):
             try:
                 found[url] = self._describe_server(url)
             except (httpx.HTTPError, ValueError) as exc:
-                self._take_out(url, f"cannot list models ({self._redact(str(exc))})")
+                self._take_out(url, f"cannot list models ({exc})")
         if not found:
             raise EngineUnavailableError("no server answered: " + "; ".join(f"{u}: {w}" for u, w in self.down.items()))
         if len({self._kind(v) for v in found.values()}) > 1:
@@ -231,7 +239,7 @@ class OpenAIEngine(BaseEngine):
         try:
             entry = self._describe_server(url)
         except (httpx.HTTPError, ValueError, EngineError) as exc:
-            return f"still unreachable ({self._redact(str(exc))})"
+            return f"still unreachable ({exc})"
         expected = next(iter(self.servers.values()))
         if self._kind(entry) != self._kind(expected):
             return f"now serves another model ({entry['id']}, root {entry['root']}): kept out"
@@ -258,9 +266,6 @@ class OpenAIEngine(BaseEngine):
     def _server_for(self, req: Request, live: list[str]) -> str:
         return next(u for u in self._route_order(req) if u in live)
 
-    def _redact(self, text: str) -> str:
-        return redact(text, [self._secret])
-
     # ---- token counting ------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
         return self.count_tokens_many([text])[0]
@@ -277,7 +282,7 @@ class OpenAIEngine(BaseEngine):
             try:
                 counts, unit = self._count_on(url.removesuffix("/v1"), texts)
             except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
-                why = f"{url}: {self._redact(str(exc)) or type(exc).__name__}"
+                why = f"{url}: {str(exc) or type(exc).__name__}"  # said masked
                 continue
             self._units.add(unit)
             return counts
@@ -309,14 +314,14 @@ class OpenAIEngine(BaseEngine):
         served = self.served.get("answer_settings") or {}
         return {
             "backend": self.name,
-            "base_urls": self.base_urls,
+            "base_urls": [self._mask(u) for u in self.base_urls],  # a URL may carry a password
             "served_model": self.model,
             "model_root": self.model_info.get("root"),
             "max_model_len": self.max_model_len,
             "served_fingerprint": self.served.get("sha256"),
             **{k: served.get(k) for k in SERVED_SETTINGS if k in served},
             "chat_template_kwargs": {"enable_thinking": self.enable_thinking},
-            "servers_down": self.down,
+            "servers_down": {self._mask(u): why for u, why in self.down.items()},
             "self_checks": self.self_checks,
         }
 
@@ -404,41 +409,43 @@ class OpenAIEngine(BaseEngine):
         try:
             resp = self.client.post(f"{url}/chat/completions", json=self._body(req))
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise _ServerDown(f"request failed ({type(exc).__name__}: {self._redact(str(exc))})", reached=False) from exc
+            raise _ServerDown(f"request failed ({type(exc).__name__}: {exc})", reached=False) from exc
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:  # dropped while it had it
-            raise _ServerDown(f"request failed ({type(exc).__name__}: {self._redact(str(exc))})", reached=True) from exc
+            raise _ServerDown(f"request failed ({type(exc).__name__}: {exc})", reached=True) from exc
         except httpx.TimeoutException as exc:
             raise _ServerDown(f"timed out ({type(exc).__name__})", reached=True) from exc
         except httpx.HTTPError as exc:
-            raise EngineUnavailableError(f"{url}: request failed ({self._redact(str(exc))})") from exc
+            raise EngineUnavailableError(f"{url}: request failed ({exc})") from exc
         latency = time.perf_counter() - started
-        text = self._redact(resp.text)
+        if resp.status_code < 400:
+            try:
+                return _raw_output(resp.json(), latency)
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                text = self._mask(resp.text)  # masked before it is cut short (half a key would not match)
+                raise EngineUnavailableError(f"{url}: malformed response body ({type(exc).__name__}: {exc}): {text[:200]!r}") from exc
+        text = self._mask(resp.text)  # masked before it is cut short
         if resp.status_code in RETRY_STATUS:
             raise _Retry(resp.status_code, text[:200], retry_after_s(resp.headers.get("retry-after")))
         if resp.status_code >= 500:
             raise _ServerDown(f"HTTP {resp.status_code}: {text[:200]}", reached=True)
-        if resp.status_code >= 400:
-            m = _LEN_RE.search(text)
-            if m or "maximum context length" in text or "longer than the maximum" in text:
-                limit = int(m.group(1)) if m else (self.max_model_len or -1)
-                got = int(m.group(2)) if m else -1
-                raise ContextLengthError(got, limit)
-            if "grammar" in text.lower() or "schema" in text.lower() or "structured" in text.lower():
-                raise GrammarError(req.grammar.name, f"server refused it: {text[:300]}")
-            raise EngineError(f"{url}: HTTP {resp.status_code}: {text[:300]}")
-        try:
-            return _raw_output(resp.json(), latency)
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise EngineUnavailableError(f"{url}: malformed response body ({type(exc).__name__}: {exc}): {text[:200]!r}") from exc
+        m = _LEN_RE.search(text)
+        if m or "maximum context length" in text or "longer than the maximum" in text:
+            limit = int(m.group(1)) if m else (self.max_model_len or -1)
+            got = int(m.group(2)) if m else -1
+            raise ContextLengthError(got, limit)
+        if "grammar" in text.lower() or "schema" in text.lower() or "structured" in text.lower():
+            raise GrammarError(req.grammar.name, f"server refused it: {text[:300]}")
+        raise EngineError(f"{url}: HTTP {resp.status_code}: {text[:300]}")
 
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
-        if len(requests) == 1:  # a session's request: no pool at all
-            return [self._one(requests[0])]
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="localfa-http")
-            pool = self._pool
-        return list(pool.map(self._one, requests))
+        with masked_errors(self._mask):  # every request's error leaves through here
+            if len(requests) == 1:  # a session's request: no pool at all
+                return [self._one(requests[0])]
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="localfa-http")
+                pool = self._pool
+            return list(pool.map(self._one, requests))
 
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
         return None  # the server checks; a too-long prompt comes back as ContextLengthError

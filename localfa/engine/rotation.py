@@ -5,6 +5,11 @@ delay that doubles on every failed probe (1 s, 2 s, 4 s, ... up to a minute) and
 soon as a probe finds it healthy and serving the same model. Probes run on whichever request
 thread asks for the live servers first once one is due, one probe per server at a time, so no
 background thread outlives the engine.
+
+Every reason a server is out (given to `take_out`, returned by a probe, or the text of a probe
+that raised) and every line said passes through the rotation's `mask` (`localfa.redact`) once,
+here: reasons come from server errors, which can carry a URL with a key or an Authorization
+header, and they end up in manifests (`servers_down`), error messages and the log.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import threading
 import time
 from typing import Callable
+
+from localfa.redact import redact
 
 Probe = Callable[[str], "str | None"]  # url -> None when healthy, else why not
 
@@ -28,11 +35,13 @@ class Rotation:
         first_probe_s: float = 1.0,
         max_probe_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        mask: Callable[[str], str] = redact,
     ) -> None:
         self.urls = list(urls)
-        self.down: dict[str, str] = {}  # url -> why it is out of rotation
+        self.down: dict[str, str] = {}  # url -> why it is out of rotation (masked)
         self.readmitted = 0
-        self._probe, self._say, self._clock = probe, say, clock
+        self._probe, self._clock, self._mask = probe, clock, mask
+        self._say = lambda msg: say(mask(msg))
         self._first, self._max = first_probe_s, max_probe_s
         self._next: dict[str, float] = {}  # url -> when to probe it next
         self._delay: dict[str, float] = {}
@@ -47,6 +56,7 @@ class Rotation:
 
     def take_out(self, url: str, why: str) -> None:
         """Out of rotation until a probe finds it healthy again."""
+        why = self._mask(why)
         with self._lock:
             if url in self.down:
                 return
@@ -72,6 +82,8 @@ class Rotation:
                 why = self._probe(url)
             except Exception as exc:  # noqa: BLE001 - a probe that fails in any way is a failed probe
                 why = f"probe failed ({type(exc).__name__}: {exc})"
+            if why is not None:
+                why = self._mask(why)
             with self._lock:
                 self._probing.discard(url)
                 if why is None:

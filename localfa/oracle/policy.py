@@ -223,34 +223,50 @@ def resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def schema_choices(grammar: Grammar, name: str) -> list[Any]:
-    """The values property `name` admits (its ``enum``, ``const`` or ``anyOf`` of either)."""
-    node = schema_field(grammar, name)
+def node_choices(node: dict[str, Any], root: dict[str, Any] | None = None) -> list[Any]:
+    """The values schema `node` lists (its ``enum``, ``const`` or ``anyOf``/``oneOf`` of either);
+    `root` resolves ``$ref`` in the alternatives (the grammar's whole schema)."""
     if "enum" in node:
         return list(node["enum"])
     if "const" in node:
         return [node["const"]]
     out: list[Any] = []
     for alt in node.get("anyOf", []) + node.get("oneOf", []):
-        alt = resolve(alt, grammar.spec)
-        out.extend(alt.get("enum", [alt["const"]] if "const" in alt else []))
+        out.extend(node_choices(resolve(alt, root or {}), root))
     return out
 
 
-def schema_int_range(grammar: Grammar, name: str) -> tuple[int, int]:
-    """(minimum, maximum) of integer property `name`."""
-    node = schema_field(grammar, name)
-    return int(node.get("minimum", 0)), int(node.get("maximum", 10**9))
+def node_ints(node: dict[str, Any], root: dict[str, Any] | None = None) -> list[int]:
+    """Every integer schema `node` admits, ascending: its listed values (``enum``, ``const``), the
+    union over its ``anyOf``/``oneOf`` alternatives, else its ``minimum``..``maximum`` range (a
+    null alternative or a node without bounds adds none). An integer with a minimum but no
+    maximum is a `PolicyError`: a careful answer needs to know the last value it may name."""
+    if "enum" in node or "const" in node:
+        return sorted({v for v in node_choices(node) if isinstance(v, int) and not isinstance(v, bool)})
+    alts = node.get("anyOf", []) + node.get("oneOf", [])
+    if alts:
+        return sorted({i for alt in alts for i in node_ints(resolve(alt, root or {}), root)})
+    if "maximum" not in node:
+        if "minimum" in node:
+            raise PolicyError(f"an integer schema with no maximum: {node}")
+        return []
+    return list(range(int(node.get("minimum", 0)), int(node["maximum"]) + 1))
+
+
+def clip_to(node: dict[str, Any], text: str) -> str:
+    """`text` cut to the ``maxLength`` of string schema `node` (as it is when the node sets none)."""
+    limit = node.get("maxLength")
+    return text if limit is None else clip(text, int(limit))
+
+
+def schema_choices(grammar: Grammar, name: str) -> list[Any]:
+    """The values property `name` admits (`node_choices` of its schema)."""
+    return node_choices(schema_field(grammar, name), grammar.spec)
 
 
 def schema_ints(grammar: Grammar, name: str) -> list[int]:
-    """Every integer property `name` admits: its listed values (``enum``/``const``/``anyOf``), else
-    its ``minimum``..``maximum`` range."""
-    listed = [v for v in schema_choices(grammar, name) if isinstance(v, int)]
-    if listed:
-        return sorted(listed)
-    lo, hi = schema_int_range(grammar, name)
-    return list(range(lo, hi + 1))
+    """Every integer property `name` admits (`node_ints` of its schema)."""
+    return node_ints(schema_field(grammar, name), grammar.spec)
 
 
 def max_length(grammar: Grammar, name: str, default: int = 200) -> int:

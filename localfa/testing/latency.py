@@ -8,8 +8,8 @@ a fixed cost plus a cost per token it processes, slept for real, so the harness'
 steps shows up as engine idle time exactly as it would beside a GPU. Nothing here is random:
 the schedule depends only on the order of submits, like `VLLMSession`'s.
 
-The engine keeps `busy_s` (time stepping), `first_s` / `last_s` (first submit, last answer) and
-`busy_share()`: the share of that span spent stepping. `--engine latency:step_ms=8:token_us=4`
+The engine keeps a `BusyClock` (`localfa.testing.busy`: time stepping, first submit, last
+answer) and `busy_share()`: the share of that span spent stepping. `--engine latency:step_ms=8:token_us=4`
 selects it anywhere an engine is named (Ray workers included), with these defaults: ~50 calls a
 second for a typical batch of SAFARI turns at concurrency 16.
 """
@@ -25,6 +25,7 @@ from localfa.engine.base import RawOutput
 from localfa.engine.errors import EngineError, TruncatedOutputError
 from localfa.engine.scripted import ScriptedEngine, example_answer
 from localfa.engine.types import Request
+from localfa.testing.busy import BusyClock
 from localfa.tokens import approx_tokens
 
 PARAMS = {"step_ms": 8.0, "token_us": 4.0, "max_batch": 256}
@@ -74,13 +75,10 @@ class LatencyEngine(ScriptedEngine):
         self.step_s = step_s
         self.token_s = token_s
         self.max_batch = max_batch
-        self.busy_s = 0.0
+        self.clock = BusyClock()
         self.steps = 0
         self.running_sum = 0  # requests decoding, summed over steps (mean batch = this / steps)
         self.step_cpu_s = 0.0  # CPU time of this process inside steps (the engine's own Python)
-        self.first_s: float | None = None
-        self.last_s: float | None = None
-        self.first_at = self.last_at = 0.0  # the same moments on the wall clock (to compare engines)
         self._prefixes: dict[int, None] = {}
 
     @classmethod
@@ -99,21 +97,10 @@ class LatencyEngine(ScriptedEngine):
 
     def busy_share(self) -> float:
         """Time stepping / time from the first submit to the last answer (0 before any)."""
-        if self.first_s is None or self.last_s is None or self.last_s <= self.first_s:
-            return 0.0
-        return self.busy_s / (self.last_s - self.first_s)
+        return self.clock.share()
 
     def stats(self) -> dict[str, float]:
-        span = (self.last_s or 0.0) - (self.first_s or 0.0)
-        return {
-            "busy_s": round(self.busy_s, 4),
-            "span_s": round(max(0.0, span), 4),
-            "steps": self.steps,
-            "running_sum": self.running_sum,
-            "step_cpu_s": round(self.step_cpu_s, 4),
-            "first_at": self.first_at,
-            "last_at": self.last_at,
-        }
+        return {**self.clock.stats(), "steps": self.steps, "running_sum": self.running_sum, "step_cpu_s": round(self.step_cpu_s, 4)}
 
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
         """One batch, stepped like a session's requests (all admitted together)."""
@@ -158,9 +145,8 @@ class LatencySession:
         self._ready: list[tuple[int, Any]] = []
 
     def submit(self, requests: Sequence[Request]) -> list[int]:
-        if self.engine.first_s is None and requests:
-            self.engine.first_s = time.perf_counter()
-            self.engine.first_at = time.time()
+        if requests:
+            self.engine.clock.submitted()
         out = []
         for req in requests:
             t = next(self._tickets)
@@ -198,10 +184,8 @@ class LatencySession:
         if rest > 0:
             time.sleep(rest)
         e.steps += 1
-        e.busy_s += time.perf_counter() - started
+        e.clock.stepped(started)
         e.step_cpu_s += time.process_time() - cpu
-        e.last_s = time.perf_counter()
-        e.last_at = time.time()
         for live in finished:  # validation is harness work: after the step, as in vLLM's session
             result = self._finish(live)
             if result is not None:

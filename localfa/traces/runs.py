@@ -22,8 +22,9 @@ import json
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Sequence
 
+from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
 
 TRAJECTORY = ("agent", "trajectory.json")
@@ -237,6 +238,41 @@ def with_verdict(trace: Trace, root: Path, path: Path) -> Trace:
     if verdict is None:
         return trace
     return trace.model_copy(update={"metadata": {**trace.metadata, "harness": verdict.as_metadata()}})
+
+
+def harness_traces(
+    found: Iterable[tuple[Path, Path]],
+    load: Callable[[Path], Trace],
+    on_error: Callable[[Path, Path, TraceError], None],
+    roots: Sequence[Path],
+    failed_only: bool,
+    say: Callable[[str], None],
+) -> list[tuple[Path, Path, Trace]]:
+    """(root, file, trace) for the (root, file) pairs `found`, in their order: the one way `diagnose`
+    and `bench` read the files they are given.
+
+    Each file is read by `load` and gets its harness's verdict (`with_verdict`); ids are made
+    distinct over every file read (`localfa.traces.load.distinct_ids`: a TraceError names two
+    files with one id); with `failed_only` only the trials the harness marked failed are kept
+    (`keep_failed`, which says through `say` what it skipped). A file `load` cannot read goes to
+    `on_error(root, file, exc)`, the caller's choice: raise it, warn and skip it, or keep it for an
+    error record.
+    """
+    from localfa.traces.load import distinct_ids  # load expands harness folders with this module
+
+    loaded: list[tuple[Path, Path, Trace]] = []
+    for root, f in found:
+        try:
+            trace = load(f)
+        except TraceError as exc:
+            on_error(root, f, exc)
+            continue
+        loaded.append((root, f, with_verdict(trace, root, f)))
+    traces = distinct_ids(loaded)
+    if not failed_only or not traces:
+        return [(root, f, t) for (root, f, _), t in zip(loaded, traces)]
+    kept = {id(t) for t in keep_failed(traces, list(roots), say)}
+    return [(root, f, t) for (root, f, _), t in zip(loaded, traces) if id(t) in kept]
 
 
 def keep_failed(traces: list[Trace], roots: list[Path], say: Callable[[str], None]) -> list[Trace]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from localfa.durable import replace_durably
 from localfa.methods.evidence import verify_quotes
 from localfa.traces.model import Step, Trace, normalize_agent
 from localfa.view.code import code_text_html, is_code_heavy
@@ -293,8 +294,4 @@ def build_page(groups: list[TraceGroup], title: str = "localfa diagnoses") -> st
 
 def write_page(groups: list[TraceGroup], out: str | Path, title: str = "localfa diagnoses") -> Path:
     """Write the page atomically (a reader never sees half a file); returns its path."""
-    path = Path(out)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(build_page(groups, title), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return replace_durably(out, build_page(groups, title))

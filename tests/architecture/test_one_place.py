@@ -108,3 +108,37 @@ def test_the_scan_sees_a_planted_literal(tmp_path):
     planted.write_text('"""doc mentions safari"""\nNAME = "safari"\n')
     assert "safari" in _string_constants(planted)
     assert "doc mentions safari" not in _string_constants(planted)
+
+
+# A folder renamed into place by the first of several concurrent converters (the loser's rename
+# fails and it uses the winner's): a race on a directory, not a file's content replaced.
+RENAMES_ALLOWED = {"durable.py", "engine/model.py"}
+
+
+def _renames(path: Path) -> list[int]:
+    """Lines of `path` that rename or replace a file: os.replace/os.rename, or `x.replace(dst)` /
+    `x.rename(dst)` with one argument (str.replace takes two; dataclasses.replace takes keywords)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        name, owner = node.func.attr, node.func.value
+        if isinstance(owner, ast.Name) and owner.id == "os" and name in ("replace", "rename"):
+            lines.append(node.lineno)
+        elif name in ("replace", "rename") and len(node.args) == 1 and not node.keywords:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_files_are_replaced_only_through_localfa_durable():
+    """One write-fsync-replace-fsync-the-folder helper (`localfa.durable.replacing`), no hand-written copy."""
+    found = [
+        f"{p.relative_to(PKG)}:{line}" for p in _modules(PKG) if str(p.relative_to(PKG)) not in RENAMES_ALLOWED for line in _renames(p)
+    ]
+    assert found == []
+
+
+def test_the_rename_scan_sees_a_hand_written_replace(tmp_path):
+    planted = tmp_path / "x.py"
+    planted.write_text("import os\nos.replace(a, b)\ntmp.replace(path)\n'a'.replace('b', 'c')\nreplace(r, k=1)\n")
+    assert _renames(planted) == [2, 3]

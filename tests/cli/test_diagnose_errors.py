@@ -57,7 +57,7 @@ def test_an_unreadable_trace_among_good_ones_is_its_own_error_record(whowhen, tm
     recs = [ResultRecord.from_line(x) for x in out.read_text().splitlines()]
     assert [(r.trace, r.source) for r in recs] == [("good", str(good)), ("unreadable", str(bad)), ("other", str(other))]
     assert recs[0].error is None and recs[0].step is not None and recs[2].error is None
-    assert recs[1].error.startswith("TraceError: truncated JSON") and recs[1].error_kind == "final" and recs[1].step is None
+    assert recs[1].error.startswith("TraceError: truncated JSON") and recs[1].error_kind == "unreadable" and recs[1].step is None
     assert recs[1].method == "all-at-once" and recs[1].finished_at
 
 

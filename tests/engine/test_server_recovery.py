@@ -186,12 +186,8 @@ def test_a_key_refused_every_time_is_a_final_error_naming_the_key():
         engine.close()
 
 
-def test_server_error_text_never_carries_the_key():
-    with FakeOpenAI() as s:
-        engine = _engine([s], api_key="sk-very-secret-key", retry=RetryPolicy(attempts=1))
-        s.statuses = [400]
-        s.content = "x"
-        engine.close()
+def test_the_key_is_masked_in_text_and_in_a_command_line():
+    """(Server error text that echoes the key, probes, reasons: tests/engine/test_masking.py.)"""
     from localfa.redact import mask_argv, redact
 
     assert redact("bad key sk-very-secret-key", ["sk-very-secret-key"]) == "bad key ***"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from localfa.bench.sweep import load_traces
 from localfa.traces.load import trace_files_with_roots
-from localfa.traces.runs import harbor_verdict, keep_failed, verdict_of, with_verdict
+from localfa.traces.runs import harbor_verdict, harness_traces, keep_failed, verdict_of, with_verdict
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "coding_runs"
 JOB = RUNS / "harbor_job"
@@ -110,3 +110,37 @@ def test_diagnose_failed_only_on_a_swe_bench_run(tmp_path: Path) -> None:
     assert "1 skipped as passed (resolved: true)" in proc.stderr
     (record,) = [json.loads(line) for line in proc.stdout.splitlines()]
     assert record["trace"] == "example__calc-101" and record["agent"] == "mini-swe-agent (openai/gpt-5-mini)"
+
+
+def test_harness_traces_is_the_one_loader_of_diagnose_and_bench(tmp_path: Path) -> None:
+    """Read each file, attach its verdict, make ids distinct, keep the failed trials; an unreadable
+    file goes to the caller's on_error with its root and nothing else changes."""
+    import pytest
+
+    from localfa.traces.errors import TraceError
+    from localfa.traces.load import load_trace
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    found = [*trace_files_with_roots([JOB]), (tmp_path, bad)]
+    errors: list[tuple[Path, Path, TraceError]] = []
+    said: list[str] = []
+
+    def on_error(root: Path, f: Path, exc: TraceError) -> None:
+        errors.append((root, f, exc))
+
+    every = harness_traces(found, load_trace, on_error, [JOB, bad], False, said.append)
+    assert [(r, t.id) for r, _, t in every] == [(JOB, "build-docs__Q7w6E"), (JOB, "count-errors__Z9y8X"), (JOB, "fix-dates__A1b2C")]
+    assert [t.metadata["harness"].get("failed") for _, _, t in every] == [None, False, True]
+    assert [(r, f) for r, f, _ in errors] == [(tmp_path, bad)] and said == []  # no --failed-only: nothing said
+    failed = harness_traces(found, load_trace, on_error, [JOB, bad], True, said.append)
+    assert [(f, t.id) for _, f, t in failed] == [(JOB / "fix-dates__A1b2C/agent/trajectory.json", "fix-dates__A1b2C")]
+    assert said[0].startswith("--failed-only: 1 of 3 trials kept as failed by the harness; 1 skipped as passed")
+    assert harness_traces([(tmp_path, bad)], load_trace, on_error, [bad], True, said.append) == [] and len(said) == 1
+
+    one = JOB / "fix-dates__A1b2C/agent/trajectory.json"
+    copy = tmp_path / "fix-dates__A1b2C/agent/trajectory.json"
+    copy.parent.mkdir(parents=True)
+    shutil.copy(one, copy)
+    with pytest.raises(TraceError, match="also the id of"):  # the same trial id from two folders
+        harness_traces([(JOB, one), (tmp_path, copy)], load_trace, on_error, [JOB, tmp_path], False, said.append)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from localfa.oracle.policy import Ask, Policy, PolicyError, Rule, clip, max_length, schema_field
+from localfa.oracle.policy import Ask, Policy, PolicyError, Rule, clip, clip_to, max_length, node_ints, schema_field
 
 _SPAN = re.compile(r"^Span (\d+) \(steps? (\d+)(?:-(\d+))?\):$", re.M)
 _CLAIM = re.compile(r"^Claim (C\d+) \([^;\n]*; introduced in span (\d+)", re.M)
@@ -43,9 +43,9 @@ def _marker(ask: Ask) -> str:
     return f"Step {ask.mistake_step}:"
 
 
-def _claim_text(ask: Ask, step: int, limit: int, marker: str = "") -> str:
+def _claim_text(ask: Ask, step: int, node: dict[str, Any], marker: str = "") -> str:
     words = " ".join(ask.trace.steps[step].content.split()[:24]) or f"the agent acted at step {step}"
-    return clip(f"{marker or f'Step {step}:'} {words}", limit)
+    return clip_to(node, f"{marker or f'Step {step}:'} {words}")
 
 
 def _harmless_step(ask: Ask, spans: dict[int, tuple[int, int]]) -> int | None:
@@ -83,11 +83,11 @@ def _segment_wrong(ask: Ask) -> str:
 # ---- the Claim Keeper ----------------------------------------------------------------------------
 
 
-def _claim_limits(ask: Ask) -> tuple[int, int, int]:
-    """(claims allowed, uses allowed per claim, characters per claim text)."""
+def _claim_limits(ask: Ask) -> tuple[int, int, dict[str, Any]]:
+    """(claims allowed, uses allowed per claim, the claim text's schema)."""
     new = schema_field(ask.grammar, "new_claims")
     item = new["items"]["properties"]
-    return int(new.get("maxItems", 1)), int(item["uses"].get("maxItems", 1)), int(item["text"].get("maxLength", 120))
+    return int(new.get("maxItems", 1)), int(item["uses"].get("maxItems", 1)), item["text"]
 
 
 def _new_claim(text: str, typ: str, status: str, at: int, uses: list[int]) -> dict[str, Any]:
@@ -96,14 +96,14 @@ def _new_claim(text: str, typ: str, status: str, at: int, uses: list[int]) -> di
 
 def _highest_span(ask: Ask) -> tuple[int, int]:
     """(lowest, highest) span id a new claim may name."""
-    node = schema_field(ask.grammar, "new_claims")["items"]["properties"]["introduced"]
-    return int(node.get("minimum", 0)), int(node.get("maximum", 0))
+    ids = node_ints(schema_field(ask.grammar, "new_claims")["items"]["properties"]["introduced"]) or [0]
+    return ids[0], ids[-1]
 
 
 def _ledger(ask: Ask, late: int = 0) -> dict[str, Any]:
     spans = _spans(ask)
     _, hi = _highest_span(ask)
-    n_claims, n_uses, chars = _claim_limits(ask)
+    n_claims, n_uses, text_node = _claim_limits(ask)
     answer: dict[str, Any] = {"new_claims": []}
     existing = {cid: text for cid, text in _LEDGER_LINE.findall(ask.prompt)}
     wrong_id = next((cid for cid, text in existing.items() if text.startswith(_marker(ask))), None)
@@ -113,13 +113,17 @@ def _ledger(ask: Ask, late: int = 0) -> dict[str, Any]:
         at = min(hi, made + late)
         answer["new_claims"].append(
             _new_claim(
-                _claim_text(ask, ask.mistake_step, chars, _marker(ask)), "entity", "finalized", at, [s for s in later if s >= at][:n_uses]
+                _claim_text(ask, ask.mistake_step, text_node, _marker(ask)),
+                "entity",
+                "finalized",
+                at,
+                [s for s in later if s >= at][:n_uses],
             )
         )
     harmless = _harmless_step(ask, spans) if not existing else None
     where = _span_of(spans, harmless) if harmless is not None else None
     if harmless is not None and where is not None and len(answer["new_claims"]) < n_claims:
-        answer["new_claims"].insert(0, _new_claim(_claim_text(ask, harmless, chars), "other", "consequential", where, []))
+        answer["new_claims"].insert(0, _new_claim(_claim_text(ask, harmless, text_node), "other", "consequential", where, []))
     if "updates" in ask.grammar.spec.get("properties", {}):
         answer["updates"] = []
         if wrong_id is not None and later and not late:
@@ -193,7 +197,8 @@ def _tracer_claim(ask: Ask, flip: bool = False, shift: int = 0) -> dict[str, Any
     _, introduced = _the_claim(ask)
     harmful = _is_wrong_claim(ask, introduced) != flip
     marks = schema_field(ask.grammar, "marks")
-    lo, hi = int(marks["items"]["properties"]["span"]["minimum"]), int(marks["items"]["properties"]["span"]["maximum"])
+    spans = node_ints(marks["items"]["properties"]["span"])
+    lo, hi = spans[0], spans[-1]
     return {"harmful": harmful, "marks": _marks_for(ask, introduced, lo, hi, int(marks.get("maxItems", 1)), shift) if harmful else []}
 
 

@@ -26,14 +26,26 @@ from __future__ import annotations
 from typing import Any
 
 from localfa.grammars.falat import RANK_SIGNALS, SIGNALS, SUSPICION_MAX, TRANSITION_LABELS
-from localfa.oracle.policy import Ask, Policy, Rule, clip, max_length, nearby_other, nearest, schema_choices, schema_field
+from localfa.oracle.policy import (
+    Ask,
+    Policy,
+    Rule,
+    clip,
+    clip_to,
+    max_length,
+    nearby_other,
+    nearest,
+    node_ints,
+    schema_choices,
+    schema_field,
+)
 
 QUOTE_CHARS = 80
 
 
-def _text(ask: Ask, name: str, text: str, node: dict[str, Any] | None = None) -> str:
-    limit = int((node or schema_field(ask.grammar, name)).get("maxLength", 200))
-    return clip(text, limit)
+def _text(ask: Ask, name: str, text: str) -> str:
+    """`text` cut to the maxLength of the answer's string property `name`."""
+    return clip_to(schema_field(ask.grammar, name), text)
 
 
 # ---- prior -------------------------------------------------------------------------------------
@@ -45,7 +57,7 @@ def _prior(ask: Ask, honest: bool = True) -> dict[str, Any]:
         answer = (ask.trace.ground_truth or "").strip() if honest else ""
         out["expected_answer"] = _text(ask, "expected_answer", answer or "unknown")
     item = schema_field(ask.grammar, "must_do")["items"]
-    out["must_do"] = [_text(ask, "", "Verify every intermediate result against the task.", item)]
+    out["must_do"] = [clip_to(item, "Verify every intermediate result against the task.")]
     return out
 
 
@@ -57,7 +69,7 @@ def _prior_wrong(ask: Ask) -> dict[str, Any]:
 
 
 def _stage(ask: Ask, node: dict[str, Any], honest: bool) -> dict[str, Any]:
-    ids = [i for i in node["properties"]["focus_step"]["enum"] if i is not None]
+    ids = node_ints(node["properties"]["focus_step"])
     if not ids:
         focus = None
     elif honest:
@@ -65,7 +77,7 @@ def _stage(ask: Ask, node: dict[str, Any], honest: bool) -> dict[str, Any]:
     else:
         focus = nearby_other(ids, ask.mistake_step, ask.rng)
     says = f"The decisive error is at step {ask.mistake_step}." if ask.mistake_step in ids else "This stage carries on the run."
-    return {"summary": _text(ask, "", says, node["properties"]["summary"]), "focus_step": focus}
+    return {"summary": clip_to(node["properties"]["summary"], says), "focus_step": focus}
 
 
 def _stage_only(ask: Ask, honest: bool = True) -> dict[str, Any]:
@@ -85,8 +97,8 @@ def _window(ask: Ask, flagged: int | None = None, honest: bool = True) -> dict[s
         hit, later = i == target, i > ask.mistake_step
         steps[key] = {
             "agent": props["agent"]["const"],
-            "action": _text(ask, "", f"step {i}", props["action"]),
-            "decision": _text(ask, "", "the decisive error" if hit else "carries on", props["decision"]),
+            "action": clip_to(props["action"], f"step {i}"),
+            "decision": clip_to(props["decision"], "the decisive error" if hit else "carries on"),
             "active": fixed if fixed is not None else True,
             "significance": 3 if hit else int(later and honest),
             **{s: hit or (honest and later and s == "outcome_relevance") for s in SIGNALS},
@@ -158,8 +170,8 @@ def _research(ask: Ask, honest: bool = True) -> dict[str, Any]:
     for key, node in schema_field(ask.grammar, "steps")["properties"].items():
         i, props = int(key), node["properties"]
         steps[key] = {
-            "for": _text(ask, "", f"step {i} introduces the error" if i == top else "nothing of its own", props["for"]),
-            "against": _text(ask, "", "none" if i == top else "it only follows earlier steps", props["against"]),
+            "for": clip_to(props["for"], f"step {i} introduces the error" if i == top else "nothing of its own"),
+            "against": clip_to(props["against"], "none" if i == top else "it only follows earlier steps"),
             "role": "ROOT_CAUSE" if i == top else "PROPAGATION" if i > top else "SYMPTOM",
         }
     return {"steps": steps, "ranking": ranking}

@@ -18,11 +18,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from localfa.oracle.policy import Ask, Policy, Rule, clip, nearby_other, nearest, schema_ints
+from localfa.oracle.policy import Ask, Policy, Rule, clip, clip_to, nearby_other, nearest, node_ints, schema_ints
 
 _MIN_INVESTIGATE = re.compile(r"you need at least (\d+) turns of read or search before your first evaluate")
 _SHOWN = re.compile(r"^\s*\d+ \(step (\d+)\)\| ", re.MULTILINE)
 _STEP_IN = re.compile(r"\bstep (\d+)\b", re.IGNORECASE)
+QUOTE_CHARS = 160
 
 
 def _tool_schema(ask: Ask, name: str) -> dict[str, Any]:
@@ -32,20 +33,10 @@ def _tool_schema(ask: Ask, name: str) -> dict[str, Any]:
     raise ValueError(f"the turn grammar has no {name} tool")
 
 
-def _admitted(schema: dict[str, Any]) -> list[int]:
-    if "enum" in schema:
-        return sorted(schema["enum"])
-    return list(range(int(schema.get("minimum", 0)), int(schema.get("maximum", 0)) + 1))
-
-
-def _cap(schema: dict[str, Any], text: str) -> str:
-    return clip(text, int(schema.get("maxLength", len(text))))
-
-
-def _quote(ask: Ask, step: int, limit: int) -> str:
+def _quote(ask: Ask, step: int) -> str:
     """A verbatim piece of the step's own text (what a careful model quotes)."""
     content = ask.trace.steps[step].content.strip() or ask.trace.steps[step].agent or f"step {step}"
-    return clip(content, max(1, min(limit, 160)))
+    return clip(content, QUOTE_CHARS)
 
 
 def _seen(ask: Ask) -> set[int]:
@@ -58,10 +49,10 @@ def _investigation(ask: Ask, index: int, target: int) -> dict[str, Any]:
     n = len(ask.trace.steps)
     order = sorted(range(n), key=lambda s: (abs(s - target), s))
     if index < len(order):
-        pattern = _cap(_tool_schema(ask, "search")["properties"]["pattern"], f'"step_id": {order[index]},')
+        pattern = clip_to(_tool_schema(ask, "search")["properties"]["pattern"], f'"step_id": {order[index]},')
         return {"name": "search", "pattern": pattern}
     read = _tool_schema(ask, "read")["properties"]
-    offset = min(index - len(order), int(read["offset"]["maximum"]))
+    offset = min(index - len(order), node_ints(read["offset"])[-1])
     return {"name": "read", "offset": offset, "limit": 1}
 
 
@@ -70,14 +61,14 @@ def _stm(ask: Ask, step: int) -> dict[str, Any]:
     if "stm" not in ask.grammar.spec["properties"] or step not in _seen(ask):
         return {}
     fault = ask.grammar.spec["properties"]["stm"]["properties"]["faults_identified_so_far"]["items"]["properties"]
-    if step not in _admitted(fault["step_id"]):
+    if step not in node_ints(fault["step_id"]):
         return {}
     return {
         "faults_identified_so_far": [
             {
                 "step_id": step,
-                "reason": _cap(fault["reason"], f"Step {step} is where the run first went wrong; nothing later corrected it."),
-                "evidence": _quote(ask, step, int(fault["evidence"].get("maxLength", 160))),
+                "reason": clip_to(fault["reason"], f"Step {step} is where the run first went wrong; nothing later corrected it."),
+                "evidence": clip_to(fault["evidence"], _quote(ask, step)),
             }
         ]
     }
@@ -91,20 +82,20 @@ def _turn_for(ask: Ask, step: int) -> dict[str, Any]:
     needed = int(m.group(1)) if m else 0
     if "Your hypothesis holds" in last or "evaluations. Submit your best answer" in last:
         submit = _tool_schema(ask, "submit_step")["properties"]
-        target = nearest(_admitted(submit["step_id"]), step)
-        reasoning = _cap(submit["reasoning"], f"Step {step} is the decisive mistake; the evaluation confirmed it.")
+        target = nearest(node_ints(submit["step_id"]), step)
+        reasoning = clip_to(submit["reasoning"], f"Step {step} is the decisive mistake; the evaluation confirmed it.")
         tool: dict[str, Any] = {"name": "submit_step", "reasoning": reasoning, "step_id": target}
         action = f"Submit step {target}."
     elif k > needed and "evaluate refused" not in last:
         ev = _tool_schema(ask, "evaluate")["properties"]
-        quote = _quote(ask, step, 160)
+        quote = _quote(ask, step)
         questions = [
             f"Does the quoted action at step {step} show the decisive mistake?",
             f"Is step {step} the first wrong step of the run?",
             f"Was the error at step {step} never corrected by a later step?",
         ][: int(ev["questions"].get("maxItems", 3))]
-        questions = [_cap(ev["questions"]["items"], q) for q in questions]
-        reasoning = _cap(ev["reasoning"], f"At step {step} the agent wrote '{quote}'. That is the decisive error at step {step}.")
+        questions = [clip_to(ev["questions"]["items"], q) for q in questions]
+        reasoning = clip_to(ev["reasoning"], f"At step {step} the agent wrote '{quote}'. That is the decisive error at step {step}.")
         tool = {"name": "evaluate", "questions": questions, "reasoning": reasoning}
         action = f"Evaluate the hypothesis that step {step} is the mistake."
     else:
@@ -113,7 +104,7 @@ def _turn_for(ask: Ask, step: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "stm" in ask.grammar.spec["properties"]:
         out["stm"] = _stm(ask, step)
-    out["next_action"] = _cap(ask.grammar.spec["properties"]["next_action"], action)
+    out["next_action"] = clip_to(ask.grammar.spec["properties"]["next_action"], action)
     out["tool"] = tool
     return out
 
@@ -136,7 +127,7 @@ def _question_true(ask: Ask) -> bool:
 def _verdict(ask: Ask, true: bool) -> dict[str, Any]:
     feedback = ask.grammar.spec["properties"]["feedback"]
     text = "The reasoning quotes the step and supports the claim." if true else "The claim is about a step the evidence does not implicate."
-    return {"feedback": _cap(feedback, text), "score": 90 if true else 15}
+    return {"feedback": clip_to(feedback, text), "score": 90 if true else 15}
 
 
 def _eval(ask: Ask) -> dict[str, Any]:
@@ -149,7 +140,7 @@ def _eval_wrong(ask: Ask) -> dict[str, Any]:
 
 def _final_answer(ask: Ask, step: int) -> dict[str, Any]:
     reasoning = ask.grammar.spec["properties"]["reasoning"]
-    return {"reasoning": _cap(reasoning, f"Step {step} is the decisive mistake."), "step_id": step}
+    return {"reasoning": clip_to(reasoning, f"Step {step} is the decisive mistake."), "step_id": step}
 
 
 def _final(ask: Ask) -> dict[str, Any]:
