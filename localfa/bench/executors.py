@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from localfa.bench.units import Unit, run_units
-from localfa.results import ResultRecord
+from localfa.results import ResultRecord, trace_digest
 
 
 class LocalExecutor:
@@ -31,7 +31,9 @@ class LocalExecutor:
         return None
 
     def run(self, todo: list[Unit], concurrency: int) -> Iterator[tuple[int, ResultRecord]]:
-        return run_units(self.engine, enumerate(todo), concurrency)
+        # Each trace's hash before the engine starts, not while it waits between two steps.
+        digests = {u.trace.id: trace_digest(u.trace) for u in {u.trace.id: u for u in todo}.values()}
+        return run_units(self.engine, enumerate(todo), concurrency, digests)
 
     def close(self) -> None:
         if self._owned and self.engine is not None:

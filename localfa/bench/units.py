@@ -122,15 +122,18 @@ def unit_job(engine: Any, method: Any, unit: Unit, key: str) -> Job:
     return method_job(engine, method, ctx, key=key, label=unit.spec.label)
 
 
-def run_units(engine: Any, items: Iterable[WorkItem | None], concurrency: int) -> Iterator[tuple[int, ResultRecord]]:
+def run_units(
+    engine: Any, items: Iterable[WorkItem | None], concurrency: int, digests: dict[str, str] | None = None
+) -> Iterator[tuple[int, ResultRecord]]:
     """(plan index, record) for each work item as it finishes, `concurrency` programs in flight.
 
     `items` may be fed while this runs (a cluster worker's inbox); a None item means "nothing
     more right now" (see `run_jobs`), so the programs in flight go on without waiting for it.
-    Methods are built once per label; each trace is hashed once.
+    Methods are built once per label; each trace is hashed once, here or before the run
+    (`digests`, trace id -> `trace_digest`: off the engine's path when the traces are known).
     """
     methods: dict[str, Any] = {}
-    digests: dict[str, str] = {}
+    digests = {} if digests is None else digests
     units: dict[str, Unit] = {}
 
     def jobs() -> Iterator[Job | None]:

@@ -131,8 +131,13 @@ class BaseMethod:
         return self._for_model[key]
 
     def options_record(self) -> dict[str, Any]:
-        """What a record says about its options: every value, and which a profile set."""
-        return {"values": self.describe(), "profile": self.profile, "from_profile": dict(self.from_profile)}
+        """What a record says about its options: every value, and which a profile set. Built
+        once per method (a sweep asks for it per unit, beside a waiting engine); records only
+        serialise it."""
+        record = self.__dict__.get("_options_record")
+        if record is None:
+            record = self._options_record = {"values": self.describe(), "profile": self.profile, "from_profile": dict(self.from_profile)}
+        return record
 
     def run(self, ctx: MethodContext) -> Program:
         raise NotImplementedError

@@ -65,17 +65,20 @@ _BLANKS = re.compile(r"\n{3,}")
 
 
 def water_fill_cap(lengths: list[int], budget: int, min_cap: int = 24) -> int | None:
-    """The largest per-item cap c with sum(min(len, c)) <= budget; None if nothing needs cutting."""
+    """The largest per-item cap c with sum(min(len, c)) <= budget; None if nothing needs cutting.
+
+    Shortest first: while the rest could all take the next item's length, the item fits whole;
+    the first that cannot sets c = what is left, shared by the items still uncut."""
     if sum(lengths) <= budget:
         return None
-    lo, hi = 0, max(lengths)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if sum(min(n, mid) for n in lengths) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return max(lo, min_cap)
+    left = budget
+    ordered = sorted(lengths)
+    for i, n in enumerate(ordered):
+        rest = len(ordered) - i
+        if n * rest > left:
+            return max(left // rest, min_cap)
+        left -= n
+    return max(ordered[-1], min_cap)  # not reached: the lengths fit the budget
 
 
 def _clean(text: str) -> str:

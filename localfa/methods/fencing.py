@@ -21,6 +21,7 @@ In templates (registered as Jinja globals by `localfa.templates`): ``{{ fence(s.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 OPEN = "<<<{label}>>>"
 CLOSE = "<<<END {label}>>>"
@@ -46,14 +47,22 @@ def neutralise(text: str) -> str:
 
 def fence(text: str, label: str) -> str:
     """`text` inside a ``<<<label>>>`` ... ``<<<END label>>>`` block it cannot close."""
+    opening, closing = _markers(label)
+    return f"{opening}\n{neutralise(text)}\n{closing}"
+
+
+@lru_cache(maxsize=4096)
+def _markers(label: str) -> tuple[str, str]:
+    """The block's two marker lines, the label checked once (prompts fence every step)."""
     if not _LABEL.match(label):
         raise ValueError(f"fence label {label!r}: use letters, digits, spaces and _.:/- (at most 64)")
-    return f"{OPEN.format(label=label)}\n{neutralise(text)}\n{CLOSE.format(label=label)}"
+    return OPEN.format(label=label), CLOSE.format(label=label)
 
 
 def fence_overhead(label: str) -> int:
     """Characters a fence adds around its text (for prompt budgets)."""
-    return len(OPEN.format(label=label)) + len(CLOSE.format(label=label)) + 2
+    opening, closing = _markers(label)
+    return len(opening) + len(closing) + 2
 
 
 def fenced_blocks(prompt: str) -> list[tuple[str, str]]:
