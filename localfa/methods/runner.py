@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Iterator
 from localfa.diagnosis import Diagnosis
 from localfa.engine.errors import EngineError, is_transient
 from localfa.engine.types import Engine, Response, Usage
+from localfa.heap import frozen_heap
 from localfa.methods.base import BaseMethod, Method, MethodContext, Program
 
 
@@ -107,6 +108,11 @@ def run_jobs(engine: Engine, jobs: Iterable[Job | None], concurrency: int = 8) -
     worker's inbox): the programs in flight go on, and `jobs` is asked again after the next
     completions; a feed that yields None with nothing in flight must block until it has a job.
     """
+    with frozen_heap():  # what lives for the whole run is never scanned while the engine waits
+        yield from _run(engine, jobs, concurrency)
+
+
+def _run(engine: Engine, jobs: Iterable[Job | None], concurrency: int) -> Iterator[tuple[str, Diagnosis]]:
     session = engine.session()
     queue = iter(jobs)  # read lazily: a caller may feed jobs while others run (cluster workers)
     exhausted = False
