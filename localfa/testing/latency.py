@@ -4,7 +4,8 @@
 requests the way vLLM's in-process engine does, in steps of continuous batching: a request
 joins the running batch at the next step, its prompt is prefilled in that step (the part not in
 the prefix cache), then it decodes one token a step until its answer is complete. A step takes
-a fixed cost plus a cost per token it processes, slept for real, so the harness's Python between
+a fixed cost plus a cost per token it processes, taken for real (slept, the last 0.3 ms spun so
+a step lasts its modelled time and no oversleep), so the harness's Python between
 steps shows up as engine idle time exactly as it would beside a GPU. Nothing here is random:
 the schedule depends only on the order of submits, like `VLLMSession`'s.
 
@@ -147,7 +148,7 @@ def _hold_until(deadline: float) -> None:
 
 
 class LatencySession:
-    """Continuous batching with slept steps; completions come back in ticket order."""
+    """Continuous batching with steps taken for real; completions come back in ticket order."""
 
     def __init__(self, engine: LatencyEngine, validate: bool = True) -> None:
         self.engine = engine
