@@ -205,7 +205,7 @@ def test_soak_servers_phase_survives_what_real_servers_do(tmp_path):
             "--phase",
             "servers",
             "--server-traces",
-            "6",
+            "8",  # enough work left after the kill for the probe that finds B back (~3 s later)
             "--server-delay",
             "0.05",
             "--out",
