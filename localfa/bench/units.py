@@ -59,10 +59,10 @@ class Unreadable:
     def failed_by_harness(self) -> bool:
         """Whether `--failed-only` keeps the file, as it would if it could be read: its harness
         marked its trial failed, or it is no harness's trial (`localfa.traces.runs.keep_failed`)."""
-        from localfa.traces.runs import verdict_of
+        from localfa.traces.runs import kept_as_failed, verdict_of
 
         verdict = verdict_of(self.root, self.path)
-        return verdict is None or verdict.failed is True
+        return kept_as_failed(verdict is not None, verdict.failed if verdict is not None else None)
 
     def records(self, specs: Iterable[MethodSpec], budgets: list[str], seeds: list[int]) -> list[ResultRecord]:
         """One error record per (method, budget, seed), keyed like the units of a trace."""

@@ -275,6 +275,11 @@ def harness_traces(
     return [(root, f, t) for (root, f, _), t in zip(loaded, traces) if id(t) in kept]
 
 
+def kept_as_failed(judged: bool, failed: object) -> bool:
+    """`--failed-only`'s rule: a trial its harness marked failed, or a run no harness judged."""
+    return not judged or failed is True
+
+
 def keep_failed(traces: list[Trace], roots: list[Path], say: Callable[[str], None]) -> list[Trace]:
     """The traces the harness marked failed; says how many were skipped, and why.
 
@@ -286,12 +291,13 @@ def keep_failed(traces: list[Trace], roots: list[Path], say: Callable[[str], Non
     unknown: dict[str, int] = {}
     for t in traces:
         h = t.metadata.get("harness")
-        if not isinstance(h, dict) or h.get("failed") is True:
+        verdict: dict[str, Any] = h if isinstance(h, dict) else {}
+        if kept_as_failed(isinstance(h, dict), verdict.get("failed")):
             kept.append(t)
-        elif h.get("failed") is False:
-            passed.append(str(h.get("why", "")))
+        elif verdict.get("failed") is False:
+            passed.append(str(verdict.get("why", "")))
         else:
-            unknown[str(h.get("why"))] = unknown.get(str(h.get("why")), 0) + 1
+            unknown[str(verdict.get("why"))] = unknown.get(str(verdict.get("why")), 0) + 1
     missing = sum(len(trials_without_trajectory(r)) for r in roots if r.is_dir())
     judged = sum(1 for t in traces if isinstance(t.metadata.get("harness"), dict))
     parts = [f"{len(passed)} skipped as passed ({_passed_why(passed)})"] if passed else ["0 skipped as passed"]
