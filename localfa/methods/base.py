@@ -101,6 +101,9 @@ class BaseMethod:
     # "module:NAME" of this method's oracle policy (`localfa.oracle.policy.Policy`): how the oracle
     # engine answers each of its request kinds (None: the method sends no request).
     oracle_policy: ClassVar[str | None] = None
+    # "module:NAME" of this method's named mutants (`localfa.oracle.mutants.Mutant`): one break per
+    # stage or rule that the honest oracle must catch (scripts/bench_ceiling.py --mutants).
+    oracle_mutants: ClassVar[str | None] = None
 
     def __init__(self, options: Any = None, given: dict[str, Any] | None = None) -> None:
         self.options = options if options is not None else self.Options()
