@@ -10,7 +10,8 @@ Built per trace (and per chunk), each in time linear in the spans and claims it 
   (`ledger_order_errors`), and the method asks once more when it is broken;
 - an update names an existing claim id and uses inside the current chunk;
 - a support answer gives its evidence, the span and the reason before the status it decides;
-- the tracer marks only spans at or after the claim's introduced span.
+- the tracer writes its reason before its verdict, and marks only spans at or after the claim's
+  introduced span, the span that introduces the claim first among them.
 
 Every free string is bounded, and `*_max_tokens` size the answer for the longest text admitted.
 """
@@ -25,7 +26,8 @@ from localfa.engine.grammar import Grammar
 CLAIM_TYPES: tuple[str, ...] = ("entity", "constraint", "computation", "decision", "other")
 CLAIM_STATUSES: tuple[str, ...] = ("exploratory", "tentative", "consequential", "finalized")
 SUPPORT_STATUSES: tuple[str, ...] = ("DIRECT", "WEAK", "MISSING", "CONFLICTING")
-MARK_ROLES: tuple[str, ...] = ("commit", "reuse", "amplify", "finalize")
+MARK_ROLES: tuple[str, ...] = ("introduce", "commit", "reuse", "amplify", "finalize")
+CHARS_PER_ANSWER_TOKEN = 2  # JSON answers: digits, quotes and braces tokenise densely, prose at ~4 characters a token
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,10 @@ def _int(lo: int, hi: int) -> dict[str, Any]:
 
 
 def _max_tokens(chars: int) -> int:
-    """Room for an answer of at most `chars` characters (a token holds at least one) plus slack."""
-    return chars + 32
+    """Room for an answer of at most `chars` characters, in tokens, plus slack. A token holds
+    about two characters of a compact JSON answer at worst (reserving one token per character
+    starved the prompt of a third of the window on a 32k window)."""
+    return -(-chars // CHARS_PER_ANSWER_TOKEN) + 32
 
 
 # ---- segmentation --------------------------------------------------------------------------------
@@ -195,15 +199,17 @@ def _mark(first: int, last: int) -> dict[str, Any]:
 
 
 def tracer_claim_schema(first: int, n_spans: int, limits: DriftLimits) -> dict[str, Any]:
-    """One risky claim: harmful or not, and the (span, role) marks (spans >= its introduction)."""
+    """One risky claim: the reason first, then harmful or not, then the (span, role) marks (spans
+    >= its introduction)."""
     return {
         "title": "drift_trace_claim",
         "type": "object",
         "properties": {
+            "reason": _text(limits.reason_chars),
             "harmful": {"type": "boolean"},
             "marks": {"type": "array", "items": _mark(first, n_spans - 1), "maxItems": limits.marks_per_claim},
         },
-        "required": ["harmful", "marks"],
+        "required": ["reason", "harmful", "marks"],
     }
 
 
@@ -211,8 +217,9 @@ def tracer_claim_grammar(first: int, n_spans: int, limits: DriftLimits) -> Gramm
     return Grammar.json(tracer_claim_schema(first, n_spans, limits), name="drift_trace_claim")
 
 
-def tracer_ledger_schema(claims: dict[str, int], n_spans: int, max_marks: int) -> dict[str, Any]:
-    """Every risky claim at once: marks name a claim id and a span at or after its introduction."""
+def tracer_ledger_schema(claims: dict[str, int], n_spans: int, max_marks: int, limits: DriftLimits) -> dict[str, Any]:
+    """Every risky claim at once: the reason first, then the harmful ids, then marks naming a claim
+    id and a span at or after its introduction."""
     branches = [
         {
             "type": "object",
@@ -225,18 +232,20 @@ def tracer_ledger_schema(claims: dict[str, int], n_spans: int, max_marks: int) -
         "title": "drift_trace_ledger",
         "type": "object",
         "properties": {
+            "reason": _text(limits.reason_chars),
             "harmful": {"type": "array", "items": {"enum": list(claims)}, "maxItems": len(claims)},
             "marks": {"type": "array", "items": {"anyOf": branches}, "maxItems": max_marks},
         },
-        "required": ["harmful", "marks"],
+        "required": ["reason", "harmful", "marks"],
     }
 
 
-def tracer_ledger_grammar(claims: dict[str, int], n_spans: int, max_marks: int) -> Grammar:
-    return Grammar.json(tracer_ledger_schema(claims, n_spans, max_marks), name="drift_trace_ledger")
+def tracer_ledger_grammar(claims: dict[str, int], n_spans: int, max_marks: int, limits: DriftLimits) -> Grammar:
+    return Grammar.json(tracer_ledger_schema(claims, n_spans, max_marks, limits), name="drift_trace_ledger")
 
 
-def tracer_max_tokens(n_spans: int, n_marks: int, n_claims: int = 1, id_chars: int = 0) -> int:
-    """Room for `n_marks` marks (over `n_claims` claims whose ids are `id_chars` long, ledger mode)."""
+def tracer_max_tokens(n_spans: int, n_marks: int, reason_chars: int, n_claims: int = 1, id_chars: int = 0) -> int:
+    """Room for the reason and `n_marks` marks (over `n_claims` claims whose ids are `id_chars`
+    long, ledger mode)."""
     mark = 30 + len(str(n_spans)) + max(map(len, MARK_ROLES)) + (id_chars + 12 if id_chars else 0)
-    return _max_tokens(40 + n_marks * mark + n_claims * (id_chars + 4))
+    return _max_tokens(60 + reason_chars + n_marks * mark + n_claims * (id_chars + 4))

@@ -7,8 +7,9 @@ Built per trace (and per window) so the orderings the method relies on hold by c
   order; each carries the step's own agent as a constant, so no step can be skipped, repeated,
   invented or given to the wrong agent; a step that cannot be an answer (an observation, a human
   turn) has ``active`` fixed to false; a stage's focus step is one of the window's answerable steps;
-- a pair answer is a short reason, then one of the six labels; a rating and a verdict reason
-  first, then decide (the verdict's quote comes last);
+- a links answer is one entry per listed pair (``"i>j"``), each a short reason, then one of the
+  six labels; a rating answer one entry per listed candidate; ratings and verdicts reason first,
+  then decide (the verdict's quote comes last);
 - the re-search argues every step of its window and ranks a permutation of exactly the steps of
   that window that may be the answer (an enum: at most 5 steps, 120 orders).
 
@@ -27,11 +28,11 @@ from localfa.engine.grammar import Grammar
 
 TRANSITION_LABELS: tuple[str, ...] = ("follow_up", "redundancy", "no_influence", "error_shift", "correction", "dead_end")
 ROLES: tuple[str, ...] = ("ROOT_CAUSE", "PROPAGATION", "SYMPTOM", "CONTRIBUTING")
-SIGNIFICANCE_MAX = 3  # a step's significance for the outcome: 0 (none) .. 3 (the result depends on it)
 SUSPICION_MAX = 10  # the judged ranking's suspicion scale: 0 (clearly not the error) .. 10 (certainly it)
 SIGNALS: tuple[str, ...] = ("outcome_relevance", "prior_inconsistency", "execution_inconsistency")
 RANK_SIGNALS: tuple[str, ...] = ("incorrect_execution", "unsupported_information", "affects_later")
-RESEARCH_MAX_STEPS = 5  # t̂-2 .. t̂+2
+RESEARCH_RADIUS = 2  # the re-search neighbourhood t̂-2 .. t̂+2 (the paper's), also the widest verification reach
+RESEARCH_MAX_STEPS = 2 * RESEARCH_RADIUS + 1
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,6 @@ def window_grammar(steps: Sequence[tuple[int, str]], eligible: Sequence[int], li
                 "action": _text(limits.action_chars),
                 "decision": _text(limits.decision_chars),
                 "active": {"type": "boolean"} if i in ok else {"const": False},
-                "significance": {"type": "integer", "minimum": 0, "maximum": SIGNIFICANCE_MAX},
                 **{s: {"type": "boolean"} for s in SIGNALS},
             }
         )
@@ -139,37 +139,49 @@ def window_grammar(steps: Sequence[tuple[int, str]], eligible: Sequence[int], li
 
 
 def window_max_tokens(steps: Sequence[tuple[int, str]], limits: FalatLimits) -> int:
-    per_step = limits.action_chars + limits.decision_chars + 170
+    per_step = limits.action_chars + limits.decision_chars + 150
     chars = sum(per_step + len(agent) for _, agent in steps) + limits.stage_chars + 60
     return _max_tokens(chars)
 
 
-# ---- stage 2: a transition label -------------------------------------------------------------
+# ---- stage 2: the typed links of a group of candidates -----------------------------------------
 
 
-def transition_grammar(limits: FalatLimits) -> Grammar:
-    """A short reason, then one of the six labels."""
-    props = {"reason": _text(limits.pair_reason_chars), "label": {"enum": list(TRANSITION_LABELS)}}
-    return Grammar.json(_closed(props, "falat_transition"), name="falat_transition")
+def pair_key(i: int, j: int) -> str:
+    """A link's key in a links answer: ``"3>7"`` (earlier step, then later step)."""
+    return f"{i}>{j}"
 
 
-def transition_max_tokens(limits: FalatLimits) -> int:
-    return _max_tokens(limits.pair_reason_chars + 50)
+def links_grammar(pairs: Sequence[tuple[int, int]], limits: FalatLimits) -> Grammar:
+    """For exactly the listed pairs, in order: a short reason, then one of the six labels."""
+    if not pairs:
+        raise ValueError("a links request types at least one pair")
+    link = _closed({"reason": _text(limits.pair_reason_chars), "label": {"enum": list(TRANSITION_LABELS)}})
+    props = {"links": _closed({pair_key(i, j): link for i, j in pairs})}
+    return Grammar.json(_closed(props, "falat_links"), name="falat_links")
+
+
+def links_max_tokens(n_pairs: int, limits: FalatLimits) -> int:
+    return _max_tokens(n_pairs * (limits.pair_reason_chars + 50) + 20)
 
 
 # ---- stage 3: the judged ranking and verification ---------------------------------------------
 
 
-def rank_grammar(limits: FalatLimits) -> Grammar:
-    """The analysis, the three ranking signals, then the suspicion on the bounded scale."""
+def rank_grammar(steps: Sequence[int], limits: FalatLimits) -> Grammar:
+    """Per candidate of the group, in order: the analysis, the three ranking signals, then the
+    suspicion on the bounded scale."""
+    if not steps:
+        raise ValueError("a rating request rates at least one step")
     props: dict[str, Any] = {"analysis": _text(limits.rank_reason_chars)}
     props.update({s: {"type": "boolean"} for s in RANK_SIGNALS})
     props["suspicion"] = {"type": "integer", "minimum": 0, "maximum": SUSPICION_MAX}
-    return Grammar.json(_closed(props, "falat_rank"), name="falat_rank")
+    rating = _closed(props)
+    return Grammar.json(_closed({"ratings": _closed({str(i): rating for i in steps})}, "falat_rank"), name="falat_rank")
 
 
-def rank_max_tokens(limits: FalatLimits) -> int:
-    return _max_tokens(limits.rank_reason_chars + 140)
+def rank_max_tokens(n_steps: int, limits: FalatLimits) -> int:
+    return _max_tokens(n_steps * (limits.rank_reason_chars + 140) + 20)
 
 
 def verify_grammar(limits: FalatLimits) -> Grammar:

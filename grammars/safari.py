@@ -1,7 +1,8 @@
 """SAFARI's grammars: the investigator's turn, the evaluator's verdict, the forced final answer.
 
-The turn grammar makes one object per model call: a sparse STM update, one sentence of next
-action, and exactly one tool call with its real parameter names. Offsets can only fall inside
+The turn grammar makes one object per model call: first a free analysis (the paper's RULE 0,
+"think before every tool call"; the opening turn's is its STEP 1 write-up), then a sparse STM
+update, one sentence of next action, and exactly one tool call with its real parameter names. Offsets can only fall inside
 the trace, `limit` is bounded, `step_id` can only be a real step and at most E questions can be
 asked, so the paper's prohibitions on wrong parameter names, several calls per turn, invented
 step ids and empty submissions hold by construction.
@@ -27,6 +28,7 @@ OUTPUT_CHARS_PER_TOKEN = 3
 class SafariLimits:
     """Bounds on free text; they size max_tokens and are all stated in the prompts."""
 
+    analysis_chars: int = 1500  # each turn's thinking, first (0: no analysis field)
     note_chars: int = 400  # task_goal, final_output
     reason_chars: int = 600  # a fault entry's reason (the three conditions + counterfactual)
     evidence_chars: int = 300  # the paper's "verbatim quote <= 300 chars"
@@ -44,8 +46,8 @@ class SafariLimits:
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
-            if int(value) < 1:
-                raise ValueError(f"{name} must be at least 1")
+            if int(value) < (0 if name == "analysis_chars" else 1):
+                raise ValueError(f"{name} must be at least {0 if name == 'analysis_chars' else 1}")
         if self.question_chars < 5 or self.reasoning_chars < 10:
             raise ValueError("question_chars must be at least 5 and reasoning_chars at least 10")
 
@@ -60,7 +62,8 @@ class SafariLimits:
 
     def turn_max_tokens(self, with_stm: bool = True) -> int:
         """A token allowance that fits the longest turn the grammar admits."""
-        chars = (self.stm_chars() if with_stm else 0) + self.next_action_chars + self.tool_chars() + 60
+        analysis = self.analysis_chars + 20 if self.analysis_chars else 0
+        chars = analysis + (self.stm_chars() if with_stm else 0) + self.next_action_chars + self.tool_chars() + 60
         return chars // OUTPUT_CHARS_PER_TOKEN + 64
 
     def verdict_max_tokens(self) -> int:
@@ -144,6 +147,9 @@ def turn_grammar(n_steps: StepIds, total_lines: int, max_read: int, limits: Safa
     action steps' ids, or a step count)."""
     props: dict[str, Any] = {}
     required = []
+    if limits.analysis_chars:  # thinking first, before anything it decides
+        props["analysis"] = _text(limits.analysis_chars)
+        required.append("analysis")
     if with_stm:
         props["stm"] = stm_update_schema(n_steps, limits)
         required.append("stm")

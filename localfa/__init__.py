@@ -7,10 +7,10 @@ The Python API (see `localfa.api`): `load_trace`, `diagnose`, `bench`, `make_eng
 from typing import Any
 
 from localfa import offline as _offline
+from localfa.version import __version__ as __version__
 
 _offline.enforce()
 
-__version__ = "0.1.0"
 __all__ = ["Diagnosis", "Trace", "bench", "diagnose", "load_trace", "make_engine"]
 
 

@@ -115,6 +115,11 @@ class ResultRecord(Diagnosis):
     label: Labels | None = None
     trace_sha256: str | None = None
     finished_at: str | None = None
+    # Set by the categorise pass (`localfa bench --categorise NAME`, localfa.insights.categorise):
+    # the category of the diagnosed step in taxonomy `taxonomy`, and the model's reason for it.
+    category: str | None = None
+    category_reason: str | None = None
+    taxonomy: str | None = None
 
     @model_validator(mode="after")
     def _classify(self) -> "ResultRecord":

@@ -16,7 +16,15 @@ Prints per (method, p):
     python scripts/bench_ceiling.py --p 1.0
     python scripts/bench_ceiling.py --p 0.7 --seeds 0,1,2
     python scripts/bench_ceiling.py --methods falat,safari@scale:2 --limit 10 --out runs/ceiling
-    python scripts/bench_ceiling.py --table      # what each policy answers, per request kind
+    python scripts/bench_ceiling.py --p 0.7 --noise real --seeds 0,1,2   # errors shaped like a model's
+    python scripts/bench_ceiling.py --mutants [--methods drift,falat]    # does the ceiling catch each break?
+    python scripts/bench_ceiling.py --calibrate  # fit the realistic error model to published baselines
+    python scripts/bench_ceiling.py --table      # what each policy answers, per request kind (docs/ceilings.md)
+
+`--mutants` sweeps every method with registered mutants intact and under each mutant (p = 1 seed
+0; p = 0.7 under `--noise` (default real), seeds 0,1,2), prints one row per (method, mutant): p = 1
+ceiling, p = 0.7 accuracy, calls and prefill per trace, the kill rule it tripped, then per method
+`method=NAME mutants_killed=K/N ceiling_step_accuracy=...` (localfa/bench/mutant_sweep.py).
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ def _in_the_project_venv() -> None:
 
 _in_the_project_venv()
 
+from localfa.bench.benchjson import add_json_option, run_recorded  # noqa: E402 - after the venv check
 from localfa.bench.ceiling import dropped_at, load_p_runs, p_run_dir, write_p_report  # noqa: E402 - after the venv check
 from localfa.bench.sweep import load_traces, parse_seeds, run_sweep  # noqa: E402 - after the venv check
 from localfa.engine.factory import make_engine  # noqa: E402 - after the venv check
@@ -67,11 +76,13 @@ def parse_entries(text: str) -> list[tuple[MethodSpec, str]]:
     return out
 
 
-def run_p(p: float, traces: list, entries: list[tuple[MethodSpec, str]], seeds: list[int], out: Path, concurrency: int) -> float:
-    """Sweep every entry at p into OUT/p=P/ (one sweep per budget); seconds taken."""
+def run_p(
+    p: float, traces: list, entries: list[tuple[MethodSpec, str]], seeds: list[int], out: Path, concurrency: int, noise: str = "iid"
+) -> float:
+    """Sweep every entry at p into OUT/p=P/ (one sweep per budget) under the `noise` error model; seconds taken."""
     run_dir = p_run_dir(out, p)
     started = time.perf_counter()
-    engine = make_engine(f"oracle:p={p:g}", say=lambda _: None)
+    engine = make_engine(f"oracle:p={p:g}:noise={noise}", say=lambda _: None)
     try:
         for budget in dict.fromkeys(b for _, b in entries):
             specs = [s for s, b in entries if b == budget]
@@ -117,13 +128,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="run directory (default: a fresh runs/ceiling-TIME/ in the repository)")
     ap.add_argument("--misses", default=None, help="also write the misses at p = 1 (markdown) to this file")
     ap.add_argument("--concurrency", type=int, default=64)
-    ap.add_argument("--table", action="store_true", help="print the policies' table (method x request kind) and exit")
+    ap.add_argument("--noise", choices=["iid", "real"], default=None, help="the oracle's error model (default iid; real with --mutants)")
+    ap.add_argument("--mutants", action="store_true", help="sweep every method's registered mutants against it intact and print the kills")
+    ap.add_argument("--long", action="store_true", help="p = 1 on dev runs grown so the fault sits at 1x, 2x, 5x a 32k window (issue 36)")
+    ap.add_argument("--calibrate", action="store_true", help="fit the realistic error model to published baseline figures and predict")
+    ap.add_argument(
+        "--table", action="store_true", help="print the policies' table (method x request kind), write it into docs/ceilings.md"
+    )
+    add_json_option(ap)
     args = ap.parse_args(argv)
     if args.table:
-        from localfa.oracle.registry import policy_table
-
-        print(policy_table(), end="")
-        return 0
+        return table_main()
+    if args.mutants:
+        return mutants_main(args)
+    if args.calibrate:
+        return calibrate_main(args)
 
     ps = [float(x) for x in args.p.split(",") if x.strip()]
     seeds = parse_seeds(args.seeds)
@@ -131,9 +150,16 @@ def main(argv: list[str] | None = None) -> int:
     traces = load_traces([args.data], limit=args.limit)
     out = Path(args.out or REPO / "runs" / f"ceiling-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
     out.mkdir(parents=True, exist_ok=True)
-    print(f"traces={len(traces)} methods={len(entries)} p={','.join(f'{p:g}' for p in ps)} seeds={args.seeds} out={out}")
+    if args.long:
+        from localfa.bench.longruns import long_ceilings
+
+        return long_ceilings(traces, out, lambda grown, run_dir: run_p(1.0, grown, entries, seeds, run_dir, args.concurrency))
+    print(
+        f"traces={len(traces)} methods={len(entries)} p={','.join(f'{p:g}' for p in ps)} seeds={args.seeds} "
+        f"noise={args.noise or 'iid'} out={out}"
+    )
     for p in ps:
-        took = run_p(p, traces, entries, seeds, out, args.concurrency)
+        took = run_p(p, traces, entries, seeds, out, args.concurrency, args.noise or "iid")
         print(f"# p={p:g}: swept in {took:.1f}s", file=sys.stderr)
 
     misses_md: list[str] = []
@@ -162,5 +188,52 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def table_main() -> int:
+    """Print the policies' table and write it into docs/ceilings.md between its markers."""
+    from localfa.oracle.registry import policy_table, write_policy_table
+
+    print(policy_table(), end="")
+    changed = write_policy_table(REPO / "docs" / "ceilings.md")
+    print(f"# docs/ceilings.md {'updated' if changed else 'already up to date'}", file=sys.stderr)
+    return 0
+
+
+def mutants_main(args: argparse.Namespace) -> int:
+    """`--mutants`: every registered mutant against its method intact (localfa/bench/mutant_sweep.py)."""
+    from localfa.bench.mutant_sweep import run_mutants, table_lines
+    from localfa.oracle.mutants import registered_mutants, unloadable_mutants
+
+    found = registered_mutants()
+    for method, error in unloadable_mutants().items():
+        print(f"# {method}: its mutants did not load ({error})", file=sys.stderr)
+    chosen = [m.strip() for m in args.methods.split(",")] if args.methods != DEFAULT_METHODS else list(found)
+    unknown = [m for m in chosen if m not in found]
+    if unknown:
+        print(f"bench_ceiling: no registered mutants for {', '.join(unknown)} (methods with mutants: {', '.join(found) or 'none'})")
+        return 2
+    traces = load_traces([args.data], limit=args.limit)
+    out = Path(args.out or REPO / "runs" / f"mutants-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+    noise = args.noise or "real"
+    started = time.perf_counter()
+    print(f"traces={len(traces)} methods={','.join(chosen)} noise={noise} out={out}")
+    rows = run_mutants(
+        out, traces, {m: found[m] for m in chosen}, noise=noise, concurrency=args.concurrency, say=lambda s: print(s, file=sys.stderr)
+    )
+    print("\n".join(table_lines(rows)))
+    print(f"wall_s={time.perf_counter() - started:.1f}")
+    return 0
+
+
+def calibrate_main(args: argparse.Namespace) -> int:
+    """`--calibrate`: fit (p, spread) so the simulated baselines land near their published figures."""
+    from localfa.bench.calibration import calibrate, calibration_lines
+
+    traces = load_traces([args.data], limit=args.limit)
+    out = Path(args.out or REPO / "runs" / f"calibrate-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+    result = calibrate(traces, out, seeds=parse_seeds(args.seeds), concurrency=args.concurrency, say=lambda s: print(s, file=sys.stderr))
+    print("\n".join(calibration_lines(result)))
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(run_recorded(main, "bench_ceiling"))

@@ -16,6 +16,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from localfa.bench.benchjson import add_json_option, run_recorded
+
 
 def sweep(data: Path, limit: int, workers: int, profile: Path, out: Path) -> dict[str, float]:
     from localfa.bench.driver import run_units_sweep
@@ -46,6 +48,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "whowhen")
     ap.add_argument("--limit", type=int, default=4, help="traces per subset (4 -> 8 traces)")
     ap.add_argument("--kv-gib", type=int, default=1, help="KV cache per CPU engine")
+    add_json_option(ap)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_cluster_"))
     profile = tmp / "profile.toml"
@@ -63,4 +66,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_recorded(main, "bench_cluster"))

@@ -4,7 +4,9 @@ Per tracer mode (``--tracers per-claim,ledger``) and seed (``--seeds 0,1,2``): t
 of each stage and how many traces got an error span. Then, per tracer mode:
 
 - `first_error_agreement=`: the share of traces whose first error (the first error span's answered
-  step, or "no error found") is the same under every seed; `pairwise=` the same over seed pairs.
+  step) is the same under every seed, counted only over traces where at least one seed found an
+  error (`found_none=` traces where none did: agreeing on nothing is no skill); `pairwise=` the
+  same over seed pairs.
   The ledger decides everything downstream, so this is the figure the keeper's and the tracer's
   temperatures (`keeper_temperature`, `tracer_temperature`) and the default tracer mode follow.
 
@@ -28,12 +30,13 @@ from pathlib import Path
 
 from bench_safari import DEFAULT_DATA, pick_traces  # scripts/ is on sys.path when run as a script
 
+from localfa.bench.benchjson import add_json_option, run_recorded
+from localfa.bench.metrics import first_error_agreement
 from localfa.engine.factory import make_engine
 from localfa.methods.base import MethodContext, base_key
+from localfa.methods.drift.audit import STAGES
 from localfa.methods.registry import get_method
 from localfa.methods.runner import method_job, run_jobs
-
-STAGES = ("segment", "ledger", "support", "tracer")
 
 
 class SupportBatches:
@@ -88,19 +91,10 @@ def stage_totals(results) -> dict[str, dict[str, int]]:
 
 
 def first_error(d) -> object:
-    """The first error's answered step; "none" when no error span was found; "failed" on an error."""
+    """The first error's answered step; None when no error span was found; "failed" on an error."""
     if d.error:
         return "failed"
-    return "none" if d.details.get("step_is_fallback") else d.step
-
-
-def agreement(runs: dict[int, dict], traces: list[str]) -> tuple[float, float]:
-    """(share of traces with one first error under every seed, mean agreement over seed pairs)."""
-    seeds = sorted(runs)
-    same = sum(len({first_error(runs[s][t]) for s in seeds}) == 1 for t in traces)
-    pairs = list(itertools.combinations(seeds, 2))
-    pairwise = [first_error(runs[a][t]) == first_error(runs[b][t]) for a, b in pairs for t in traces]
-    return same / max(1, len(traces)), sum(pairwise) / max(1, len(pairwise))
+    return None if d.details.get("step_is_fallback") else d.step
 
 
 def main() -> None:
@@ -112,6 +106,7 @@ def main() -> None:
     ap.add_argument("--tracers", default="per-claim,ledger", help="comma-separated tracer modes to compare")
     ap.add_argument("--options", default="", help="extra DRIFT options, e.g. segment=true:chunk_tokens=3000")
     ap.add_argument("--engine", default="vllm")
+    add_json_option(ap)
     args = ap.parse_args()
     traces = pick_traces(args.data / args.subset if args.subset else args.data, args.traces)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -144,8 +139,11 @@ def main() -> None:
         engine.close()
     ids = list(runs[modes[0]][seeds[0]])
     for mode in modes:
-        same, pairwise = agreement(runs[mode], ids)
-        print(f"tracer={mode} first_error_agreement={same:.3f} pairwise={pairwise:.3f} traces={len(ids)} seeds={len(seeds)}")
+        agreed = first_error_agreement({s: {t: first_error(d) for t, d in runs[mode][s].items()} for s in seeds})
+        print(
+            f"tracer={mode} first_error_agreement={agreed.share:.3f} pairwise={agreed.pairwise:.3f} "
+            f"traces={agreed.traces} found_none={agreed.found_none} seeds={len(seeds)}"
+        )
     for seed in seeds:
         for a, b in itertools.combinations(modes, 2):
             same_n = sum(first_error(runs[a][seed][t]) == first_error(runs[b][seed][t]) for t in ids)
@@ -156,4 +154,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_recorded(main, "bench_drift"))

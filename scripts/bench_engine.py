@@ -16,6 +16,7 @@ import time
 
 from pydantic import BaseModel, Field
 
+from localfa.bench.benchjson import add_json_option, run_recorded
 from localfa.engine.factory import make_engine
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Request, Sampling
@@ -48,6 +49,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--engine", default="vllm")
     ap.add_argument("--max-tokens", type=int, default=200)
+    add_json_option(ap)
     args = ap.parse_args()
     engine = make_engine(args.engine)
     try:
@@ -84,4 +86,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_recorded(main, "bench_engine"))

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import localfa  # noqa: F401  (sets Ray's offline switches before Ray is imported, as the CLI does)
+from localfa.bench.benchjson import add_json_option, run_recorded
 from localfa.bench.driver import run_units_sweep
 from localfa.bench.executors import LocalExecutor
 from localfa.bench.sweep import load_traces
@@ -107,6 +108,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16, help="trace runs in flight per engine (localfa bench's default)")
     ap.add_argument("--engine", default="latency", help="latency:step_ms=N:token_us=N:max_batch=N")
     ap.add_argument("--traces", type=int, default=None, help="only the first N traces of each subset")
+    add_json_option(ap)
     args = ap.parse_args()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     traces = load_traces([args.data], limit=args.traces)
@@ -136,4 +138,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_recorded(main, "bench_engine_busy"))

@@ -24,6 +24,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from localfa.bench.benchjson import add_json_option, run_recorded
 from localfa.engine.factory import make_engine
 from localfa.methods.base import MethodContext
 from localfa.methods.registry import get_method
@@ -95,6 +96,7 @@ def main() -> None:
     ap.add_argument("--method", default="falat", help="a FALAT spec, e.g. falat:window=3")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engine", default="vllm")
+    add_json_option(ap)
     args = ap.parse_args()
     traces = pick_traces(args.data, args.traces)
     method = get_method(args.method)
@@ -136,4 +138,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_recorded(main, "bench_falat"))

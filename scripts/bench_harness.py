@@ -22,6 +22,13 @@
    GPU-speed latency model, for SAFARI, FALAT and DRIFT, in process and on Ray).
 
     python scripts/bench_harness.py [--data ../shared/data/whowhen] [--seeds 1] [--no-real]
+        [--tokenizer embedded [--window 32768]]
+
+`--tokenizer embedded`: the scripted engine counts as the vLLM backend does, with that backend's
+own counting code (every prompt through the embedded model's chat template and tokenizer, its
+memos) and reports a `--window` context (32k by default), so methods that measure their prompts
+against the window pay what they would pay in front of a real engine. The engine tokenises every
+prompt it is sent inside its own time, as vLLM must; only what a method counts itself is harness.
 
 Prints one line per method (`METHOD calls= harness_ms_per_call= validation_ms_per_call=`), the
 top three costs, then, last: calls=, harness_wall_ms_per_call=, harness_ms_per_call=, validation_ms_per_call= (and
@@ -41,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from localfa.bench.benchjson import add_json_option, run_recorded
 from localfa.bench.driver import run_units_sweep
 from localfa.bench.executors import LocalExecutor
 from localfa.bench.sweep import load_traces
@@ -144,12 +152,41 @@ class SpanExecutor(LocalExecutor):
                 self.profiler.disable()
 
 
+def tokenizing_engine(window: int) -> Any:
+    """The scripted engine counting with the embedded model's tokenizer and chat template, through
+    the vLLM backend's own methods and memos, with a `window`-token context."""
+    from transformers import AutoTokenizer
+
+    from localfa.engine.model import embedded_model_dir
+    from localfa.engine.scripted import ScriptedEngine, example_answer
+    from localfa.engine.settings import EngineSettings
+    from localfa.engine.vllm_backend import VLLMEngine
+
+    class Counting(ScriptedEngine):
+        count_prompt_tokens = VLLMEngine.count_prompt_tokens
+        count_tokens = VLLMEngine.count_tokens
+        count_tokens_many = VLLMEngine.count_tokens_many
+        _prompt_ids = VLLMEngine._prompt_ids
+
+        def _check_lengths(self, requests: Sequence[Request]) -> None:
+            """vLLM checks a prompt's length where it tokenises it to run it: in the engine."""
+
+    engine = Counting(example_answer, max_model_len=window)
+    engine.tokenizer = AutoTokenizer.from_pretrained(str(embedded_model_dir()))
+    engine.settings = EngineSettings()
+    engine._prompt_memo, engine._count_memo = {}, {}
+    return engine
+
+
+TOKENIZER: dict[str, int] = {}  # {"window": N} when --tokenizer embedded is on
+
+
 def sweep(traces: list[Any], spec: MethodSpec, seeds: int, profiler: cProfile.Profile | None = None) -> Cost:
     """One method's scripted sweep from cold grammars, run as `run_sweep` runs it; its run's
     wall time, the engine's and validation's share of it, and the one-time start."""
     from localfa.engine.scripted import scripted_default
 
-    engine = scripted_default()
+    engine = tokenizing_engine(TOKENIZER["window"]) if TOKENIZER else scripted_default()
     executor = SpanExecutor(engine)
     clear_interned()
     with tempfile.TemporaryDirectory() as run_dir, clocked(engine) as clocks:
@@ -243,7 +280,12 @@ def main() -> None:
     ap.add_argument("--traces", type=int, default=8, help="traces for the real-engine figure")
     ap.add_argument("--no-real", action="store_true", help="skip the real-engine figure")
     ap.add_argument("--no-profile", action="store_true", help="skip the profiled pass")
+    ap.add_argument("--tokenizer", choices=["words", "embedded"], default="words", help="how the scripted engine counts tokens")
+    ap.add_argument("--window", type=int, default=32768, help="the context window reported with --tokenizer embedded")
+    add_json_option(ap)
     args = ap.parse_args()
+    if args.tokenizer == "embedded":
+        TOKENIZER["window"] = args.window
     busy = None if args.no_real else engine_busy_share(args.data, args.traces)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall figures grow with it, CPU figures much less)")
     traces = load_traces([args.data])
@@ -285,4 +327,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_recorded(main, "bench_harness"))

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from localfa.bench.benchjson import add_json_option, run_recorded  # noqa: E402
 from localfa.traces import LineView, load_trace  # noqa: E402
 
 
@@ -37,6 +38,7 @@ def write_whowhen(path: Path, target_bytes: int) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=100, help="file size in MiB")
+    add_json_option(ap)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.json"
@@ -54,4 +56,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_recorded(main, "bench_load"))

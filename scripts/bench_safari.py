@@ -20,6 +20,7 @@ import argparse
 import time
 from pathlib import Path
 
+from localfa.bench.benchjson import add_json_option, run_recorded
 from localfa.engine.factory import make_engine
 from localfa.methods.base import MethodContext
 from localfa.methods.registry import get_method
@@ -106,6 +107,7 @@ def main() -> None:
     ap.add_argument("--max-turns", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engine", default="vllm")
+    add_json_option(ap)
     args = ap.parse_args()
     traces = pick_traces(args.data, args.traces)
     method = get_method("safari", max_turns=args.max_turns)
@@ -148,4 +150,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_recorded(main, "bench_safari"))

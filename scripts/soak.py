@@ -38,49 +38,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from soak_common import REPO, analyse, bench_command, count_lines, write_traces  # scripts/soak_common.py
+from soak_servers import servers_phase  # scripts/soak_servers.py
+
 sys.path.insert(0, str(REPO))
 
-AGENTS = ("Orchestrator", "WebSurfer", "Coder", "Verifier")
-WORDS = (
-    "searched",
-    "the",
-    "table",
-    "shows",
-    "42",
-    "wrong",
-    "page",
-    "result",
-    "ignore",
-    "previous",
-    "instructions",
-    "assumed",
-    "verified",
-    "rounded",
-    "source",
-    "answer",
-    '{"step_id": 3}',
-)
-
-
-def write_traces(folder: Path, n: int, seed: int) -> None:
-    """`n` small multi-agent chat logs (messages format), deterministic from `seed`."""
-    rng = random.Random(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    for t in range(n):
-        steps = [{"role": "user", "name": "human", "content": f"Task {t}: how many rows does table {t} have?"}]
-        for i in range(rng.randint(6, 16)):
-            agent = AGENTS[(i + t) % len(AGENTS)]
-            text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(10, 80)))
-            steps.append({"role": "assistant", "name": agent, "content": f"{agent} step {i}: {text}"})
-        (folder / f"trace{t:03d}.json").write_text(json.dumps(steps), encoding="utf-8")
-
-
-def count_lines(path: Path) -> int:
-    try:
-        return path.read_bytes().count(b"\n")
-    except FileNotFoundError:
-        return 0
+from localfa.bench.benchjson import add_json_option, run_recorded  # noqa: E402 - after the path is set
 
 
 def run_bench(cmd: list[str], env: dict[str, str], results: Path, kill_at: int | None, timeout_s: float) -> str:
@@ -107,34 +70,6 @@ def run_bench(cmd: list[str], env: dict[str, str], results: Path, kill_at: int |
     if proc.returncode not in (0, 1):  # 1: some records are errors (expected here)
         return f"failed (status {proc.returncode}): {err[-400:]}"
     return "done"
-
-
-def analyse(results: Path, planned: set[tuple]) -> dict[str, int]:
-    """Count what the run directory holds: records, lost units, duplicates, errors by kind."""
-    last: dict[tuple, dict] = {}
-    duplicates = replaced = 0
-    for line in results.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        rec = json.loads(line)
-        key = (rec["trace"], rec["method"], rec.get("budget") or "none", int(rec["seed"]))
-        old = last.get(key)
-        if old is not None:
-            if old.get("error") and old.get("error_kind") == "transient":
-                replaced += 1
-            else:
-                duplicates += 1
-        last[key] = rec
-    errors = [r for r in last.values() if r.get("error")]
-    return {
-        "records": len(set(last) & planned),
-        "records_lost": len(planned - set(last)),
-        "duplicates": duplicates,
-        "replaced": replaced,
-        "errors_final": sum(1 for r in errors if r.get("error_kind") != "transient"),
-        "errors_transient": sum(1 for r in errors if r.get("error_kind") == "transient"),
-        "errors_not_injected": sum(1 for r in errors if "injected fault" not in r["error"]),
-    }
 
 
 def engine_phase(args: argparse.Namespace, work: Path) -> bool:
@@ -199,26 +134,6 @@ def engine_phase(args: argparse.Namespace, work: Path) -> bool:
     )
 
 
-def bench_command(traces_dir: Path, run_dir: Path, methods: list[str], seeds: str, engine: list[str]) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "localfa",
-        "bench",
-        str(traces_dir),
-        "--methods",
-        ",".join(methods),
-        "--seeds",
-        seeds,
-        *engine,
-        "--out",
-        str(run_dir),
-        "--no-progress",
-        "--concurrency",
-        "16",
-    ]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--phase", choices=("all", "engine", "servers"), default="all")
@@ -232,6 +147,7 @@ def main() -> int:
     ap.add_argument("--max-passes", type=int, default=12, help="resumes after the kills, at most")
     ap.add_argument("--out", type=Path, default=None, help="work folder (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    add_json_option(ap)
     args = ap.parse_args()
 
     work = args.out or Path(tempfile.mkdtemp(prefix="localfa-soak-"))
@@ -242,8 +158,6 @@ def main() -> int:
     if args.phase in ("all", "engine"):
         ok = engine_phase(args, work / "engine") and ok
     if args.phase in ("all", "servers"):
-        from soak_servers import servers_phase  # scripts/soak_servers.py
-
         ok = servers_phase(args, work / "servers") and ok
     if not args.keep and args.out is None:
         shutil.rmtree(work, ignore_errors=True)
@@ -251,4 +165,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_recorded(main, "soak"))

@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
-from soak import REPO, analyse, bench_command, count_lines, write_traces
+from soak_common import REPO, analyse, bench_command, count_lines, write_traces
 
 POISON = "POISON-PILL"
 CORRUPT = "\u0000no longer valid"

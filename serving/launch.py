@@ -138,9 +138,9 @@ def shown_command(cmd: list[str], api_key: str | None) -> str:
 def served_info(settings: EngineSettings, model_dir: Path) -> dict[str, object]:
     """What the server reports at /localfa/fingerprint: the model's content hash and every
     setting that changes its answers (the openai backend uses it as the answers' identity)."""
+    from localfa.engine.identity import chat_template_hash, sampling_defaults
     from localfa.engine.model import model_fingerprint
     from localfa.engine.vllm_backend import installed_vllm_version
-    from localfa.manifest import chat_template_hash, sampling_defaults
 
     version = installed_vllm_version()
     return {

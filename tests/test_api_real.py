@@ -1,4 +1,4 @@
-"""The README's Python API example, run as written on the REAL embedded model (vLLM CPU build)."""
+"""The Python API example (docs/api.md), run as written on the REAL embedded model (vLLM CPU build)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def readme_api_example() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Python API") :]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    """The first Python block of the API page (docs/api.md), where the README points."""
+    text = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
+    return re.search(r"```python\n(.*?)```", text, re.S).group(1)
 
 
 def test_the_readme_python_api_example_runs_on_the_embedded_model(tmp_path):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from localfa.bench.metrics import GroupSummary, summarize
+from localfa.bench.report import load_run, write_report
 from localfa.durable import replace_durably
 from localfa.results import ResultRecord
 from localfa.view.charts import Series, line_chart
@@ -70,8 +71,6 @@ class PRun:
 
 
 def load_p_runs(parent: str | Path, n_boot: int = 1000) -> list[PRun]:
-    from localfa.bench.report import load_run
-
     out = []
     for p, run_dir in p_runs(parent):
         records, manifest = load_run(run_dir)
@@ -144,8 +143,6 @@ def markdown_p_table(runs: list[PRun]) -> str:
 
 def write_p_report(parent: str | Path, html_path: str | Path | None = None, n_boot: int = 1000) -> tuple[str, Path]:
     """(markdown table, HTML path) for a parent of p-runs; each run's own report.html too."""
-    from localfa.bench.report import write_report
-
     runs = load_p_runs(parent, n_boot=n_boot)
     for run in runs:
         write_report(run.run_dir, n_boot=n_boot)

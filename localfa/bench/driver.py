@@ -52,6 +52,7 @@ class SweepResult:
     written: int = 0
     errors: int = 0
     retried: int = 0
+    failed: int = 0  # planned units whose record in the run (new or kept) is an error: the command's exit status
     repaired_bytes: int = 0
     wall_s: float = 0.0
     written_keys: list[Key] = field(default_factory=list)
@@ -141,6 +142,19 @@ def write_unreadable(
             result.written_keys.append(rec.key)
 
 
+def unreadable_keys(
+    unreadable: Sequence[Unreadable], specs: list[MethodSpec], budgets: list[str], seeds: list[int], shard: Shard | None
+) -> list[Key]:
+    """The keys of the unreadable files' units (of `shard`)."""
+    keys = [rec.key for f in unreadable for rec in f.records(specs, budgets, seeds)]
+    return [k for k in keys if shard is None or shard.owns(k)]
+
+
+def count_failed(store: ResultStore, keys: list[Key]) -> int:
+    """How many of `keys` hold an error record in the run now (whichever command wrote it)."""
+    return sum(1 for k in keys if (kept := store.get(k)) is not None and kept.error)
+
+
 def run_units_sweep(
     run_dir: str | Path,
     traces: list[Trace],
@@ -213,6 +227,7 @@ def run_units_sweep(
                     result.errors += int(bool(rec.error))
                 bar.advance(Kept.of(rec))
         result.wall_s = round(time.perf_counter() - started, 3)
+        result.failed = count_failed(store, [u.key for u in units] + unreadable_keys(unreadable, specs, budgets, seeds, shard))
     finally:
         try:
             executor.close()

@@ -337,3 +337,30 @@ def tolerance_curve(summary: GroupSummary) -> list[tuple[int, float | None]]:
     pts = [(0, summary.metrics["step"].mean)]
     pts += [(k, summary.metrics[f"tol_{k}"].mean) for k in TOLERANCES]
     return pts
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How stable a method's first error is across seeds (`first_error_agreement`)."""
+
+    same: int  # traces where every seed gives the same first error
+    traces: int  # traces where at least one seed found an error (the ones agreement is counted over)
+    found_none: int  # traces where no seed found any error (not counted: agreeing on nothing is no skill)
+    pairwise: float  # share of seed pairs that agree, over the counted traces
+
+    @property
+    def share(self) -> float:
+        return self.same / self.traces if self.traces else 0.0
+
+
+def first_error_agreement(runs: dict[int, dict[str, object]]) -> Agreement:
+    """Agreement of the first error across seeds: `runs` is seed -> trace -> first error (None:
+    that run found no error). Counted only where at least one run found an error."""
+    import itertools
+
+    seeds = sorted(runs)
+    traces = sorted({t for r in runs.values() for t in r})
+    counted = [t for t in traces if any(runs[s].get(t) is not None for s in seeds)]
+    same = sum(len({runs[s].get(t) for s in seeds}) == 1 for t in counted)
+    pairs = [runs[a].get(t) == runs[b].get(t) for a, b in itertools.combinations(seeds, 2) for t in counted]
+    return Agreement(same, len(counted), len(traces) - len(counted), sum(pairs) / len(pairs) if pairs else 0.0)

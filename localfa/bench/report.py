@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from localfa.bench.metrics import AGGREGATION, INTERVAL, METRIC_TITLES, OVERALL, TOLERANCES, Estimate, GroupSummary, score_record, summarize
 from localfa.bench.store import RESULTS
@@ -20,6 +20,10 @@ from localfa.errors import LocatedError
 from localfa.results import ResultRecord
 from localfa.view.calibration import calibration_chart
 from localfa.view.charts import report_charts
+from localfa.view.style import CSP
+
+if TYPE_CHECKING:
+    from localfa.insights.summary import Summary
 
 REPORT_HTML = "report.html"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
@@ -174,7 +178,9 @@ def substring_rows(groups: list[GroupSummary]) -> tuple[list[str], list[list[str
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A run's text (method labels, subsets, model names) as inert markdown: HTML escaped (a
+    renderer would otherwise pass markup through), one line, no cell break."""
+    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|")
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:
@@ -188,7 +194,7 @@ def markdown_report(
 ) -> str:
     """The report as markdown: a header line, the main table, optionally the substring table."""
     groups = summarize(records, n_boot=n_boot, method_order=_method_order(manifest))
-    out = [f"## localfa bench report{_title_suffix(manifest)}", ""]
+    out = [f"## localfa bench report{_md_escape(_title_suffix(manifest))}", ""]
     if not groups:
         out.append("No records in this run yet.")
         return "\n".join(out) + "\n"
@@ -197,7 +203,7 @@ def markdown_report(
     out.append(markdown_table(*table_rows(groups)))
     notes = method_notes(groups)
     if notes:
-        out += [""] + [f"- {n}" for n in notes]
+        out += [""] + [f"- {_md_escape(n)}" for n in notes]
     if substring:
         out += [
             "",
@@ -335,9 +341,17 @@ def _manifest_html(manifest: dict[str, Any] | None, run_dir: str) -> str:
 
 
 def html_report(
-    records: list[ResultRecord], manifest: dict[str, Any] | None = None, *, run_dir: str = "", substring: bool = True, n_boot: int = 1000
+    records: list[ResultRecord],
+    manifest: dict[str, Any] | None = None,
+    *,
+    run_dir: str = "",
+    substring: bool = True,
+    n_boot: int = 1000,
+    insights: "Summary | None" = None,
+    anchors: dict[str, str] | None = None,
 ) -> str:
-    """The whole report as one self-contained HTML document."""
+    """The whole report as one self-contained HTML document; with `insights` (or records that
+    carry categories) a "What failed" section (`localfa.insights`), exemplars linked by `anchors`."""
     groups = summarize(records, n_boot=n_boot, method_order=_method_order(manifest))
     body = [f"<h1>localfa bench report{_e(_title_suffix(manifest))}</h1>", _manifest_html(manifest, run_dir)]
     if not groups:
@@ -364,25 +378,41 @@ def html_report(
             "<p class=note>Each trace: every run's prediction against the label, with the evidence the method quoted and its reasoning.</p>"
         )
         body.append(per_trace_html(records))
+    if insights is None and any(r.category for r in records):
+        from localfa.insights.summary import summarize as summarize_failures
+
+        insights = summarize_failures(records)
+        from localfa.insights.write import SUMMARY_VIEW, exemplar_anchors
+
+        if anchors is None and run_dir and (Path(run_dir) / SUMMARY_VIEW).exists():  # written by `localfa summarize`
+            anchors = exemplar_anchors(insights)
+    if insights is not None:
+        from localfa.insights.render import summary_html
+
+        body.append(summary_html(insights, anchors))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         "<title>localfa bench report</title>"
         f"<style>{_CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n"
     )
 
 
 def write_report(
-    run_dir: str | Path, html_path: str | Path | None = None, *, substring: bool = False, n_boot: int = 1000
+    run_dir: str | Path,
+    html_path: str | Path | None = None,
+    *,
+    substring: bool = False,
+    n_boot: int = 1000,
+    insights: "Summary | None" = None,
+    anchors: dict[str, str] | None = None,
 ) -> tuple[str, Path]:
-    """(markdown text, path of the HTML written) for a run directory, or for a parent of runs
-    made at several oracle p (`localfa.bench.ceiling`: accuracy against p)."""
-    from localfa.bench.ceiling import p_runs, write_p_report
-    from localfa.bench.store import results_files
-
-    if Path(run_dir).is_dir() and not results_files(Path(run_dir)) and p_runs(run_dir):
-        return write_p_report(run_dir, html_path, n_boot=n_boot)
+    """(markdown text, path of the HTML written) for one run directory (a parent of runs made at
+    several oracle p: `localfa.bench.report_dir.write_any_report`)."""
     records, manifest = load_run(run_dir)
     md = markdown_report(records, manifest, substring=substring, n_boot=n_boot)
     path = Path(html_path) if html_path else Path(run_dir) / REPORT_HTML
-    replace_durably(path, html_report(records, manifest, run_dir=str(run_dir), substring=True, n_boot=n_boot))
+    replace_durably(
+        path, html_report(records, manifest, run_dir=str(run_dir), substring=True, n_boot=n_boot, insights=insights, anchors=anchors)
+    )
     return md, path

@@ -36,7 +36,8 @@ def manifest_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     methods are compared only where both runs have them (a new method, seed, budget or trace
     extends a run).
     """
-    from localfa.manifest import ANSWER_SETTINGS, comparable
+    from localfa.engine.identity import ANSWER_SETTINGS
+    from localfa.manifest import comparable
 
     a, b = comparable(old), comparable(new)
     diffs: list[str] = []

@@ -62,9 +62,13 @@ def _when(stamp: str | None) -> float:
 
 def wins(new: _Outcome, old: _Outcome) -> bool:
     """Whether `new` (read or written after `old`) is the record of their key: a success beats
-    an error; among equals the later `finished_at`, and at equal times the later one."""
+    an error; between two errors the later one (a retry's error is news, whatever a skewed clock
+    stamped on the older one); between two successes the later `finished_at`, and at equal
+    times the later one."""
     if bool(new.error) != bool(old.error):
         return not new.error
+    if new.error:
+        return True
     return _when(new.finished_at) >= _when(old.finished_at)
 
 

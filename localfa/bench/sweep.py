@@ -13,7 +13,7 @@ and the one rule deciding which record of a key counts), `run_manifest`, `progre
   ``retry_errors`` every error record does. A sweep killed with SIGKILL loses at most the records
   that were in flight (and with the response cache, which `localfa bench` keeps in RUN_DIR/cache
   by default, even their finished model calls are replayed, not recomputed).
-- Trace ids are distinct per file and never move (`localfa.traces.load.distinct_ids`); a key
+- Trace ids are distinct per file and never move (`localfa.traces.ids.distinct_ids`); a key
   already in the run for a different trace (another file with the same id) is an error naming
   both files, and a file whose id changed since the run's manifest is refused.
 - ``RUN_DIR/manifest.json`` is written at the start. On resume everything that changes answers
@@ -96,6 +96,7 @@ def load_traces(
     warn: Callable[[str], None] | None = None,
     failed_only: bool = False,
     unreadable: list[Unreadable] | None = None,
+    follow_links: bool = False,
 ) -> list[Trace]:
     """Traces under `paths` in a stable (natural) order, ids distinct per file; `limit` = first N per subset.
 
@@ -109,20 +110,21 @@ def load_traces(
     Trials of a harness run (a Harbor job, a SWE-bench run) carry the
     harness's verdict in ``metadata["harness"]``; `failed_only` keeps those it marked failed and
     says through `warn` how many it skipped and why (`localfa.traces.runs.harness_traces`, as diagnose).
+    A link inside a folder to a file outside it is skipped with a warning unless `follow_links`.
     """
-    from localfa.traces.load import load_trace, repair_note, trace_files_with_roots
+    from localfa.bench.units import read_trace_file
+    from localfa.traces.load import repair_note, trace_files_with_roots
     from localfa.traces.runs import harness_traces
 
     if limit is not None and limit < 1:
         raise SweepError(None, f"--limit must be at least 1, got {limit}")
     say = warn or _stderr
 
-    def load(f: Path) -> Trace:
-        trace = load_trace(f)
-        note = repair_note(trace)
-        if note:
+    def load(f: Path) -> list[Trace]:
+        traces = read_trace_file(f)
+        for note in filter(None, map(repair_note, traces)):
             say(f"warning: {note}")
-        return trace
+        return traces
 
     bad: list[Unreadable] = []
 
@@ -134,7 +136,7 @@ def load_traces(
         else:
             say(f"warning: skipping {exc}")
 
-    found = trace_files_with_roots(list(paths))
+    found = trace_files_with_roots(list(paths), follow_links, say)
     kept = harness_traces(found, load, on_error, [Path(p) for p in paths], failed_only, say)
     if failed_only:
         bad = [u for u in bad if u.failed_by_harness()]

@@ -18,6 +18,7 @@ from localfa.methods.budget import parse_budget
 from localfa.methods.registry import MethodOptionError, MethodSpec, get_method
 from localfa.methods.runner import Job, method_job, run_jobs
 from localfa.results import Key, ResultRecord, trace_digest
+from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
 
 
@@ -52,7 +53,7 @@ class Unreadable:
 
     @property
     def id(self) -> str:
-        from localfa.traces.load import file_trace_id
+        from localfa.traces.ids import file_trace_id
 
         return file_trace_id(self.root, self.path)
 
@@ -72,6 +73,21 @@ class Unreadable:
             for b in budgets
             for seed in seeds
         ]
+
+
+def read_trace_file(path: Path, fmt: str | None = None) -> list[Trace]:
+    """`load_traces` (the runs a file holds: one, or one per inspect_ai sample), with any failure a
+    `TraceError` naming the file (one an importer did not foresee included): reading a trace is
+    part of its units, so one bad file is that file's error records (`Unreadable`), never the end
+    of a sweep or of `diagnose`."""
+    from localfa.traces.load import load_traces
+
+    try:
+        return load_traces(path, fmt)
+    except TraceError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a hostile file sets off, it is that file's error
+        raise TraceError(str(path), f"cannot be read: {type(exc).__name__}: {exc}") from None
 
 
 def check_sweep_args(budgets: list[str] | None, concurrency: int) -> list[str]:

@@ -14,7 +14,7 @@ offline.enforce()
 
 def build_app() -> typer.Typer:
     """The app with every command; command modules import their heavy parts lazily."""
-    from localfa.cli import bench, diagnose, inspect, report, serve, view
+    from localfa.cli import bench, diagnose, inspect, report, serve, summarize, view
 
     app = typer.Typer(
         add_completion=False, no_args_is_help=True, help="Find who broke a failed LLM-agent run, and when, on your own hardware."
@@ -25,6 +25,7 @@ def build_app() -> typer.Typer:
     app.command("report")(report.report)
     app.command("serve")(serve.serve)
     app.command("view")(view.view)
+    app.command("summarize")(summarize.summarize)
     return app
 
 

@@ -17,12 +17,13 @@ import typer
 
 from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_trace
-from localfa.cli.trace_options import FailedOnlyOpt
+from localfa.cli.trace_options import FailedOnlyOpt, FollowLinksOpt
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 from localfa.traces.errors import TraceError
 
 if TYPE_CHECKING:
     from localfa.bench.shard import Shard
+    from localfa.insights.taxonomy import Taxonomy
 
 METHODS_HELP = "Comma-separated method specs, each " + SPEC_HELP + ". The full text is the method's label."
 RAY_HELP = (
@@ -33,6 +34,11 @@ WORKERS_HELP = "Engine workers (Ray actors) to start with --ray; each builds one
 SKIP_BAD_HELP = (
     "Kept for old scripts; does nothing: an unreadable trace file never stops a sweep, each of its "
     "units is an error record naming the file (the report counts them; repair the file and resume to run it)"
+)
+CATEGORISE_HELP = (
+    "After the sweep, ask the model which category of TAXONOMY each diagnosed step falls in, with a reason "
+    "(built in: trail, mast, agentrx; or a TOML file); records that already carry it are not asked again. "
+    "See `localfa summarize RUN_DIR`"
 )
 SHARD_HELP = (
     "Run only shard I of N of the work units (a Slurm array task, a Kubernetes Job), "
@@ -80,11 +86,13 @@ def bench(
     ] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help=SKIP_BAD_HELP)] = False,
     failed_only: FailedOnlyOpt = False,
+    follow_links: FollowLinksOpt = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not keep a response cache (default: RUN_DIR/cache)")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar")] = False,
     ray: Annotated[Optional[str], typer.Option("--ray", help=RAY_HELP)] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help=WORKERS_HELP)] = 1,
     shard: Annotated[Optional[str], typer.Option("--shard", help=SHARD_HELP)] = None,
+    categorise: Annotated[Optional[str], typer.Option("--categorise", help=CATEGORISE_HELP)] = None,
     *,
     engine_choice: EngineChoice,
 ) -> None:
@@ -111,11 +119,12 @@ def bench(
     except ValueError as exc:
         fail("--budgets", str(exc))
     shard_of = parse_shard(shard, ray, workers)
+    taxonomy = load_taxonomy_or_fail(categorise) if categorise else None
     if out.exists() and not out.is_dir():
         fail(str(out), "--out must be a directory (the run directory), not a file")
     unreadable: list[Unreadable] = []
     try:
-        traces = load_traces(datasets, limit=limit, failed_only=failed_only, unreadable=unreadable)
+        traces = load_traces(datasets, limit=limit, failed_only=failed_only, unreadable=unreadable, follow_links=follow_links)
     except TraceError as exc:
         fail_trace(exc)
     except SweepError as exc:
@@ -156,6 +165,37 @@ def bench(
         f"{result.planned} planned; {out / 'results.jsonl'}  ({result.wall_s:.1f}s)",
         err=True,
     )
+    if taxonomy is not None:
+        run_categorise_pass(out, traces, taxonomy, choice, concurrency)
+    if result.failed:  # as `diagnose`: a run that holds error records is not a clean run
+        typer.echo(f"{result.failed} of {result.planned} planned units hold an error record", err=True)
+        raise typer.Exit(1)
+
+
+def load_taxonomy_or_fail(spec: str) -> "Taxonomy":
+    """The `--categorise` taxonomy, or one `error:` line and exit status 2 (before any engine starts)."""
+    from localfa.insights.taxonomy import TaxonomyError, load_taxonomy
+
+    try:
+        return load_taxonomy(spec)
+    except TaxonomyError as exc:
+        fail(exc.path or "--categorise", exc.message)
+
+
+def run_categorise_pass(out: Path, traces: list[Any], taxonomy: "Taxonomy", choice: EngineChoice, concurrency: int) -> None:
+    """The categorise pass over the finished sweep, on an engine of this process (localfa.insights.categorise)."""
+    from localfa.insights.categorise import categorise_run
+
+    engine = choice.build()
+    try:
+        done = categorise_run(out, traces, taxonomy, engine, concurrency=max(concurrency, 16))
+    finally:
+        engine.close()
+    typer.echo(
+        f"categorised {done.categorised} records with taxonomy {taxonomy.name} ({done.failed} failed, {done.skipped} not asked)", err=True
+    )
+    for line in (done.errors or [])[:5]:
+        typer.echo(f"  category not found: {line.splitlines()[0]}", err=True)
 
 
 def make_executor(choice: EngineChoice, ray: str | None, workers: int) -> Any:

@@ -16,7 +16,7 @@ import typer
 
 from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_trace
-from localfa.cli.trace_options import FailedOnlyOpt
+from localfa.cli.trace_options import FailedOnlyOpt, FollowLinksOpt
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
@@ -63,15 +63,16 @@ def diagnose(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress or summary on stderr (errors still show)")] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Traces investigated at once")] = 8,
     failed_only: FailedOnlyOpt = False,
+    follow_links: FollowLinksOpt = False,
     *,
     engine_choice: EngineChoice,
 ) -> None:
     """Find the decisive faulty step and the responsible agent of each trace."""
-    from localfa.bench.units import Unreadable
+    from localfa.bench.units import Unreadable, read_trace_file
     from localfa.methods.budget import parse_budget
     from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, method_option_names
     from localfa.results import ResultRecord
-    from localfa.traces.load import load_trace, trace_files_with_roots
+    from localfa.traces.load import trace_files_with_roots
     from localfa.traces.runs import harness_traces
 
     try:
@@ -79,7 +80,7 @@ def diagnose(
     except ValueError as exc:
         fail("--budget", str(exc))
     try:
-        found = trace_files_with_roots(traces)
+        found = trace_files_with_roots(traces, follow_links, _say)
     except TraceError as exc:
         fail_trace(exc)
     if not found:
@@ -89,7 +90,7 @@ def diagnose(
     try:  # ids distinct per file (two 1.json in different folders are two traces); --failed-only: the harness's failed trials
         kept = harness_traces(
             found,
-            lambda f: load_trace(f, fmt),
+            lambda f: read_trace_file(f, fmt),
             lambda root, f, exc: unreadable.append(Unreadable(root, f, exc)),
             [Path(t) for t in traces],
             failed_only,

@@ -28,10 +28,11 @@ def report(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the metrics as JSON here")] = None,
 ) -> None:
     """Print method x subset x metric (with intervals, calls and tokens per trace); write report.html."""
-    from localfa.bench.report import ReportError, load_run, write_report
+    from localfa.bench.report import ReportError, load_run
+    from localfa.bench.report_dir import write_any_report
 
     try:
-        md, path = write_report(run_dir, html_out, substring=substring, n_boot=bootstrap)
+        md, path = write_any_report(run_dir, html_out, substring=substring, n_boot=bootstrap)
     except ReportError as exc:
         fail(exc.path, exc.message)
     except OSError as exc:

@@ -14,3 +14,10 @@ FailedOnlyOpt = Annotated[
         "(reward 0, resolved: false); says how many it skipped and why",
     ),
 ]
+FollowLinksOpt = Annotated[
+    bool,
+    typer.Option(
+        "--follow-links",
+        help="Read symbolic links inside the folders given even when they point outside them (skipped, with a warning, by default)",
+    ),
+]

@@ -19,10 +19,18 @@ def view(
     out: Annotated[Optional[Path], typer.Option("--out", help="Where to write the page (default: beside the input, .html)")] = None,
     trace: Annotated[Optional[list[str]], typer.Option("--trace", help="Only traces whose id contains this (repeatable)")] = None,
     method: Annotated[Optional[list[str]], typer.Option("--method", help="Only this method label (repeatable)")] = None,
+    traces: Annotated[
+        Optional[list[Path]],
+        typer.Option(
+            "--traces",
+            help="A folder whose trace files the page may read (repeatable); without it only the run's own trace files "
+            "(as its manifest lists them) are read, never a path a record names",
+        ),
+    ] = None,
 ) -> None:
     """Write one HTML page (no network, everything inline) showing each diagnosis and its trace."""
     from localfa.view import write_view
-    from localfa.view.records import ViewError, read_results, results_path
+    from localfa.view.records import TraceFiles, ViewError, read_results, results_path
 
     try:
         path = results_path(results)
@@ -37,7 +45,7 @@ def view(
         fail(str(results), "no record matches --trace/--method")
     target = out or default_output(results)
     try:
-        written = write_view(records, target, base=path if path.is_dir() else path.parent, title=f"localfa — {results.name}")
+        written = write_view(records, target, readable=TraceFiles.of_run(path, traces or ()), title=f"localfa — {results.name}")
     except OSError as exc:
         fail(str(target), f"cannot write the page: {exc.strerror or exc}")
     typer.echo(f"wrote {written} ({len(records)} diagnoses)", err=True)

@@ -8,9 +8,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from localfa.engine.errors import ContextLengthError, InvalidOutputError, TruncatedOutputError
-from localfa.engine.session import BatchSession, Session
+from localfa.engine.session import BatchSession
 from localfa.engine.settings import MethodDefaults
-from localfa.engine.types import Message, Request, Response, Usage
+from localfa.engine.types import Message, Request, Response, Session, Usage
 from localfa.tokens import approx_tokens
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from localfa.engine.cache import CachingEngine
 from localfa.engine.cache_files import CacheFiles
 from localfa.engine.errors import EngineError
+from localfa.engine.identity import answer_identity
 from localfa.engine.settings import EMBEDDED_PROFILE, EngineSettings, MethodDefaults, load_profile
 from localfa.engine.types import Engine
 
@@ -112,9 +113,7 @@ def build_engine(options: EngineOptions, say: Callable[[str], None] = _say) -> E
 
 def cache_identity(backend: str, engine: Engine) -> str:
     """What must match for a cached answer to be replayed: backend, model identity and every
-    answer setting (`localfa.manifest.answer_identity`)."""
-    from localfa.manifest import answer_identity
-
+    answer setting (`localfa.engine.identity.answer_identity`)."""
     return answer_identity(backend, engine)
 
 

@@ -4,28 +4,16 @@
 back. A session lets the runner hand a method its responses as soon as they are complete and
 submit that method's next requests while the others are still decoding (continuous batching).
 Backends that cannot do better get `BatchSession`, which sends everything pending as one batch.
+The `Session` protocol itself is part of the engine's contract, in `localfa.engine.types`.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
 from localfa.engine.errors import EngineError
-from localfa.engine.types import Request, Response
-
-Completion = tuple[int, "Response | EngineError"]
-
-
-class Session(Protocol):
-    def submit(self, requests: Sequence[Request]) -> list[int]:
-        """Queue requests; return one ticket per request."""
-
-    def wait(self) -> list[Completion]:
-        """Block until at least one submitted request is done; return (ticket, response or error)."""
-
-    def pending(self) -> int:
-        """How many submitted requests have not been returned by `wait` yet."""
+from localfa.engine.types import Completion, Request
 
 
 class BatchSession:

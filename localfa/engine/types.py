@@ -6,10 +6,10 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
+from localfa.engine.errors import EngineError
 from localfa.engine.grammar import Grammar
 
 if TYPE_CHECKING:
-    from localfa.engine.session import Session
     from localfa.engine.settings import MethodDefaults
 
 Message = dict[str, str]
@@ -84,6 +84,22 @@ class Response:
     retried: bool = False
 
 
+Completion = tuple[int, "Response | EngineError"]
+
+
+class Session(Protocol):
+    """Submit requests at any time, collect each response as it finishes (`localfa.engine.session`)."""
+
+    def submit(self, requests: Sequence[Request]) -> list[int]:
+        """Queue requests; return one ticket per request."""
+
+    def wait(self) -> list[Completion]:
+        """Block until at least one submitted request is done; return (ticket, response or error)."""
+
+    def pending(self) -> int:
+        """How many submitted requests have not been returned by `wait` yet."""
+
+
 @runtime_checkable
 class Engine(Protocol):
     """The full contract every backend meets; nothing else is asked of an engine.
@@ -103,7 +119,7 @@ class Engine(Protocol):
 
     def generate(self, requests: Sequence[Request]) -> list[Response]: ...
 
-    def session(self) -> "Session": ...
+    def session(self) -> Session: ...
 
     def count_tokens(self, text: str) -> int: ...
 

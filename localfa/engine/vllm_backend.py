@@ -28,7 +28,7 @@ COUNT_MEMO = 4096  # texts whose token counts are kept
 def installed_vllm_version() -> str | None:
     """The installed vLLM's version (GPU build or CPU build), read from package metadata without
     importing vLLM (a `localfa serve` process never imports it)."""
-    from localfa.manifest import package_version
+    from localfa.engine.identity import package_version
 
     return next(filter(None, map(package_version, VLLMEngine.packages[:2])), None)
 

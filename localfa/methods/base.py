@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Generator, Protocol, Sequence, TypeVar
 from localfa.diagnosis import Diagnosis
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Message, Request, Response, Sampling, derive_seed
+from localfa.methods.options import MethodOptionError, build_options
 from localfa.traces.model import Trace
 
 T = TypeVar("T")
@@ -122,8 +123,6 @@ class BaseMethod:
         # JSON, not a tuple of items: a table may hold a nested table (`[methods.safari.limits]`).
         key = (defaults.profile, json.dumps(table, sort_keys=True, default=str))
         if key not in self._for_model:
-            from localfa.methods.registry import MethodOptionError, build_options
-
             try:
                 options = build_options(self.name, type(self).Options, {**self.given, **table})
             except MethodOptionError as exc:

@@ -150,11 +150,11 @@ def _start_chars(ctx: MethodContext, max_chars: int | None) -> int:
     if max_chars is not None:
         return max_chars
     if ctx.max_model_len:
-        return max(256, int(ctx.max_model_len * _chars_per_token(ctx)))
+        return max(256, int(ctx.max_model_len * chars_per_token(ctx)))
     return DEFAULT_MAX_CHARS
 
 
-def _budget_chars(ctx: MethodContext, max_chars: int | None) -> tuple[int, str | None]:
+def budget_chars(ctx: MethodContext, max_chars: int | None) -> tuple[int, str | None]:
     """The trace char budget under the sweep's context budget (ctx.budget), with a note."""
     max_chars = _start_chars(ctx, max_chars)
     if not ctx.budget or ctx.budget == "none":
@@ -162,13 +162,13 @@ def _budget_chars(ctx: MethodContext, max_chars: int | None) -> tuple[int, str |
     from localfa.methods.budget import limit_in_chars, resolve_budget
 
     budget = resolve_budget(ctx.budget, ctx.trace, ctx.count_tokens)
-    limit_chars = limit_in_chars(budget, _chars_per_token(ctx))
+    limit_chars = limit_in_chars(budget, chars_per_token(ctx))
     if limit_chars is None:
         return max_chars, None
     return max(256, min(max_chars, limit_chars)), f"budget {budget.label} -> {limit_chars} chars"
 
 
-def _chars_per_token(ctx: MethodContext) -> float:
+def chars_per_token(ctx: MethodContext) -> float:
     from localfa.methods.budget import measured_chars_per_token
 
     return measured_chars_per_token("\n".join(s.content for s in ctx.trace.steps), ctx.count_tokens)
@@ -306,7 +306,7 @@ class AllAtOnce(_ModelBaseline):
             prompt = render("baselines/all_at_once.j2", **base, steps=view.steps(0, n - 1, view.cap_for(0, n - 1)), agents=agents)
             return [self._system(), {"role": "user", "content": prompt}]
 
-        char_budget, note = _budget_chars(ctx, self.options.max_chars)
+        char_budget, note = budget_chars(ctx, self.options.max_chars)
         char_budget = fit_char_budget(ctx, char_budget, messages, max_tokens)
         cap = TraceView(trace, char_budget, hit).cap_for(0, n - 1)
         grammar = _agent_step_grammar(agents, answer_steps(trace, n), self.options.reason_chars)
@@ -345,7 +345,7 @@ class StepByStep(_ModelBaseline):
             v = TraceView(trace, budget, hit)
             return messages(v, v.cap_for(0, n - 1), n - 1)
 
-        char_budget, note = _budget_chars(ctx, self.options.max_chars)
+        char_budget, note = budget_chars(ctx, self.options.max_chars)
         char_budget = fit_char_budget(ctx, char_budget, largest, 4)
         view = TraceView(trace, char_budget, hit)
         cap = view.cap_for(0, n - 1)  # one cap for the trace: each prompt extends the previous
@@ -410,7 +410,7 @@ class BinarySearch(_ModelBaseline):
             )
             return [self._system(), {"role": "user", "content": prompt}]
 
-        char_budget, note = _budget_chars(ctx, self.options.max_chars)
+        char_budget, note = budget_chars(ctx, self.options.max_chars)
         char_budget = fit_char_budget(ctx, char_budget, first_round, _json_max_tokens(self.options.reason_chars))
         view = TraceView(trace, char_budget, hit)
         halves = Grammar.choice(["upper", "lower"], name="upper_or_lower")

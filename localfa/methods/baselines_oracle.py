@@ -2,14 +2,16 @@
 labelled decisive step answers to each baseline prompt, and what its wrong answer looks like.
 
 Each answer reads the prompt's own definitions (which steps it shows, which steps each half
-covers) and names only steps the prompt shows: when a method's window hides the labelled step,
-the oracle names the nearest step it can see, and the miss shows at p = 1.
+covers) and names only steps the prompt shows. The labels serve only to recognise the labelled
+step where its text is shown: when a method's window hides it, the oracle answers as an honest
+model that did not see the fault would (a guess that does not use the labels, `Ask.blind_step`),
+and the miss shows at p = 1.
 
-- all-at-once (``aao``): the labelled step and agent / a different step nearby (within 3) and
-  whoever acted there.
-- step-by-step (``sbs/step/i``): ``yes`` exactly at the labelled step / the opposite verdict.
-- binary-search (``bs/round/r``): the half holding the labelled step / the other half;
-  (``bs/final``): the labelled step among the window's steps / the other step of the window.
+- all-at-once (``aao``): the labelled step and agent / a wrong step (`Ask.wrong_step`: the error
+  model's choice) and whoever acted there.
+- step-by-step (``sbs/step/i``): ``yes`` exactly at the labelled step, when shown / the opposite verdict.
+- binary-search (``bs/round/r``): the half showing the labelled step (a guess when neither does) /
+  the other half; (``bs/final``): the labelled step among the window's shown steps / another one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from localfa.oracle.policy import Ask, Policy, Rule, clip, max_length, nearby_other, nearest, other_choice, schema_choices, schema_ints
+from localfa.oracle.policy import Ask, Policy, Rule, clip, max_length, other_choice, schema_choices, schema_ints
 
 _STOPS_AT = re.compile(r"The log above stops at step (\d+)")
 _HALVES = re.compile(r"upper \(steps (\d+) to (\d+)\) or lower \(steps (\d+) to (\d+)\)")
@@ -45,13 +47,24 @@ def _step_answer(ask: Ask, step: int, agent: str | None = None) -> dict[str, obj
 # ---- all-at-once -------------------------------------------------------------------------------
 
 
+def _seen_or_guess(ask: Ask, candidates: list[int]) -> int:
+    """The labelled step where the prompt shows it, else a guess that does not use the labels."""
+    return ask.mistake_step if ask.mistake_step in candidates else ask.blind_step(candidates)
+
+
 def _aao(ask: Ask) -> dict[str, object]:
-    step = nearest(_candidates(ask), ask.mistake_step)
+    step = _seen_or_guess(ask, _candidates(ask))
+    if step != ask.mistake_step:
+        return _with_agent_at(ask, step)
     return _step_answer(ask, step, ask.agent_choice(schema_choices(ask.grammar, "agent")))
 
 
 def _aao_wrong(ask: Ask) -> dict[str, object]:
-    step = nearby_other(_candidates(ask), ask.mistake_step, ask.rng)
+    return _with_agent_at(ask, ask.wrong_step(_candidates(ask)))
+
+
+def _with_agent_at(ask: Ask, step: int) -> dict[str, object]:
+    """A step answer naming whoever acted at `step` (any agent choice when none names them)."""
     choices = schema_choices(ask.grammar, "agent")
     try:
         agent = ask.agent_choice(choices, step=step)
@@ -85,13 +98,18 @@ def _half(ask: Ask) -> str:
     if m is None:
         raise ValueError("the prompt does not say which steps each half covers")
     u_lo, u_hi, l_lo, l_hi = (int(g) for g in m.groups())
-    shown = [s for s in ask.shown_steps() if u_lo <= s <= l_hi] or list(range(u_lo, l_hi + 1))
-    target = nearest(shown, ask.mistake_step)  # what a careful reader of this prompt can point at
-    if u_lo <= target <= u_hi:
-        return "upper"
-    if l_lo <= target <= l_hi:
-        return "lower"
-    return "upper" if abs(target - u_hi) <= abs(target - l_lo) else "lower"
+    step = ask.mistake_step
+    if step in ask.shown_steps():  # recognised where its text is shown, nowhere else
+        if u_lo <= step <= u_hi:
+            return "upper"
+        if l_lo <= step <= l_hi:
+            return "lower"
+    return str(ask.rng.choice(_halves(ask)))
+
+
+def _halves(ask: Ask) -> list[str]:
+    """The halves a round's grammar admits (a guess picks one)."""
+    return sorted(str(o) for o in ask.grammar.spec)
 
 
 def _half_wrong(ask: Ask) -> str:
@@ -99,11 +117,11 @@ def _half_wrong(ask: Ask) -> str:
 
 
 def _bs_final(ask: Ask) -> dict[str, object]:
-    return _step_answer(ask, nearest(_candidates(ask), ask.mistake_step))
+    return _step_answer(ask, _seen_or_guess(ask, _candidates(ask)))
 
 
 def _bs_final_wrong(ask: Ask) -> dict[str, object]:
-    return _step_answer(ask, nearby_other(_candidates(ask), ask.mistake_step, ask.rng))
+    return _step_answer(ask, ask.wrong_step(_candidates(ask)))
 
 
 # ---- where a miss at p = 1 came from (read from the record's details) --------------------------
@@ -139,8 +157,8 @@ ALL_AT_ONCE = Policy(
             r"aao",
             _aao,
             _aao_wrong,
-            "the labelled step (the nearest shown step if the prompt hides it) and the labelled agent",
-            "a different shown step within 3 of it, and the agent who acted there",
+            "the labelled step and agent where the prompt shows it (else a guess that does not use the labels)",
+            "a wrong shown step (the error model's choice), and the agent who acted there",
         )
     ],
     dropped_at=_aao_dropped,
@@ -165,7 +183,7 @@ BINARY_SEARCH = Policy(
             r"bs/round/\d+",
             _half,
             _half_wrong,
-            "the half (as the prompt defines it) holding the labelled step",
+            "the half (as the prompt defines it) that shows the labelled step (a guess when neither does)",
             "the other half",
         ),
         Rule(
@@ -173,8 +191,8 @@ BINARY_SEARCH = Policy(
             r"bs/final",
             _bs_final,
             _bs_final_wrong,
-            "the labelled step among the window's shown steps (else the nearest)",
-            "another step of the window",
+            "the labelled step among the window's shown steps (else a guess that does not use the labels)",
+            "another shown step of the window (the error model's choice)",
         ),
     ],
     dropped_at=_bs_dropped,

@@ -15,9 +15,8 @@ import importlib
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
 from localfa.methods.base import BaseMethod
+from localfa.methods.options import MethodOptionError, build_options
 
 METHODS: dict[str, str] = {
     "safari": "localfa.methods.safari.method:Safari",
@@ -38,10 +37,6 @@ SPEC_HELP = (
     "NAME or NAME:key=value:key=value, e.g. safari:max_turns=20 or all-at-once:with_ground_truth=true "
     "(the paper's 'with G'). Methods: " + ", ".join(sorted(METHODS))
 )
-
-
-class MethodOptionError(ValueError):
-    """A method spec that names an unknown method, an unknown option or a bad value."""
 
 
 def _option_value(text: str) -> Any:
@@ -131,27 +126,6 @@ def method_option_names(name: str) -> list[str]:
     """The option names `name` accepts."""
     options_cls = method_class(name).Options
     return [f.name for f in fields(options_cls)] if is_dataclass(options_cls) else []
-
-
-def build_options(name: str, options_cls: type, given: dict[str, Any]) -> Any:
-    """The one option validator: unknown keys, types and ranges, one message shape for all."""
-    known = [f.name for f in fields(options_cls)] if is_dataclass(options_cls) else []
-    unknown = sorted(set(given) - set(known))
-    if unknown:
-        raise MethodOptionError(f"method {name}: unknown option(s) {', '.join(unknown)} (known: {', '.join(known) or 'none'})")
-    if not known:
-        return options_cls()
-    try:
-        return TypeAdapter(options_cls).validate_python(given)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err.get("loc", ()))
-        msg = err.get("msg", str(exc))
-        ctx_error = (err.get("ctx") or {}).get("error")
-        if ctx_error is not None:  # a ValueError raised by the options' own checks
-            msg = str(ctx_error)
-        prefix = f"option {where}: " if where else ""
-        raise MethodOptionError(f"method {name}: {prefix}{msg}") from None
 
 
 def get_method(spec: str | MethodSpec, **options: Any) -> BaseMethod:

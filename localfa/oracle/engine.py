@@ -2,9 +2,16 @@
 
 `--engine oracle` (p = 1: always the honest answer) or `--engine oracle:p=0.8` (each call is
 honest with probability p, else a plausible wrong answer of the same kind; `window=N` sets the
-context window it reports, 32768 by default, the size localfa's methods are sized for). Whether a
-call errs is drawn from (request seed, trace, key), so a run is reproducible and independent of
-batching; the run seed moves it, as it moves a model's sampling.
+context window it reports, 32768 by default, the size localfa's methods are sized for).
+`noise=iid` (the default: independent errors) or `noise=real` (errors correlated within a trace
+and biased like a real judge's; `spread=F` sets the per-trace difficulty spread, `length=L` how
+much harder long runs are) picks the error model, defined in `localfa.oracle.noise`. Whether a call errs is drawn from (request seed, trace,
+key), so a run is reproducible and independent of batching; the run seed moves it, as it moves a
+model's sampling.
+
+With `audit=True` (or ``LOCALFA_ORACLE_AUDIT=1``) every honest answer is checked to name only step
+ids its request shows (`localfa.oracle.audit`); a clairvoyant answer fails that request with an
+`OracleError` naming the field.
 
 The engine learns each job's trace through `attach_trace` (the runner calls it for every job:
 API, sweeps, shards, Ray workers) and finds it again by the request's `route` (the trace id).
@@ -27,7 +34,9 @@ from pydantic import BaseModel
 from localfa.engine.base import BaseEngine, RawOutput
 from localfa.engine.errors import EngineError, InvalidOutputError
 from localfa.engine.types import Message, Request
-from localfa.oracle.policy import Ask
+from localfa.oracle.audit import audit_answer, audit_from_env
+from localfa.oracle.noise import DEFAULT_SPREAD, NOISE_KINDS, NoiseModel
+from localfa.oracle.policy import Ask, AskRandom
 from localfa.oracle.registry import Policies, registered_policies
 from localfa.tokens import approx_tokens
 from localfa.traces.model import Trace
@@ -40,22 +49,32 @@ class OracleError(EngineError):
     """The oracle cannot answer a request (see module doc); final, never retried."""
 
 
-def parse_params(spec: str | None) -> dict[str, float | int]:
-    """``oracle:p=0.8:window=16384`` -> {"p": 0.8, "window": 16384}, with clear errors."""
-    params: dict[str, float | int] = {"p": 1.0, "window": DEFAULT_WINDOW}
+def parse_params(spec: str | None) -> dict[str, float | int | str]:
+    """``oracle:p=0.8:window=16384:noise=real:spread=4:length=0.5`` -> {"p": 0.8, "window": 16384,
+    "noise": "real", "spread": 4.0, "length": 0.5}, with clear errors."""
+    params: dict[str, float | int | str] = {"p": 1.0, "window": DEFAULT_WINDOW, "noise": "iid", "spread": DEFAULT_SPREAD, "length": 0.0}
     for part in (spec or "").split(":")[1:]:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in params:
-            raise EngineError(f"--engine {spec}: {part!r} is not p=FLOAT or window=INT")
+            raise EngineError(f"--engine {spec}: {part!r} is not p=FLOAT, window=INT, noise=iid|real, spread=FLOAT or length=FLOAT")
+        if key == "noise":
+            if value not in NOISE_KINDS:
+                raise EngineError(f"--engine {spec}: noise must be one of {', '.join(NOISE_KINDS)}, got {value!r}")
+            params[key] = value
+            continue
         try:
-            params[key] = float(value) if key == "p" else int(value)
+            params[key] = int(value) if key == "window" else float(value)
         except ValueError:
             raise EngineError(f"--engine {spec}: {key}={value!r} is not a number") from None
     if not 0.0 <= float(params["p"]) <= 1.0:
         raise EngineError(f"--engine {spec}: p must be in [0, 1], got {params['p']}")
     if int(params["window"]) < 1024:
         raise EngineError(f"--engine {spec}: window must be at least 1024 tokens")
+    if not float(params["spread"]) > 0:
+        raise EngineError(f"--engine {spec}: spread must be positive, got {params['spread']}")
+    if not float(params["length"]) >= 0:
+        raise EngineError(f"--engine {spec}: length must be at least 0, got {params['length']}")
     return params
 
 
@@ -71,7 +90,7 @@ def serialise(value: Any) -> str:
 def _draw(req: Request) -> random.Random:
     """The request's own random source: whether it errs, and which wrong answer it gives."""
     digest = hashlib.sha256(f"{req.sampling.seed}\x1f{req.route}\x1f{req.key}".encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
+    return AskRandom(int.from_bytes(digest[:8], "big"))
 
 
 class OracleEngine(BaseEngine):
@@ -81,18 +100,34 @@ class OracleEngine(BaseEngine):
     computes_locally = False
     takes_params = True
 
-    def __init__(self, p: float = 1.0, max_model_len: int | None = DEFAULT_WINDOW, policies: Policies | None = None) -> None:
+    def __init__(
+        self,
+        p: float = 1.0,
+        max_model_len: int | None = DEFAULT_WINDOW,
+        policies: Policies | None = None,
+        noise: str = "iid",
+        spread: float = DEFAULT_SPREAD,
+        audit: bool | None = None,
+        length: float = 0.0,
+    ) -> None:
         if not 0.0 <= p <= 1.0:
             raise EngineError(f"oracle: p must be in [0, 1], got {p}")
+        try:
+            self.noise = NoiseModel(noise, p, spread, length=length)
+        except ValueError as exc:
+            raise EngineError(f"oracle: {exc}") from None
         self.p = p
         self.max_model_len = max_model_len
+        self.audit = audit_from_env() if audit is None else audit
         self.policies = policies or registered_policies()
         self.policy_fingerprint = self.policies.fingerprint()
+        # iid keeps the identity it always had (cached responses stay valid); other models name theirs
+        model = "" if noise == "iid" else f":noise={self.noise.describe()}"
         self.model_info = {
             "path": None,
             "sha256": None,
-            "name": f"oracle(p={p:g})",
-            "identity": f"oracle:p={p}:window={max_model_len}:policies={self.policy_fingerprint}",
+            "name": f"oracle(p={p:g}{'' if noise == 'iid' else ', noise=' + noise})",
+            "identity": f"oracle:p={p}:window={max_model_len}{model}:policies={self.policy_fingerprint}",
         }
         self._traces: dict[str, Trace] = {}
         self._lock = threading.Lock()
@@ -110,14 +145,16 @@ class OracleEngine(BaseEngine):
         trace = self._traces.get(req.route)
         if trace is None:
             raise OracleError(f"request {req.key!r}: the oracle was not given trace {req.route!r} (Engine.attach_trace)")
-        ask = Ask(req, trace, _draw(req))
+        ask = Ask(req, trace, _draw(req), self.noise)
         try:
             method, rule = self.policies.rule_for(ask.key)
         except LookupError as exc:
             raise OracleError(str(exc)) from None
-        wrong = ask.rng.random() >= self.p
+        wrong = ask.rng.random() >= self.noise.honesty(trace.id, len(trace.steps))
         try:
             value = (rule.wrong if wrong else rule.honest)(ask)
+            if self.audit and not wrong:
+                audit_answer(ask, value)
         except Exception as exc:  # noqa: BLE001 - a policy bug ends that trace only, with its name
             raise OracleError(
                 f"oracle policy of {method}, rule {rule.kind!r} ({'wrong' if wrong else 'honest'} answer), "
@@ -151,6 +188,9 @@ class OracleEngine(BaseEngine):
             "backend": self.name,
             "max_model_len": self.max_model_len,
             "p": self.p,
+            "noise": self.noise.kind,
+            "spread": self.noise.spread if self.noise.real else None,
+            "length": self.noise.length if self.noise.real else None,
             "policies": {name: target for name, (target, _) in sorted(self.policies.by_method.items())},
             "policy_fingerprint": self.policy_fingerprint,
         }
@@ -159,5 +199,8 @@ class OracleEngine(BaseEngine):
     def create(cls, options: Any, say: Callable[[str], None], named: bool = True) -> "OracleEngine":
         params = parse_params(options.engine)
         window = int(options.max_model_len or params["window"])
-        say(f"localfa: engine oracle (answers from each trace's labels, honest with p={params['p']}; no model), window {window}")
-        return cls(float(params["p"]), window)
+        say(
+            f"localfa: engine oracle (answers from each trace's labels, honest with p={params['p']}, "
+            f"noise={params['noise']}; no model), window {window}"
+        )
+        return cls(float(params["p"]), window, noise=str(params["noise"]), spread=float(params["spread"]), length=float(params["length"]))

@@ -40,13 +40,17 @@ class Mutant:
     `patch` returns a fresh context manager that applies the break while active (typically
     `unittest.mock.patch.object(module, "name", replacement)`, or an `ExitStack` of several);
     `spec` is an option string appended to the method spec instead of (or besides) a patch
-    (``"top_k=1"`` -> ``falat:top_k=1``). `stage` names what it breaks, in the method's words."""
+    (``"top_k=1"`` -> ``falat:top_k=1``). `stage` names what it breaks, in the method's words;
+    `traces` the dev traces where its kill shows (the CI test runs there)."""
 
     name: str
     stage: str
     expect: KillRule
     patch: Callable[[], ContextManager[object]] = field(default=contextlib.nullcontext)
     spec: str = ""
+    # Dev trace ids (``hand-crafted/3``) where the kill shows, for the CI test (tests/oracle/
+    # test_mutants.py); empty: its default subset. The full dev split is the benchmark's job.
+    traces: tuple[str, ...] = ()
 
     def method_spec(self, base: str) -> str:
         """The method spec a sweep of this mutant runs: `base` with `spec`'s options added."""
@@ -83,14 +87,29 @@ def load_mutants(target: str) -> tuple[Mutant, ...]:
 
 
 @lru_cache(maxsize=1)
-def registered_mutants() -> dict[str, tuple[Mutant, ...]]:
-    """method name -> its mutants, for every registered method whose class names some."""
+def _loaded() -> tuple[dict[str, tuple[Mutant, ...]], dict[str, str]]:
+    """(method -> its mutants, method -> why its class or mutants failed to load)."""
     out: dict[str, tuple[Mutant, ...]] = {}
+    broken: dict[str, str] = {}
     for name in sorted(METHODS):
-        target = getattr(method_class(name), "oracle_mutants", None)
-        if target:
-            out[name] = load_mutants(target)
-    return out
+        try:
+            target = getattr(method_class(name), "oracle_mutants", None)
+            if target:
+                out[name] = load_mutants(target)
+        except Exception as exc:  # noqa: BLE001 - one broken method must not hide the others' mutants
+            broken[name] = f"{type(exc).__name__}: {exc}"
+    return out, broken
+
+
+def registered_mutants() -> dict[str, tuple[Mutant, ...]]:
+    """method name -> its mutants, for every registered method whose class names some (a method
+    that fails to import is left out and named by `unloadable_mutants`)."""
+    return _loaded()[0]
+
+
+def unloadable_mutants() -> dict[str, str]:
+    """method name -> the error that kept its class or its mutants from loading."""
+    return _loaded()[1]
 
 
 def killed_by(intact: "Figures", mutant: "Figures") -> list[KillRule]:

@@ -13,6 +13,15 @@ renderer). A policy is one `Rule` per request kind of the method:
   cannot be the answer, so a window that drops the labelled step shows up as a miss at p = 1.
 - `wrong(ask)`: a plausible wrong answer of the same kind (a different step nearby, the opposite
   verdict, another label, a claim marked supported), drawn with `ask.rng` (seeded per request).
+  A wrong *step* is drawn with `ask.wrong_step(pool)` (or `nearby_other(pool, ask.mistake_step,
+  ask.rng)`, the same thing): under ``noise=iid`` a step within 3 of the labelled one, under
+  ``noise=real`` a step drawn with the realistic weights of `localfa.oracle.noise` (earlier steps,
+  the labelled agent's first and other steps, the adjacent steps, the step that adopted the error,
+  the last step). A wrong verdict is `other_choice(grammar, value, ask.rng)`.
+
+What a prompt shows is read by `ask.shown_step_ids()` (every display format the methods use); the
+engine's audit (`OracleEngine(audit=True)`, `LOCALFA_ORACLE_AUDIT=1`) fails an honest answer that
+names a step id the prompt does not show (`localfa.oracle.audit`).
 
 Both read only the `Ask`: the request (key, messages, grammar) and the trace (its labels, and its
 steps' text for verbatim quotes); never the method's internal state. They return a value the
@@ -42,10 +51,25 @@ from localfa.engine.grammar import Grammar
 from localfa.engine.types import Request
 from localfa.methods.base import base_key
 from localfa.methods.fencing import fenced_blocks
+from localfa.oracle.noise import IID, NoiseModel, realistic_wrong_step
 from localfa.traces.model import Labels, Trace, normalize_agent
 
 _STEP_LABEL = re.compile(r"STEP (\d+)")
 _INT = re.compile(r"\d+")
+# Every way a method's prompt shows a step (or a span of steps), for `Ask.shown_step_ids`:
+_SHOWN_BLOCK = re.compile(r"(?:STEP|PASSAGE) (\d+)")  # fenced <<<STEP i>>> / DRIFT's <<<PASSAGE i>>>
+_LINE_VIEW = re.compile(r"^\s*\d+ \(step (\d+)\)\|", re.M)  # SAFARI's numbered lines: `  541 (step 71)| ...`
+_SPAN_HEADER = re.compile(r"^Span (\d+) \(steps? (\d+)(?:-(\d+))?\):$", re.M)  # DRIFT's span labels
+_CLAIM_HEADER = re.compile(r"introduced in span (\d+), relied on from span (\d+|-), used in spans ([\d, ]+|none recorded)")
+_LEDGER_LINE = re.compile(r"\| introduced (\d+), relied on from (\d+|-), used in ([\d,]+|-) \|")
+_STM_STEP = re.compile(r'"step_id": ?(\d+)')
+
+
+class AskRandom(random.Random):
+    """A request's random source that knows its `Ask`, so `nearby_other(pool, target, ask.rng)`
+    can follow the engine's error model without every policy passing the ask."""
+
+    ask: "Ask | None" = None
 
 
 class PolicyError(ValueError):
@@ -60,10 +84,13 @@ class Ask:
     request: Request
     trace: Trace
     rng: random.Random
+    noise: NoiseModel = IID
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
         self.key = base_key(self.request.key)
+        if isinstance(self.rng, AskRandom):
+            self.rng.ask = self
 
     # ---- the request -----------------------------------------------------------------------
     @property
@@ -93,6 +120,36 @@ class Ask:
             if m:
                 out[int(m.group(1))] = body
         return out
+
+    @cached_property
+    def shown_ids(self) -> frozenset[int]:
+        """Every step or span id the request shows, in any display format the methods use, over
+        all its messages: fenced ``<<<STEP i>>>`` and ``<<<PASSAGE i>>>`` blocks (every method;
+        DRIFT's passages of cut steps), SAFARI's numbered line view (``541 (step 71)| ...``) and
+        the step ids its STM block carries, DRIFT's span headers (``Span 3 (steps 4-5):``: the
+        span id and its steps) and the spans its ledger and claim headers name. Step and span ids
+        share one set: an answer's span field is checked against the same set."""
+        ids: set[int] = set()
+        for label, body in fenced_blocks(self.text):
+            m = _SHOWN_BLOCK.fullmatch(label)
+            if m:
+                ids.add(int(m.group(1)))
+            elif label == "STM":
+                ids.update(int(x) for x in _STM_STEP.findall(body))
+            elif label == "LEDGER":
+                for intro, relied, uses in _LEDGER_LINE.findall(body):
+                    ids.update(int(x) for x in _INT.findall(f"{intro} {relied} {uses}"))
+        ids.update(int(x) for x in _LINE_VIEW.findall(self.text))
+        for span, first, last in _SPAN_HEADER.findall(self.text):
+            ids.add(int(span))
+            ids.update(range(int(first), int(last or first) + 1))
+        for intro, relied, uses in _CLAIM_HEADER.findall(self.text):
+            ids.update(int(x) for x in _INT.findall(f"{intro} {relied} {uses}"))
+        return frozenset(ids)
+
+    def shown_step_ids(self) -> frozenset[int]:
+        """Step (and span) ids the request shows (`shown_ids`): the only ids an honest answer names."""
+        return self.shown_ids
 
     # ---- the labels ------------------------------------------------------------------------
     @property
@@ -126,6 +183,19 @@ class Ask:
 
     def is_fault(self, step: int) -> bool:
         return step in self.fault_steps
+
+    def blind_step(self, pool: Sequence[int] | dict[int, Any]) -> int:
+        """The step an honest model names when its prompt does not show the fault: a guess among
+        `pool` that does not use the labels (uniform, seeded by the request)."""
+        options = sorted(pool)
+        if not options:
+            raise PolicyError(f"request {self.key!r}: no step to choose from")
+        return self.rng.choice(options)
+
+    def wrong_step(self, pool: Sequence[int] | dict[int, Any]) -> int:
+        """A wrong step among `pool` (never the labelled one unless it is the only one), drawn as
+        the engine's error model says (`nearby_other`)."""
+        return nearby_other(pool, self.mistake_step, self.rng)
 
     def agent_choice(self, choices: Sequence[str], step: int | None = None) -> str:
         """The choice that names the labelled agent (or, with `step`, whoever acted there)."""
@@ -189,7 +259,12 @@ def nearest(candidates: Sequence[int] | dict[int, Any], target: int) -> int:
 
 def nearby_other(candidates: Sequence[int] | dict[int, Any], target: int, rng: random.Random, spread: int = 3) -> int:
     """A candidate other than `target`, within `spread` of it where one is (else any other);
-    `target` itself only when it is the only candidate."""
+    `target` itself only when it is the only candidate. Under ``noise=real`` (an `AskRandom` whose
+    ask runs under that model), a wrong answer for the labelled step is drawn with the realistic
+    weights instead (`localfa.oracle.noise.realistic_wrong_step`)."""
+    ask = getattr(rng, "ask", None)
+    if ask is not None and ask.noise.real and ask.trace.labels is not None and target == ask.trace.labels.mistake_step:
+        return realistic_wrong_step(ask.trace, target, list(candidates), rng)
     pool = sorted(c for c in candidates if c != target)
     if not pool:
         return target

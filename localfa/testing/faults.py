@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from localfa.engine.errors import EngineUnavailableError, InvalidOutputError, TruncatedOutputError
-from localfa.engine.session import BatchSession, Session
-from localfa.engine.types import Engine, Request, Response
+from localfa.engine.session import BatchSession
+from localfa.engine.types import Engine, Request, Response, Session
 from localfa.engine.wrapper import EngineWrapper
 
 ENV_FAULTS = "LOCALFA_INJECT_FAULTS"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 import json
-import threading
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -35,6 +35,41 @@ from localfa.traces.wrap import CODE_FORMATS, wrap_record
 SNIPPET_CHARS = 160
 MAX_PATTERN_CHARS = 2000
 MAX_REPEAT = 10_000
+#: How every tool shows a line: its number (for read offsets) and its step, then the text.
+#: The one place this format lives: `LineView` writes it, `SHOWN_LINE` and `steps_shown` read it.
+LABEL_FORMAT = "{line:>{digits}} (step {step})"
+LINE_FORMAT = "{label}| {text}"
+SHOWN_LINE = re.compile(r"^\s*(\d+) \(step (\d+)\)\| ", re.MULTILINE)
+
+
+def steps_shown(text: str) -> set[int]:
+    """The steps whose lines `text` shows in the numbered form every tool uses (``  57 (step 12)| ...``).
+
+    For readers of a prompt (the oracle and its audit); the tools themselves return the steps
+    they show (`Shown.steps`), so a method never parses its own results."""
+    return {int(m.group(2)) for m in SHOWN_LINE.finditer(text)}
+
+
+def shown_lines(text: str) -> list[tuple[int, int, str]]:
+    """(line number, step, text) of every numbered line `text` shows, in order."""
+    out = []
+    for m in SHOWN_LINE.finditer(text):
+        end = text.find("\n", m.end())
+        out.append((int(m.group(1)), int(m.group(2)), text[m.end() : end if end >= 0 else len(text)]))
+    return out
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A tool's result: the text a model reads, and the step of each numbered line in it, in
+    order (a prefix of `line_steps` is what a result cut after some lines still shows)."""
+
+    text: str
+    line_steps: tuple[int, ...] = ()
+
+    @property
+    def steps(self) -> frozenset[int]:
+        return frozenset(self.line_steps)
 
 
 def step_record(step: Step) -> str:
@@ -138,6 +173,7 @@ class LineView:
             offset += len(rec) + 1
         self._text = "\n".join(self._records)
         self.total_lines = len(self.lines)
+        self._labels: dict[int, str] = {}  # line -> its label, built once per view (on first use)
         self.total_chars = sum(len(line) for line in self.lines)
         self._token_prefix: list[int] | None = None
 
@@ -198,11 +234,14 @@ class LineView:
         Wrapped continuation lines carry their step too, so a line number is never mistaken
         for a step id.
         """
-        digits = max(4, len(str(self.total_lines)))
-        return f"{line:>{digits}} (step {self.step_at_line(line)})"
+        found = self._labels.get(line)
+        if found is None:
+            digits = max(4, len(str(self.total_lines)))
+            found = self._labels[line] = LABEL_FORMAT.format(line=line, digits=digits, step=self.step_at_line(line))
+        return found
 
-    def _number(self, line: int) -> str:
-        return f"{self.label(line)}| {self.lines[line]}"
+    def _number(self, line: int, text: str | None = None) -> str:
+        return LINE_FORMAT.format(label=self.label(line), text=self.lines[line] if text is None else text)
 
     def read(self, offset: int, limit: int) -> str:
         """Lines `offset` .. `offset + limit - 1` (numbered from 0), each as ``  12 (step 3)| ...``.
@@ -211,24 +250,28 @@ class LineView:
         choice: SAFARI tells its model not to scan sequentially). Out-of-range requests give
         an observation saying what the valid range is, never an exception.
         """
+        return self.read_shown(offset, limit).text
+
+    def read_shown(self, offset: int, limit: int) -> Shown:
+        """`read`, with the step of each line it shows."""
         span = f"lines 0..{self.total_lines - 1}"
         try:
             offset, limit = int(offset), int(limit)
         except (TypeError, ValueError, OverflowError):
-            return f"[read error: offset and limit must be whole numbers; the trace has {span}]"
+            return Shown(f"[read error: offset and limit must be whole numbers; the trace has {span}]")
         if limit < 1:
-            return f"[read error: limit must be at least 1; the trace has {span}]"
+            return Shown(f"[read error: limit must be at least 1; the trace has {span}]")
         if offset < 0:
-            return f"[read error: offset {offset} is negative; the trace has {span}]"
+            return Shown(f"[read error: offset {offset} is negative; the trace has {span}]")
         if offset >= self.total_lines:
-            return f"[read error: offset {offset} is past the end; the trace has {span}]"
+            return Shown(f"[read error: offset {offset} is past the end; the trace has {span}]")
         last = min(self.total_lines - 1, offset + limit - 1)
         body = "\n".join(self._number(i) for i in range(offset, last + 1))
         if last < self.total_lines - 1:
             body += f"\n[shown lines {offset}-{last} of 0-{self.total_lines - 1}]"
         else:
             body += f"\n[shown lines {offset}-{last} of 0-{self.total_lines - 1}; end of trace]"
-        return body
+        return Shown(body, tuple(bisect.bisect_right(self._step_first_line, i) - 1 for i in range(offset, last + 1)))
 
     def _line_at_offset(self, pos: int) -> int:
         """The line (0-based) containing text offset `pos`."""
@@ -266,66 +309,49 @@ class LineView:
             return res
         max_results = max(1, int(max_results))
         timeout_s = max(0.01, float(timeout_s))
-        # The match runs in a worker thread with the GIL released (`concurrent=True`) and the
-        # caller waits on the wall clock: regex's own timeout alone overran 2-3x on a loaded
-        # machine. A worker still stuck in one catastrophic match is abandoned; regex's timeout
-        # then ends it shortly after.
-        stop = threading.Event()
-        box: dict[str, Any] = {"hits": (), "truncated": False, "error": None, "timed_out": False}
-        worker = threading.Thread(
-            target=self._scan, args=(compiled, box, max_results, timeout_s, t0 + timeout_s, stop), name="lineview-search", daemon=True
-        )
-        worker.start()
-        worker.join(timeout_s)
-        if worker.is_alive():
-            stop.set()
-            box = {**box, "timed_out": True, "error": f"search timed out after {timeout_s:g}s"}
-        res.hits = list(box["hits"])
-        res.truncated = bool(box["truncated"])
-        res.timed_out = bool(box["timed_out"])
-        res.error = box["error"]
+        self._scan(compiled, res, max_results, timeout_s, t0 + timeout_s)
         res.elapsed_ms = (time.perf_counter() - t0) * 1000
         return res
 
-    def _scan(self, compiled: Any, box: dict[str, Any], max_results: int, timeout_s: float, deadline: float, stop: threading.Event) -> None:
-        """The search loop, in the worker thread; reports through `box` (the caller only reads
-        it, and stops reading once it has given up on the worker)."""
-        hits: list[tuple[int, str]] = []
+    def _scan(self, compiled: Any, res: SearchResult, max_results: int, timeout_s: float, deadline: float) -> None:
+        """The search loop, in the caller's thread (no thread per search): `regex`'s own timeout
+        ends one catastrophic match, the deadline check a scan with very many matches."""
         last_line = -1
         try:
-            for m in compiled.finditer(self._text, timeout=timeout_s, concurrent=True):
-                if stop.is_set():
-                    return
+            for m in compiled.finditer(self._text, timeout=timeout_s):
                 line = self._line_at_offset(m.start())
                 if line != last_line:
-                    if len(hits) >= max_results:
-                        box["truncated"] = True
+                    if len(res.hits) >= max_results:
+                        res.truncated = True
                         break
-                    hits.append((line, self._snippet(m.start(), m.end())))
-                    box["hits"] = tuple(hits)
+                    res.hits.append((line, self._snippet(m.start(), m.end())))
                     last_line = line
                 if time.perf_counter() > deadline:
                     raise TimeoutError("search deadline passed")
         except TimeoutError:
-            box["timed_out"] = True
-            box["error"] = f"search timed out after {timeout_s:g}s"
+            res.timed_out = True
+            res.error = f"search timed out after {timeout_s:g}s"
         except (regex.error, RecursionError, MemoryError) as e:
-            box["error"] = f"search failed: {e}"
+            res.error = f"search failed: {e}"
 
     def search(self, pattern: str, max_results: int = 50, timeout_s: float = 1.0) -> str:
         """`search_hits` as observation text for a model: one ``line (step N)| snippet`` per hit."""
+        return self.search_shown(pattern, max_results, timeout_s).text
+
+    def search_shown(self, pattern: str, max_results: int = 50, timeout_s: float = 1.0) -> Shown:
+        """`search`, with the step of each hit line it shows."""
         res = self.search_hits(pattern, max_results=max_results, timeout_s=timeout_s)
         shown = repr(pattern) if isinstance(pattern, str) else "(not text)"
         if res.error and not res.hits:
             if res.timed_out:
-                return (
+                return Shown(
                     f"[search {shown}: timed out after {timeout_s:g}s with no match found; "
                     f"use a simpler pattern (a literal word, no nested repetition)]"
                 )
-            return f"[search {shown}: {res.error}; nothing searched]"
+            return Shown(f"[search {shown}: {res.error}; nothing searched]")
         if not res.hits:
-            return f"[search {shown}: no matches in {self.total_lines} lines]"
-        out = [f"{self.label(line)}| {snip}" for line, snip in res.hits]
+            return Shown(f"[search {shown}: no matches in {self.total_lines} lines]")
+        out = [self._number(line, snip) for line, snip in res.hits]
         n = len(res.hits)
         if res.timed_out:
             out.append(f"[search {shown}: timed out after {timeout_s:g}s; {n} matching lines found before it]")
@@ -333,4 +359,4 @@ class LineView:
             out.append(f"[search {shown}: first {n} matching lines shown; more exist, narrow the pattern]")
         else:
             out.append(f"[search {shown}: {n} matching line{'s' if n != 1 else ''}]")
-        return "\n".join(out)
+        return Shown("\n".join(out), tuple(self.step_at_line(line) for line, _ in res.hits))

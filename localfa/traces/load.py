@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
+
+import pydantic_core
 
 from localfa.limits import DEFAULT_MAX_TRACE_BYTES, ENV, max_trace_bytes_from_env
 from localfa.traces import importers
 from localfa.traces.errors import TraceError
-from localfa.traces.importers.common import TRACE_SUFFIXES, check_labels, file_stem, type_name
+from localfa.traces.importers.common import TRACE_SUFFIXES, check_labels, type_name
 from localfa.traces.model import Trace
 from localfa.traces.runs import harness_trace_files, visible_files
 
@@ -41,6 +43,21 @@ def _mib(n: int) -> str:
 
 
 def _read_text(path: Path, source: str, limit: int) -> str:
+    data = _read_bytes(path, source, limit)
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        return_msg = (
+            f"not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} (line {line}) is not valid UTF-8; re-encode the file as UTF-8"
+        )
+        raise TraceError(source, return_msg) from None
+
+
+def _read_bytes(path: Path, source: str, limit: int) -> bytes:
+    """The file's bytes, within the size limit."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -56,19 +73,9 @@ def _read_text(path: Path, source: str, limit: int) -> str:
             f"{MAX_BYTES_ENV} or load_trace(max_bytes=...)",
         )
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as e:
         raise TraceError(source, f"cannot read: {e.strerror or e}") from None
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        return_msg = (
-            f"not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} (line {line}) is not valid UTF-8; re-encode the file as UTF-8"
-        )
-        raise TraceError(source, return_msg) from None
 
 
 def _ends_early(e: json.JSONDecodeError, text: str) -> bool:
@@ -123,6 +130,8 @@ def _parse_json(text: str, source: str) -> Any:
                 return stream
             what = "truncated JSON" if _ends_early(e, line) else "not valid JSON"
             raise TraceError(source, f"{what} on line {lineno} (JSON Lines): {e.msg}: column {e.colno}") from None
+        except RecursionError:
+            raise TraceError(source, f"not readable JSON on line {lineno} (JSON Lines): nested too deeply") from None
     return values
 
 
@@ -163,8 +172,8 @@ def _explain_spans(data: Any, source: str) -> None:
     )
 
 
-def _import(data: Any, format: str | None, p: Path, source: str) -> Trace:
-    """Detect the format (unless forced) and run its importer."""
+def _import(data: Any, format: str | None, p: Path, source: str) -> list[Trace]:
+    """Detect the format (unless forced) and run its importer: the runs the file holds."""
     if format is None:
         if not isinstance(data, (dict, list)):
             raise TraceError(source, f"expected a JSON object or array at the top level, got {type_name(data)}")
@@ -187,7 +196,7 @@ def _import(data: Any, format: str | None, p: Path, source: str) -> Trace:
                 keys = "; first item keys: " + ", ".join(sorted(map(str, data[0]))[:10])
             raise TraceError(source, f"does not match any known trace format (tried: {', '.join(FORMATS)}){keys}")
     try:
-        return importers.parse(format, data, p, source)
+        return importers.parse_many(format, data, p, source)
     except TraceError:
         raise
     except _SHAPE_ERRORS as e:
@@ -198,31 +207,64 @@ def load_trace(path: str | Path, format: str | None = None, max_bytes: int | Non
     """Load one trace file (JSON or JSON Lines) as a `Trace`; raises `TraceError` only.
 
     `format` forces an importer (one of FORMATS); otherwise the format is detected. `max_bytes`
-    caps the file size (default: $LOCALFA_MAX_TRACE_BYTES, else DEFAULT_MAX_BYTES).
+    caps the file size (default: $LOCALFA_MAX_TRACE_BYTES, else DEFAULT_MAX_BYTES). A file that
+    holds several runs (an inspect_ai log of many samples) is read with `load_traces`.
     """
+    traces = load_traces(path, format, max_bytes)
+    if len(traces) > 1:
+        raise TraceError(str(path), f"the file holds {len(traces)} runs ({traces[0].format} samples): read it with load_traces()")
+    return traces[0]
+
+
+def load_traces(path: str | Path, format: str | None = None, max_bytes: int | None = None) -> list[Trace]:
+    """Every run one file holds, as Traces (one for most formats; one per sample of an
+    inspect_ai log); raises `TraceError` only."""
     source = str(path)
     p = Path(path)
     if format is not None and format not in FORMATS:
         raise TraceError(source, f"unknown format {format!r} (known: {', '.join(FORMATS)})")
     limit = max_bytes if max_bytes is not None else max_bytes_from_env(source)
-    text = _read_text(p, source, limit)
-    data = _parse_json(text, source)
     repaired: list[str] = []
-    if _SURROGATE_ESCAPE.search(text):  # cheap gate: only JSON escapes can carry a lone surrogate
-        data = _repair_surrogates(data, "$", repaired)
-    del text
+    if p.name.lower().endswith(importers.inspect_ai.SUFFIX):  # a zip archive, not JSON text
+        data: Any = importers.inspect_ai.read_archive(_read_bytes(p, source, limit), source)
+        format = format or importers.inspect_ai.NAME
+    else:
+        text = _read_text(p, source, limit)
+        data = _parse_json(text, source)
+        if _SURROGATE_ESCAPE.search(text):  # cheap gate: only JSON escapes can carry a lone surrogate
+            try:
+                data = _repair_surrogates(data, "$", repaired)
+            except RecursionError:
+                raise TraceError(source, "not readable JSON: nested too deeply") from None
+        del text
     try:
-        trace = _import(data, format, p, source)
+        traces = _import(data, format, p, source)
     except TraceError:
         raise
     except _SHAPE_ERRORS as e:
         raise TraceError(source, f"not a readable trace: {type(e).__name__}: {e}") from None
-    if not trace.steps:
-        raise TraceError(source, "empty history: the trace has no steps")
-    check_labels(trace.labels, len(trace.steps), source)
-    if repaired:
-        trace.metadata[REPAIRED] = _repair_note(trace, repaired)
-    return trace
+    for trace in traces:
+        if not trace.steps:
+            raise TraceError(source, f"empty history: the trace{_which(trace, traces)} has no steps")
+        check_labels(trace.labels, len(trace.steps), source)
+        _check_writable(trace, source)
+        if repaired:
+            trace.metadata[REPAIRED] = _repair_note(trace, repaired)
+    return traces
+
+
+def _which(trace: Trace, traces: list[Trace]) -> str:
+    return f" {trace.id!r}" if len(traces) > 1 else ""
+
+
+def _check_writable(trace: Trace, source: str) -> None:
+    """Refuse a trace whose free-form parts (tool-call arguments, metadata) cannot be written as
+    JSON (nested past the serialiser's depth): it could be neither hashed nor recorded, and a sweep
+    would meet that only after its engine started."""
+    try:
+        pydantic_core.to_json([[s.tool_calls for s in trace.steps], trace.metadata])
+    except (ValueError, RecursionError) as e:  # PydanticSerializationError is a ValueError
+        raise TraceError(source, f"cannot be written back as JSON (tool-call arguments or metadata): {e}") from None
 
 
 # A lone UTF-16 surrogate ("\ud83d" without its partner: a stack that cut an emoji in half) is
@@ -292,11 +334,16 @@ def iter_trace_files(paths: Sequence[str | Path]) -> list[Path]:
     return [f for _, f in trace_files_with_roots(paths)]
 
 
-def trace_files_with_roots(paths: Sequence[str | Path]) -> list[tuple[Path, Path]]:
+def trace_files_with_roots(
+    paths: Sequence[str | Path], follow_links: bool = False, warn: Callable[[str], None] | None = None
+) -> list[tuple[Path, Path]]:
     """(dataset root, file) for every trace file under `paths` (see `iter_trace_files`).
 
     The root is the folder given on the command line, or the file's own folder for a file given
-    explicitly; ids that two files share fall back to the path under it (`distinct_ids`).
+    explicitly; ids that two files share fall back to the path under it (`localfa.traces.ids.distinct_ids`).
+    Inside a folder, a symbolic link to a file outside it is skipped, with one warning through
+    `warn` per folder, unless `follow_links` (a folder of traces must not read the host's files
+    because a link in it says so); a file named explicitly is read wherever it points.
     """
     out: list[tuple[Path, Path]] = []
     seen: set[Path] = set()
@@ -315,6 +362,8 @@ def trace_files_with_roots(paths: Sequence[str | Path]) -> list[tuple[Path, Path
             root = p.parent
         else:
             raise TraceError(str(raw), "no such file or directory")
+        if p.is_dir() and not follow_links:
+            found = _inside(p, found, warn)
         for f in found:
             real = f.resolve()
             if real not in seen:
@@ -323,42 +372,15 @@ def trace_files_with_roots(paths: Sequence[str | Path]) -> list[tuple[Path, Path
     return out
 
 
-def file_trace_id(root: Path, path: Path) -> str:
-    """The id a file under dataset `root` gets when its importer names it only by its file name
-    (also the id of a file that cannot be read, for its error record)."""
-    return _path_id(path, root)
-
-
-def _path_id(path: Path, base: Path) -> str:
-    """`path` under `base`, '/'-separated, without the trace suffix (a/1.json -> a/1)."""
-    try:
-        rel = path.relative_to(base)
-    except ValueError:
-        rel = path.resolve().relative_to(base.resolve())
-    return "/".join([*rel.parts[:-1], file_stem(rel)])
-
-
-def distinct_ids(loaded: list[tuple[Path, Path, Trace]]) -> list[Trace]:
-    """The traces of (root, file, trace) triples, each with an id that never moves.
-
-    Results are keyed by trace id, so an id must name one file, and the same file the same way
-    on every run, whatever other files are added beside it. An id an importer derives from the
-    file's own place (Who&When: ``whowhen/hand-crafted/12``) is kept; an id that is only the
-    file's name becomes the file's path under its dataset root (the folder given; for a file
-    given by itself, its folder): ``ds/a/run1.json`` run as ``ds`` is ``a/run1``, always. Two
-    files with one id (given from two roots) are a TraceError naming both, never renamed.
-    """
-    owner: dict[str, Trace] = {}
-    out: list[Trace] = []
-    for root, f, t in loaded:
-        new = _path_id(f, root) if t.id == file_stem(f) else t.id
-        trace = t if new == t.id else t.model_copy(update={"id": new})
-        if new in owner:
-            raise TraceError(
-                trace.source,
-                f"trace id {new!r} is also the id of {owner[new].source}; results are keyed by trace id, so ids must be "
-                "distinct: give the folder that holds both files (ids are paths under the folder given)",
-            )
-        owner[new] = trace
-        out.append(trace)
-    return out
+def _inside(root: Path, found: list[Path], warn: Callable[[str], None] | None) -> list[Path]:
+    """The files of `found` that are inside `root` once links are followed; one warning for the rest."""
+    top = root.resolve()
+    kept, outside = [], []
+    for f in found:
+        (kept if f.resolve().is_relative_to(top) else outside).append(f)
+    if outside and warn is not None:
+        names = ", ".join(str(f) for f in outside[:3]) + (f" and {len(outside) - 3} more" if len(outside) > 3 else "")
+        warn(
+            f"warning: {root}: skipped {len(outside)} symbolic link{'s' if len(outside) != 1 else ''} to files outside it ({names}); give --follow-links to read them"
+        )
+    return kept

@@ -9,8 +9,11 @@ own verdict on each trial, so that `--failed-only` diagnoses only the trials it 
   and the evaluation's reports anywhere under the run folder: per instance ``report.json``
   (``{instance_id: {"resolved": false, ...}}``, in a folder named after the instance),
   ``<instance_id>.report.json`` (``{"resolved": ...}``), or a run summary listing
-  ``resolved_ids`` / ``unresolved_ids`` / ``error_ids`` / ``empty_patch_ids``. A trial fails when
-  ``resolved`` is false.
+  ``resolved_ids`` / ``unresolved_ids`` / ``error_ids`` / ``empty_patch_ids``, or the older
+  ``results/results.json`` summary (``{"resolved": [...], "applied": [...], "generated": [...],
+  ...}``: an instance in any list but ``resolved`` failed). A trial fails when ``resolved`` is
+  false.
+- inspect_ai: each sample's scores, read by the importer (`localfa.traces.importers.inspect_ai`).
 
 Inside such a folder only the trajectories are traces (configs, logs, predictions and reports are
 not). The verdict goes into each trace's ``metadata["harness"]``.
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from localfa.traces.errors import TraceError
+from localfa.traces.ids import distinct_ids
 from localfa.traces.model import Trace
 
 TRAJECTORY = ("agent", "trajectory.json")
@@ -51,7 +55,7 @@ def _read_json(path: Path) -> Any:
         if path.stat().st_size > MAX_REPORT_BYTES:
             return None
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
 
 
@@ -71,14 +75,21 @@ def is_harbor_trial(d: Path) -> bool:
 
 
 def harbor_trials(d: Path, depth: int = 3) -> list[Path] | None:
-    """The Harbor trial folders at or below `d` (a trial, a job, a folder of jobs), else None."""
+    """The Harbor trial folders at or below `d` (a trial, a job, a folder of jobs), else None.
+
+    Beside a trial, a folder holding a ``result.json`` (whatever it holds) or an ``agent/``
+    folder is a trial of the same job too: one whose agent wrote no trajectory."""
     if is_harbor_trial(d):
         return [d]
     if depth == 0:
         return None
     found: list[Path] = []
-    for c in sorted(c for c in d.iterdir() if c.is_dir() and not c.name.startswith(".")):
+    children = sorted(c for c in d.iterdir() if c.is_dir() and not c.name.startswith("."))
+    for c in children:
         found += harbor_trials(c, depth - 1) or []
+    if any(t.parent == d for t in found):
+        found += [c for c in children if c not in found and ((c / "result.json").is_file() or (c / TRAJECTORY[0]).is_dir())]
+        found.sort()
     return found or None
 
 
@@ -163,6 +174,14 @@ def _report_entries(path: Path, data: Any) -> dict[str, Verdict]:
         iid = path.name[: -len(".report.json")] if path.name.endswith(".report.json") else path.parent.name
         out[iid] = _resolved(data["resolved"], path)
         return out
+    if isinstance(data.get("resolved"), list):  # results/results.json: {"resolved": [...], "applied": [...], ...}
+        for iid in data["resolved"]:
+            out[str(iid)] = Verdict("swe-bench", False, f"resolved in {path.name}")
+        for key, ids in data.items():
+            if key != "resolved" and isinstance(ids, list):
+                for iid in ids:
+                    out.setdefault(str(iid), Verdict("swe-bench", True, f"not resolved in {path.name} (listed as {key})"))
+        return out
     if any(isinstance(data.get(k), list) for k in ("resolved_ids", *_FAILED_LISTS)):  # a run summary
         for iid in data.get("resolved_ids") or []:
             out[str(iid)] = Verdict("swe-bench", False, f"resolved in {path.name}")
@@ -233,16 +252,17 @@ def verdict_of(root: Path, path: Path) -> Verdict | None:
 
 
 def with_verdict(trace: Trace, root: Path, path: Path) -> Trace:
-    """`trace` with the harness's verdict in ``metadata["harness"]`` (unchanged outside a harness run)."""
+    """`trace` with the harness's verdict in ``metadata["harness"]`` (unchanged outside a harness
+    run, or where the format carries its own verdict: inspect_ai scores)."""
     verdict = verdict_of(root, path)
-    if verdict is None:
+    if verdict is None or isinstance(trace.metadata.get("harness"), dict):
         return trace
     return trace.model_copy(update={"metadata": {**trace.metadata, "harness": verdict.as_metadata()}})
 
 
 def harness_traces(
     found: Iterable[tuple[Path, Path]],
-    load: Callable[[Path], Trace],
+    load: Callable[[Path], Trace | list[Trace]],
     on_error: Callable[[Path, Path, TraceError], None],
     roots: Sequence[Path],
     failed_only: bool,
@@ -252,22 +272,21 @@ def harness_traces(
     and `bench` read the files they are given.
 
     Each file is read by `load` and gets its harness's verdict (`with_verdict`); ids are made
-    distinct over every file read (`localfa.traces.load.distinct_ids`: a TraceError names two
+    distinct over every file read (`localfa.traces.ids.distinct_ids`: a TraceError names two
     files with one id); with `failed_only` only the trials the harness marked failed are kept
     (`keep_failed`, which says through `say` what it skipped). A file `load` cannot read goes to
     `on_error(root, file, exc)`, the caller's choice: raise it, warn and skip it, or keep it for an
     error record.
     """
-    from localfa.traces.load import distinct_ids  # load expands harness folders with this module
-
     loaded: list[tuple[Path, Path, Trace]] = []
     for root, f in found:
         try:
-            trace = load(f)
+            got = load(f)
         except TraceError as exc:
             on_error(root, f, exc)
             continue
-        loaded.append((root, f, with_verdict(trace, root, f)))
+        for trace in got if isinstance(got, list) else [got]:  # a file may hold several runs (inspect_ai samples)
+            loaded.append((root, f, with_verdict(trace, root, f)))
     traces = distinct_ids(loaded)
     if not failed_only or not traces:
         return [(root, f, t) for (root, f, _), t in zip(loaded, traces)]
@@ -300,17 +319,22 @@ def keep_failed(traces: list[Trace], roots: list[Path], say: Callable[[str], Non
             unknown[str(verdict.get("why"))] = unknown.get(str(verdict.get("why")), 0) + 1
     missing = sum(len(trials_without_trajectory(r)) for r in roots if r.is_dir())
     judged = sum(1 for t in traces if isinstance(t.metadata.get("harness"), dict))
+    without = f"; {missing} trial{'s' if missing != 1 else ''} without agent/trajectory.json" if missing else ""
+    if judged == 0 and traces:
+        say(
+            f"--failed-only: no harness verdict (Harbor result.json, SWE-bench report or results.json, inspect_ai scores) "
+            f"was found; all {len(traces)} traces are kept{without}"
+        )
+        return kept
     parts = [f"{len(passed)} skipped as passed ({_passed_why(passed)})"] if passed else ["0 skipped as passed"]
     parts += [f"{n} skipped with no verdict ({why})" for why, n in sorted(unknown.items())]
-    if missing:
-        parts.append(f"{missing} trial{'s' if missing != 1 else ''} without agent/trajectory.json")
-    say(f"--failed-only: {len(kept)} of {len(traces)} trials kept as failed by the harness; " + "; ".join(parts))
-    if judged == 0 and traces:
-        say("--failed-only: no harness verdict (Harbor result.json, SWE-bench report) was found; every trace is kept")
+    say(f"--failed-only: {len(kept)} of {len(traces)} trials kept as failed by the harness; " + "; ".join(parts) + without)
     return kept
 
 
 def _passed_why(whys: list[str]) -> str:
     if any(w.startswith("reward") for w in whys):
         return "reward > 0"
+    if any(w.startswith("score") for w in whys):
+        return "full score"
     return "resolved: true"

@@ -8,20 +8,24 @@ styles are inline, charts are inline SVG, and the trace view carries no script a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from localfa.traces.model import Trace
+
+if TYPE_CHECKING:
+    from localfa.view.records import TraceFiles
 
 
 def write_view(
     records: list[dict[str, Any]],
     out: str | Path,
     traces: dict[str, Trace] | None = None,
-    base: Path | None = None,
+    readable: "TraceFiles | None" = None,
     title: str = "localfa diagnoses",
 ) -> Path:
-    """Group `records` by trace, load the traces they name (unless given), write the page."""
+    """Group `records` by trace, take each trace from `traces` or read it where `readable` allows
+    (`localfa.view.records.TraceFiles`: never a file only a record names), write the page."""
     from localfa.view.page import write_page
     from localfa.view.records import group_records
 
-    return write_page(group_records(records, traces, base), out, title)
+    return write_page(group_records(records, traces, readable), out, title)

@@ -24,6 +24,12 @@ def e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+def step_number(value: Any) -> int | None:
+    """`value` when it is a step number (an int, not a bool), else None: a record's values are
+    never trusted to be what their key says."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def folded_text(text: str, limit: int = FOLD_CHARS, open_: bool = False, inner: str | None = None) -> str:
     """`text` in a <div>, or behind a <details> showing its start when it is longer than `limit`.
 

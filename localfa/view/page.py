@@ -18,7 +18,7 @@ from localfa.durable import replace_durably
 from localfa.methods.evidence import verify_quotes
 from localfa.traces.model import Step, Trace, normalize_agent
 from localfa.view.code import code_text_html, is_code_heavy
-from localfa.view.html import FOLD_CHARS, e, folded_text
+from localfa.view.html import FOLD_CHARS, e, folded_text, step_number
 from localfa.view.marks import Range, find_quotes, marked_html
 from localfa.view.paths import base_name, method_path
 from localfa.view.records import TraceGroup
@@ -83,12 +83,18 @@ def _decisive_steps(group: TraceGroup) -> dict[int, list[int]]:
     return out
 
 
-def _span_steps(group: TraceGroup) -> set[int]:
+def _span_steps(group: TraceGroup, n_steps: int) -> set[int]:
+    """The steps inside any diagnosis' error span, clamped to the trace's `n_steps` (a record may
+    claim a span of 10**12 steps: the page marks what exists)."""
     steps: set[int] = set()
     for rec in group.records:
         for span in rec.get("spans") or []:
-            a, b = int(span[0]), int(span[1])
-            steps.update(range(min(a, b), max(a, b) + 1))
+            if not isinstance(span, (list, tuple)) or len(span) != 2:
+                continue
+            a, b = step_number(span[0]), step_number(span[1])
+            if a is None or b is None:
+                continue
+            steps.update(range(max(0, min(a, b)), min(n_steps, max(a, b) + 1)))
     return steps
 
 
@@ -99,7 +105,7 @@ def timeline_html(group: TraceGroup, gid: int, quotes: list[Quote], colors: dict
     label = label_of(group)
     labelled = label.get("mistake_step")
     decisive = _decisive_steps(group)
-    spans = _span_steps(group)
+    spans = _span_steps(group, len(trace.steps))
     texts = [q.text for q in quotes]
     items = []
     for step in trace.steps:
@@ -229,7 +235,7 @@ def trace_section(group: TraceGroup, gid: int, colors: dict[str, str]) -> str:
             head.append(f'<div class="task"><b>Task</b>{folded_text(trace.task, 400)}</div>')
     if label:
         head.append(
-            f'<p>Label: <a href="#t{gid}-s{label.get("mistake_step")}">step {e(label.get("mistake_step"))}</a> '
+            f'<p>Label: <a href="#t{gid}-s{e(label.get("mistake_step"))}">step {e(label.get("mistake_step"))}</a> '
             f"by <b>{e(label.get('mistake_agent'))}</b>"
             f"{' — ' + e(label['reason']) if label.get('reason') else ''}</p>"
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from localfa.view.html import StepLink, e, folded_text, json_block, section, value_html
+from localfa.view.html import StepLink, e, folded_text, json_block, section, step_number, value_html
 
 # Keys shown elsewhere on the page (the label card), never as part of a method's path.
 SHOWN_ELSEWHERE = frozenset({"label"})
@@ -25,10 +25,10 @@ DRIFT_STAGES: tuple[Stage, ...] = (  # after DRIFT's own Prediction / Error span
     ("Claim ledger", ("ledger", "ledger_chunks", "ledger_retries", "unchecked_claims")),
     ("Support checks", ("support",)),
     ("Dependency tracer", ("tracer",)),
-    ("Bounds hit and text cut", ("bounds_hit", "limits_hit", "run_cut_steps", "run_char_budget", "budget_note")),
+    ("Bounds hit and text cut", ("bounds_hit", "limits_hit", "run_text", "budget_note")),
     ("Cost per stage", ("cost",)),
 )
-DRIFT_PREDICTION = frozenset({"error_spans", "first_error_span", "no_error_span", "step_is_fallback", "fallback_span"})
+DRIFT_PREDICTION = frozenset({"error_spans", "first_error_span", "no_error_reason", "step_is_fallback", "fallback_span", "fallback_claim"})
 
 
 def base_name(record: dict[str, Any]) -> str:
@@ -172,32 +172,48 @@ def safari_path(record: dict[str, Any], link: StepLink) -> str:
 # ---- dispatch ----------------------------------------------------------------------------------
 
 
-def _step_range(a: int, b: int, link: StepLink) -> str:
-    text = f"step {a}" if a == b else f"steps {a}–{b}"
-    return f'<a class="steplink" href="{link(a)}">{text}</a>'
+def _step_range(a: Any, b: Any, link: StepLink, text: str | None = None) -> str:
+    """A link to step `a` reading "steps a–b"; values that are not step numbers are shown as text."""
+    lo, hi = step_number(a), step_number(b)
+    if lo is None or hi is None:
+        return e(f"steps {a}–{b}")
+    shown = text or (f"step {lo}" if lo == hi else f"steps {lo}–{hi}")
+    return f'<a class="steplink" href="{e(link(lo))}">{e(shown)}</a>'
+
+
+def _span_pair(span: Any) -> tuple[Any, Any]:
+    """(first, last) of a recorded span, whatever shape the record gave it."""
+    if isinstance(span, (list, tuple)) and len(span) == 2:
+        return span[0], span[1]
+    return span, span
 
 
 def drift_prediction_html(record: dict[str, Any], link: StepLink) -> str:
     """DRIFT's answer as it records it: the answered step and agent (a fallback when no error span
     was found), the error spans, and the first error with the claims marked there."""
     d = record.get("details") or {}
-    spans = d.get("spans") or []
+    spans = [_span_pair(x) for x in d.get("spans") or []] if isinstance(d.get("spans"), list) else []
     step, agent = record.get("step"), record.get("agent")
     answered = value_html(step, link, "step") if step is not None else "none"
-    why = f'<p class="muted">fallback: {e(d.get("no_error_span"))}</p>' if d.get("step_is_fallback") else ""
+    why = f'<p class="muted">fallback: {e(d.get("no_error_reason"))}</p>' if d.get("step_is_fallback") else ""
     out = [section("Prediction", f"<p>answered {answered}, agent <b>{e(agent)}</b></p>{why}", css="stage")]
-    err = [i for i in d.get("error_spans") or [] if 0 <= i < len(spans)]
+    err = [i for i in _list(d.get("error_spans")) if step_number(i) is not None and 0 <= i < len(spans)]
     items = "".join(f"<li>span {i}: {_step_range(spans[i][0], spans[i][1], link)}</li>" for i in err)
     out.append(section("Error spans", f"<ol>{items}</ol>" if items else '<p class="muted">none (the prediction is empty)</p>', css="stage"))
-    first = d.get("first_error_span")
+    first = step_number(d.get("first_error_span"))
     if first is not None and 0 <= first < len(spans):
-        marks = [m for m in (d.get("tracer") or {}).get("marks") or [] if m.get("span") == first]
+        tracer = d.get("tracer") if isinstance(d.get("tracer"), dict) else {}
+        marks = [m for m in _list(tracer.get("marks")) if isinstance(m, dict) and m.get("span") == first]
         roles = ", ".join(f"{e(m.get('claim'))} ({e(m.get('role'))})" for m in marks) or "none"
         body = f"<p>span {first}: {_step_range(spans[first][0], spans[first][1], link)}; claims marked there: {roles}</p>"
     else:
         body = '<p class="muted">none</p>'
     out.append(section("First error", body, css="stage"))
     return "".join(out)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def drift_path(record: dict[str, Any], link: StepLink) -> str:
@@ -220,7 +236,11 @@ def method_path(record: dict[str, Any], link: StepLink) -> str:
     if target:
         module, _, attr = target.partition(":")
         renderer: Callable[[dict[str, Any], StepLink], str] = getattr(importlib.import_module(module), attr)
-        return spans + renderer(record, link)
+        try:
+            return spans + renderer(record, link)
+        except Exception as exc:  # noqa: BLE001 - a record its method's renderer cannot draw is shown as it is
+            note = f'<p class="muted">{e(base_name(record))}\'s own view could not draw this record ({e(type(exc).__name__)}); its details as recorded:</p>'
+            return spans + note + staged_details(details, (), link)
     body = spans + staged_details(details, (), link)
     if record.get("transcript"):
         body += json_block(record["transcript"], "transcript")
@@ -228,8 +248,8 @@ def method_path(record: dict[str, Any], link: StepLink) -> str:
 
 
 def _spans_html(record: dict[str, Any], link: StepLink) -> str:
-    spans = record.get("spans") or []
+    spans = _list(record.get("spans"))
     if not spans:
         return ""
-    items = ", ".join(f'<a class="steplink" href="{link(int(a))}">{int(a)}–{int(b)}</a>' for a, b in spans)
+    items = ", ".join(_step_range(a, b, link, text=f"{a}–{b}") for a, b in map(_span_pair, spans))
     return f"<p>error spans (steps): {items}</p>"

@@ -2,15 +2,19 @@
 
 Input is a results file (`localfa diagnose --out`, or a sweep's `results.jsonl`) or a run
 directory (its results.jsonl and shard files, read by the one reader `report` and resume use).
-A record names its trace file in `source`; the trace is loaded from there once per file. A trace that cannot be read any more (moved, deleted) leaves its records on the
-page with a note, without a timeline: the verdict and the method's path are still worth seeing.
+A record names its trace file in `source`, but a results file is input like any other and may
+be hostile: a `source` is opened only when it is one of the run's own trace files (as its manifest
+lists them) or lies under a folder the user names (`TraceFiles`), never because a record says so.
+A trace that cannot be read (moved, deleted, not allowed) leaves its records on the page with a
+note, without a timeline: the verdict and the method's path are still worth seeing.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from localfa.errors import LocatedError
 from localfa.traces.model import Trace
@@ -67,16 +71,77 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
     return [r.record(with_transcript=True) for r in records]
 
 
-def group_records(records: list[dict[str, Any]], traces: dict[str, Trace] | None = None, base: Path | None = None) -> list[TraceGroup]:
+@dataclass(frozen=True)
+class TraceFiles:
+    """The trace files a page may open: the run's own (`files`, as its manifest lists them) and
+    any file under the folders the user named (`folders`); both resolved, links followed."""
+
+    files: frozenset[Path] = frozenset()
+    folders: tuple[Path, ...] = ()
+    base: Path | None = None  # where a relative `source` is also looked for (the results' folder)
+
+    @classmethod
+    def of_run(cls, results: Path, folders: Iterable[str | Path] = ()) -> "TraceFiles":
+        """The trace files of the run behind `results` (a run directory or a results file) by
+        its manifest (a sweep's ``manifest.json``, a ``diagnose --out`` file's ``FILE.manifest.json``),
+        plus `folders`."""
+        base = results if results.is_dir() else results.parent
+        manifests = [results / "manifest.json"] if results.is_dir() else [Path(f"{results}.manifest.json"), base / "manifest.json"]
+        files: set[Path] = set()
+        for m in manifests:
+            for name in _listed_trace_files(m):
+                files.update(_resolved(c) for c in (Path(name), base / name))
+        return cls(frozenset(files), tuple(_resolved(Path(f)) for f in folders), base)
+
+    def allows(self, path: Path) -> bool:
+        real = _resolved(path)
+        return real in self.files or any(real.is_relative_to(d) for d in self.folders)
+
+    def locate(self, source: str) -> Path:
+        """The allowed file `source` names (as given, else under `base`); OSError when none."""
+        if not source:
+            raise OSError("the record names no trace file")
+        candidates = [Path(source)] + ([self.base / source] if self.base is not None and not Path(source).is_absolute() else [])
+        for c in candidates:
+            if self.allows(c) and c.is_file():
+                return c
+        raise OSError(
+            f"not opened: {source} is not one of this run's trace files (its manifest) nor under a folder given "
+            "with --traces; a results file cannot make the page read another file"
+        )
+
+
+def _listed_trace_files(manifest: Path) -> list[str]:
+    """The `trace_files` a manifest lists ([] when there is no readable one)."""
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return []
+    listed = data.get("trace_files") if isinstance(data, dict) else None
+    return [str(x) for x in listed if isinstance(x, str) and x] if isinstance(listed, list) else []
+
+
+def _resolved(p: Path) -> Path:
+    try:
+        return p.resolve()
+    except (OSError, RuntimeError):  # a link loop
+        return p.absolute()
+
+
+def group_records(
+    records: list[dict[str, Any]], traces: dict[str, Trace] | None = None, readable: TraceFiles | None = None
+) -> list[TraceGroup]:
     """Records grouped by trace (first-seen order), each group with its trace loaded once.
 
-    `traces` (id -> Trace) are used as given (`diagnose --html` has them in memory); otherwise a
-    relative `source` is tried as given, then against `base` (the results file's folder).
+    `traces` (id -> Trace) are used as given (`diagnose --html` has them in memory); any other
+    trace is read from its record's `source` only where `readable` allows that file (by default
+    none: a record never decides which file is opened).
     """
     from localfa.traces.errors import TraceError
     from localfa.traces.load import load_trace
 
     known = dict(traces or {})
+    allowed = readable or TraceFiles()
     groups: dict[str, TraceGroup] = {}
     for rec in records:
         tid = str(rec.get("trace"))
@@ -86,7 +151,7 @@ def group_records(records: list[dict[str, Any]], traces: dict[str, Trace] | None
             trace, problem = known.get(tid), None
             if trace is None:
                 try:
-                    trace = load_trace(_locate(source, base))
+                    trace = load_trace(allowed.locate(source))
                 except TraceError as exc:
                     problem = str(exc)
                 except OSError as exc:
@@ -94,12 +159,3 @@ def group_records(records: list[dict[str, Any]], traces: dict[str, Trace] | None
             group = groups[tid] = TraceGroup(tid, source, trace, problem=problem)
         group.records.append(rec)
     return list(groups.values())
-
-
-def _locate(source: str, base: Path | None) -> Path:
-    p = Path(source)
-    if not source:
-        raise OSError("the record names no trace file")
-    if p.exists() or p.is_absolute() or base is None:
-        return p
-    return base / p if (base / p).exists() else p

@@ -4,7 +4,8 @@ The policy forbids every fetch (no scripts at all, no remote styles, fonts or im
 browser itself guarantees the page makes no request, whatever text a trace contains.
 """
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+# Nothing may be fetched, posted or navigated to: no script, no form target, no <base> to re-aim links.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'"
 
 PALETTE: tuple[str, ...] = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 

@@ -142,3 +142,12 @@ def test_the_rename_scan_sees_a_hand_written_replace(tmp_path):
     planted = tmp_path / "x.py"
     planted.write_text("import os\nos.replace(a, b)\ntmp.replace(path)\n'a'.replace('b', 'c')\nreplace(r, k=1)\n")
     assert _renames(planted) == [2, 3]
+
+
+def test_methods_never_draw_html():
+    """Every renderer lives in `localfa.view`; a method names its own with `view_path` (issue 39.5)."""
+    assert _offenders(PKG / "methods", "localfa.view") == []
+    from localfa.methods.registry import method_class
+
+    elsewhere = {name: method_class(name).view_path for name in METHODS}
+    assert {n: p for n, p in elsewhere.items() if p is not None and not p.startswith("localfa.view.")} == {}

@@ -114,15 +114,21 @@ def test_a_key_collision_across_runs_names_both_files(tmp_path):
     assert len(read_records(run / "results.jsonl")) == 1  # nothing was skipped as "already done"
 
 
-def test_an_id_equal_to_another_files_path_is_an_error(tmp_path):
-    from localfa.traces.load import distinct_ids, load_trace
+def test_an_id_a_file_gives_itself_never_clashes_with_another_files_path(tmp_path):
+    """Issue 38 point 6: what a file says of itself (an instance id) is no trace id; two roots
+    that name one path are the only clash."""
+    from localfa.traces.ids import distinct_ids
+    from localfa.traces.load import load_trace
 
     a = messages_trace(tmp_path / "x" / "1.json", "one")
     b = messages_trace(tmp_path / "y" / "1.json", "two")
     c = messages_trace(tmp_path / "z" / "k.json", "three")
-    clash = load_trace(c).model_copy(update={"id": "x/1"})
+    claims = load_trace(c).model_copy(update={"id": "x/1"})
+    ids = [t.id for t in distinct_ids([(tmp_path, a, load_trace(a)), (tmp_path, b, load_trace(b)), (tmp_path, c, claims)])]
+    assert ids == ["x/1", "y/1", "z/k"]
+    other = messages_trace(tmp_path / "other" / "x" / "1.json", "four")
     with pytest.raises(TraceError, match="also the id of"):
-        distinct_ids([(tmp_path, a, load_trace(a)), (tmp_path, b, load_trace(b)), (tmp_path, c, clash)])
+        distinct_ids([(tmp_path, a, load_trace(a)), (tmp_path / "other", other, load_trace(other))])
 
 
 # ---- point 2: engine errors are retried, logic errors are final ----------------------------------

@@ -98,7 +98,7 @@ def test_char_conversion_and_measured_ratio():
 
 def test_baselines_resolve_budgets_through_the_same_resolver():
     from localfa.methods.base import MethodContext
-    from localfa.methods.baselines import _budget_chars
+    from localfa.methods.baselines import budget_chars as _budget_chars
 
     count = lambda s: len(s.split())  # noqa: E731
     t = _trace(Labels(mistake_step=6))

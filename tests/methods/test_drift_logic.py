@@ -69,7 +69,8 @@ class Script:
             return self.ledger[int(rest)]
         if stage == "support":
             return self.support.get(rest, {"status": "DIRECT", "evidence": "Doubling 170,000 gives 340,000.", "span": 3, "reason": "shown"})
-        return self.tracer.get(rest, {"harmful": False, "marks": []})
+        answer = self.tracer.get(rest, {"harmful": False, "marks": []})
+        return {"reason": "noise", **answer}  # the tracer's reason comes first
 
 
 def run_one(script, trace=None, **options):
@@ -239,16 +240,17 @@ def test_tracer_marks_commit_reuse_finalize_spans_and_first_error():
     assert (diag.step, diag.agent) == (2, "Planner")
     assert diag.details["tracer"]["harmful"] == ["C2"]
     marks = [(m["span"], m["role"]) for m in diag.details["tracer"]["marks"]]
-    assert marks == [(5, "finalize"), (2, "commit"), (3, "reuse"), (3, "amplify")]  # every role a span plays
+    # every role a span plays; where the claim was made is marked though the tracer did not
+    assert marks == [(2, "introduce"), (5, "finalize"), (2, "commit"), (3, "reuse"), (3, "amplify")]
     assert diag.evidence == ["Springfield had 167,882 residents"]  # verbatim quotes only
-    assert diag.details["no_error_span"] is None
+    assert diag.details["no_error_reason"] is None
 
 
-def test_harmful_claim_without_marks_is_marked_where_committed():
+def test_harmful_claim_without_marks_is_marked_where_introduced():
     tracer = {"C1": {"harmful": True, "marks": []}}
     diag, _ = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer))
     assert diag.details["error_spans"] == [1] and diag.step == 1 and diag.agent == "Searcher"
-    assert diag.details["tracer"]["marks"] == [{"claim": "C1", "span": 1, "role": "commit", "fallback": True}]
+    assert diag.details["tracer"]["marks"] == [{"claim": "C1", "span": 1, "role": "introduce", "fallback": True}]
 
 
 def test_tracer_ledger_mode_is_one_call_and_drops_marks_of_harmless_claims():
@@ -257,35 +259,37 @@ def test_tracer_ledger_mode_is_one_call_and_drops_marks_of_harmless_claims():
     }
     diag, engine = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer), tracer="ledger")
     assert [r.key for r in engine.requests if r.key.startswith("drift/tracer")] == ["drift/tracer/ledger"]
-    assert diag.details["error_spans"] == [3] and diag.step == 3 and diag.agent == "Coder"
+    # C2 was made in span 2 (the Planner) and reused in span 3: the error is where it was made
+    assert diag.details["error_spans"] == [2, 3] and diag.step == 2 and diag.agent == "Planner"
 
 
 def test_tracer_grammars_only_allow_spans_from_the_claims_introduction():
     limits = DriftLimits()
     g = tracer_claim_grammar(2, 6, limits)
-    assert g.parse('{"harmful":true,"marks":[{"span":2,"role":"commit"}]}')["marks"][0]["span"] == 2
+    assert g.parse('{"reason":"r","harmful":true,"marks":[{"span":2,"role":"commit"}]}')["marks"][0]["span"] == 2
     for text in (
-        '{"harmful":true,"marks":[{"span":1,"role":"commit"}]}',
-        '{"harmful":true,"marks":[{"span":6,"role":"reuse"}]}',
-        '{"harmful":true,"marks":[{"span":3,"role":"blame"}]}',
+        '{"reason":"r","harmful":true,"marks":[{"span":1,"role":"commit"}]}',
+        '{"reason":"r","harmful":true,"marks":[{"span":6,"role":"reuse"}]}',
+        '{"reason":"r","harmful":true,"marks":[{"span":3,"role":"blame"}]}',
+        '{"harmful":true,"marks":[{"span":2,"role":"commit"}]}',  # no reason
     ):
         with pytest.raises(InvalidOutputError):
             g.parse(text)
-    g = tracer_ledger_grammar({"C1": 1, "C2": 3}, 6, 8)
-    g.parse('{"harmful":["C2"],"marks":[{"claim":"C2","span":3,"role":"reuse"}]}')
+    g = tracer_ledger_grammar({"C1": 1, "C2": 3}, 6, 8, limits)
+    g.parse('{"reason":"r","harmful":["C2"],"marks":[{"claim":"C2","span":3,"role":"reuse"}]}')
     with pytest.raises(InvalidOutputError):
-        g.parse('{"harmful":["C2"],"marks":[{"claim":"C2","span":2,"role":"reuse"}]}')
+        g.parse('{"reason":"r","harmful":["C2"],"marks":[{"claim":"C2","span":2,"role":"reuse"}]}')
 
 
-def test_no_risky_claim_still_answers_with_the_final_answer_span():
+def test_no_risky_claim_still_answers_a_fallback_step():
     ledger = [{"new_claims": [new_claim("Final answer: 340,000.", 5, 5, [], status="finalized")]}]
     diag, engine = run_one(Script(ledger=ledger))
     assert not [r for r in engine.requests if r.key.startswith("drift/tracer")]
     assert (diag.step, diag.agent, diag.spans) == (5, "Planner", [])  # the paper's empty prediction
     assert diag.details["step_is_fallback"] is True and diag.details["fallback_span"] == 5
-    assert diag.details["no_error_span"].startswith("no committed claim lacks support")
+    assert diag.details["no_error_reason"].startswith("no committed claim lacks support")
     diag, _ = run_one(Script())  # nothing recorded at all: the last span
-    assert diag.step == 5 and "no committed claim was recorded" in diag.details["no_error_span"]
+    assert diag.step == 5 and "no committed claim was recorded" in diag.details["no_error_reason"]
 
 
 def test_span_to_step_mapping_picks_the_step_that_makes_the_claim():

@@ -46,7 +46,7 @@ def _check(rec, trace):
     assert cost["segment"]["calls"] == len(details["segment_chunks"]) >= 1
     assert cost["ledger"]["calls"] == len(details["ledger_chunks"]) + len(details["ledger_retries"]) >= 1
     assert cost["support"]["calls"] == len(details["support"])
-    assert (details["first_error_span"] is None) == (details["no_error_span"] is not None)
+    assert (details["first_error_span"] is None) == (details["no_error_reason"] is not None)
 
 
 def test_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):

@@ -198,7 +198,7 @@ def test_cut_steps_are_named_and_the_claims_passages_are_shown():
     assert (
         "Parts of shortened steps that mention this claim's names or values" in tail and "counted 167,882 residents" in tail
     )  # ...shown here
-    assert diag.details["run_cut_steps"][0]["step"] == 1 and "run_text_cut" in diag.details["bounds_hit"]
+    assert diag.details["run_text"]["support"]["cut_steps"] == [1] and "run_text_cut" in diag.details["bounds_hit"]
 
 
 def test_passages_prefer_the_claims_values_and_entities():

@@ -57,8 +57,8 @@ def _dev(root: Path, per_subset: int = 3):
 
 
 def test_engine_spec_parameters_and_errors():
-    assert parse_params("oracle") == {"p": 1.0, "window": 32768}
-    assert parse_params("oracle:p=0.8:window=4096") == {"p": 0.8, "window": 4096}
+    assert parse_params("oracle") == {"p": 1.0, "window": 32768, "noise": "iid", "spread": 4.0, "length": 0.0}
+    assert parse_params("oracle:p=0.8:window=4096") == {"p": 0.8, "window": 4096, "noise": "iid", "spread": 4.0, "length": 0.0}
     for bad in ("oracle:p=1.5", "oracle:q=1", "oracle:p=x", "oracle:window=10"):
         with pytest.raises(EngineError):
             parse_params(bad)
@@ -156,9 +156,9 @@ def test_p_runs_report_accuracy_against_p(whowhen, tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "method=all-at-once p=0.5 " in out and "ci95=" in out
-    from localfa.bench.report import write_report
+    from localfa.bench.report_dir import write_any_report
 
-    md, html_path = write_report(tmp_path)  # `localfa report OUT` on the parent of the p-runs
+    md, html_path = write_any_report(tmp_path)  # `localfa report OUT` on the parent of the p-runs
     assert "| all-at-once | 0.5 |" in md and "| all-at-once | 1 |" in md
     assert "Step accuracy against p" in html_path.read_text()
 

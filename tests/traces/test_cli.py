@@ -147,7 +147,8 @@ def test_inspect_lines(capsys: pytest.CaptureFixture[str]) -> None:
         (["--lines", "9999:10000"], "--lines '9999:10000' is outside the line view (lines 0..5)"),
         (
             ["--format", "csv"],
-            "unknown format 'csv' (known: atif, swe-agent, mini-swe-agent, whowhen, openinference, otel-genai, messages)",
+            "unknown format 'csv' (known: atif, swe-agent, mini-swe-agent, claude-code, codex, openhands, inspect_ai, whowhen, "
+            "vercel-ai, openinference, otel-genai, messages)",
         ),
     ],
 )

@@ -38,7 +38,20 @@ EXPECTED_FORMAT = {  # file -> (format, steps)
 
 
 def test_formats_tuple() -> None:
-    assert FORMATS == ("atif", "swe-agent", "mini-swe-agent", "whowhen", "openinference", "otel-genai", "messages")
+    assert FORMATS == (
+        "atif",
+        "swe-agent",
+        "mini-swe-agent",
+        "claude-code",
+        "codex",
+        "openhands",
+        "inspect_ai",
+        "whowhen",
+        "vercel-ai",
+        "openinference",
+        "otel-genai",
+        "messages",
+    )
 
 
 def test_every_fixture_is_covered() -> None:

@@ -16,6 +16,13 @@ LABELLED = REPO / "tests" / "fixtures" / "traces" / "whowhen_handcrafted.json"
 QUOTES = ["Searched 'Sydney population 2021 census'.", "Greater Sydney,\n 2021 Census", "Canberra has 500,000 people"]
 
 
+def run_groups(results: Path) -> list:
+    """The page's groups for a results file, reading only the run's own trace files (as `localfa view`)."""
+    from localfa.view.records import TraceFiles, group_records, read_results
+
+    return group_records(read_results(results), readable=TraceFiles.of_run(results))
+
+
 def localfa(*args: str, cwd: Path = REPO, timeout: int = 600) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", "localfa", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]

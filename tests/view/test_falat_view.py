@@ -9,9 +9,8 @@ import re
 from localfa.results import ResultRecord
 from localfa.view.falat import SECTIONS
 from localfa.view.page import build_page
-from localfa.view.records import group_records, read_results
 from tests.methods.test_falat_logic import Script, make_trace, run_one
-from tests.view.conftest import LABELLED, localfa
+from tests.view.conftest import LABELLED, localfa, run_groups
 
 CLAIMED = {k for _, keys, _ in SECTIONS for k in keys}
 NOT_FALATS = {"label"}  # shown on the label card
@@ -35,7 +34,7 @@ def test_every_key_falat_records_has_its_section(tmp_path):
     (rec,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert rec["error"] is None
     assert set(rec["details"]) - NOT_FALATS <= CLAIMED, set(rec["details"]) - NOT_FALATS - CLAIMED
-    html = _falat_block(build_page(group_records(read_results(out))))
+    html = _falat_block(build_page(run_groups(out)))
     assert "Other details" not in html
     shown = _sections(html)
     assert [t for t, keys, _ in SECTIONS if any(k in rec["details"] for k in keys)] == list(shown)
@@ -49,7 +48,7 @@ def test_the_real_details_land_in_their_stages(tmp_path):
     diag, _ = run_one(script, trace)
     out = tmp_path / "r.jsonl"
     out.write_text(ResultRecord.from_diagnosis(diag, trace).model_dump_json() + "\n")
-    sections = _sections(_falat_block(build_page(group_records(read_results(out)))))
+    sections = _sections(_falat_block(build_page(run_groups(out))))
     windows = sections["Windows: stage and step summaries"]
     assert "window at 0" in windows and "window at 5" in windows  # the stage summaries, not under cost
     assert "its window judged it passive" in windows

@@ -9,8 +9,8 @@ from localfa.traces.load import load_trace
 from localfa.view import write_view
 from localfa.view.page import build_page
 from localfa.view.paths import stm_after_each_turn
-from localfa.view.records import group_records, read_results
-from tests.view.conftest import EXAMPLE, LABELLED, localfa
+from localfa.view.records import TraceFiles
+from tests.view.conftest import EXAMPLE, LABELLED, localfa, run_groups
 
 
 def _step_li(html: str, gid: int, step: int) -> str:
@@ -35,7 +35,7 @@ def test_view_command_highlights_the_decisive_and_labelled_steps(scripted_result
 
 
 def test_evidence_is_marked_where_it_occurs_and_a_made_up_quote_is_flagged(scripted_results):
-    html = build_page(group_records(read_results(scripted_results)))
+    html = build_page(run_groups(scripted_results))
     step4 = _step_li(html, 0, 4)
     assert '<mark class="ev" data-quote="0">Searched \'Sydney population 2021 census\'.</mark>' in step4
     assert '<mark class="ev" data-quote="1">Greater Sydney, 2021 Census</mark>' in step4
@@ -48,7 +48,7 @@ def test_evidence_is_marked_where_it_occurs_and_a_made_up_quote_is_flagged(scrip
 
 
 def test_safari_turns_show_tool_calls_and_the_stm_after_each_turn(scripted_results):
-    html = build_page(group_records(read_results(scripted_results)))
+    html = build_page(run_groups(scripted_results))
     records = [json.loads(line) for line in scripted_results.read_text().splitlines()]
     turns = [t for t in records[0]["transcript"] if t["turn"] != "final"]
     assert html.count('<li class="turn">') == 2 * len(turns)  # both traces ran 4 turns
@@ -111,7 +111,7 @@ def test_falat_drift_and_unknown_methods_show_their_paths(tmp_path):
         },
     )
     unknown = _record("mystery", details={"knobs": [1, 2, 3]})
-    page = write_view([falat, drift, unknown], tmp_path / "p.html")
+    page = write_view([falat, drift, unknown], tmp_path / "p.html", readable=TraceFiles(folders=(EXAMPLE.parent,)))
     html = page.read_text()
     assert "Candidates and regions" in html and "Top candidates and verdicts" in html and "Local re-search" in html
     assert 'href="#t0-s4">step 4</a>' in html  # t_hat and the verified steps link to the timeline

@@ -9,22 +9,25 @@ Stages, each one round of requests (the runner fills batches across traces):
    break introduced <= consequential <= use is asked again once, then repaired.
 3. Support Seeker: one request per committed claim (the riskiest first when there are more than
    `max_checked_claims`), ALL in one batch; every prompt is the same system prompt + task +
-   fitted run text + instructions, the claim and its passages last, so the batch shares one
-   cached prefix.
-4. Dependency Tracer: for risky (not DIRECT) claims, one request per claim in one batch, or one
-   request over all of them (``tracer=ledger``), with the same prefix as stage 3.
+   run text + instructions, the claim and its passages last, so the batch shares one cached
+   prefix.
+4. Dependency Tracer: for risky (not DIRECT) claims, one request per claim in one batch (each
+   with the ledger entries its claim depends on), or one request over all of them
+   (``tracer=ledger``), with the same run text as stage 3 where its prompts fit beside it.
 
-The prediction is the set of marked spans (empty when nothing harmful was found: the paper's
-Ê = ∅, with a fallback step still answered); see `tracer` for the first error, step and agent.
-Every bound the audit hits is recorded in ``details["bounds_hit"]``.
+Each stage's run text is sized for the prompt that stage really sends (its real claims, passages
+within `excerpt_chars`, its answer reserved in tokens), so a run that fits the window is shown
+uncut to every stage; ``details["run_text"]`` says what each stage was shown. The prediction is
+the set of marked spans (empty when nothing harmful was found: the paper's Ê = ∅, with a
+fallback step still answered); see `verdict` for the first error, step and agent. Every bound
+the audit hits is recorded in ``details["bounds_hit"]``.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Generator, TypeVar
 
-from localfa.diagnosis import Diagnosis
 from localfa.engine.types import Request, Response, Sampling, Usage
 from localfa.grammars.drift import (
     DriftLimits,
@@ -42,25 +45,44 @@ from localfa.grammars.drift import (
 )
 from localfa.limits import Limits, LimitsHit
 from localfa.methods.base import MethodContext, Program
-from localfa.methods.baselines import _budget_chars, _chars_per_token, fit_char_budget, shorten
+from localfa.methods.baselines import budget_chars, chars_per_token, fit_char_budget, shorten
 from localfa.methods.drift.excerpts import relevant_passages, render_passages
 from localfa.methods.drift.ledger import Claim, Ledger, ledger_block
 from localfa.methods.drift.options import DriftOptions, SamplingStage
-from localfa.methods.drift.spans import Cut, Span, SpanView, cut_note, one_span_per_step, pack_chunks, spans_from_ranges, take_chunk
+from localfa.methods.drift.spans import Cut, Span, SpanView, cut_note, one_span_per_step, spans_from_ranges, take_chunk
 from localfa.methods.drift.support import SupportCheck, check_from_answer
-from localfa.methods.drift.tracer import Mark, error_spans, final_answer_span, marks_for_claim, marks_for_ledger, pick_step
+from localfa.methods.drift.tracer import Mark, consequences, marks_for_claim, marks_for_ledger
+from localfa.methods.drift.verdict import METHOD, diagnose
 from localfa.templates import render
 
-METHOD = "drift"
 STAGES = ("segment", "ledger", "support", "tracer")
 TASK_CHARS = 1500
 MARGIN_TOKENS = 64  # chat template and tokenizer drift on top of what is counted
 DEFAULT_CHUNK_TOKENS = 3000  # when the engine does not say its window
 TRACER_LEDGER_SHARE = 4  # a tracer answer may take at most 1/4 of the window
 LEDGER_UPDATE_TOKENS = 120  # the ledger prompt's "updates" instruction, shown once there is a ledger
+DEPENDENCY_LINES = 8  # ledger entries a per-claim tracer prompt shows as what its claim depends on
 Messages = list[dict[str, str]]
 T = TypeVar("T")
 Stage = Generator[list[Request], list[Response], T]  # one stage of the program, returning T
+__all__ = ["METHOD", "STAGES", "Audit", "RunText"]
+
+
+@dataclass(frozen=True)
+class RunText:
+    """The run as one stage's prompts show it: the text, the character budget it was fitted to,
+    and the steps it shortened."""
+
+    text: str
+    budget: int
+    cuts: list[Cut]
+
+    @property
+    def note(self) -> str:
+        return cut_note(self.cuts)
+
+    def as_details(self) -> dict[str, Any]:
+        return {"chars": len(self.text), "budget": self.budget, "cut_steps": [c.step for c in self.cuts]}
 
 
 class Audit:
@@ -75,13 +97,17 @@ class Audit:
         self.hit = LimitsHit(Limits.from_env())
         self.view = SpanView(trace, self.hit)
         self.n_steps = self.view.n_steps  # at most the host's max_steps
-        self.cpt = _chars_per_token(ctx)
-        self.char_budget, self.budget_note = _budget_chars(ctx, None)
-        self.task = shorten((trace.task or "(not recorded)").strip(), TASK_CHARS)
+        self.cpt = chars_per_token(ctx)
+        self.char_budget, self.budget_note = budget_chars(ctx, None)
+        self.bounds: dict[str, list[Any]] = {}
+        task = (trace.task or "(not recorded)").strip()
+        self.task = shorten(task, TASK_CHARS)
+        if len(self.task) < len(task):
+            self._bound("task_chars", len(task))
         self.system = {"role": "system", "content": render("drift/system.j2")}
         self.cost = {stage: Usage() for stage in STAGES}
-        self.bounds: dict[str, list[Any]] = {}
         self.ledger_retries: list[dict[str, Any]] = []
+        self.run_text: dict[str, dict[str, Any]] = {}
         self._ledger_base: int | None = None
         self.limits = self._fit_limits(opts.limits)
 
@@ -98,7 +124,7 @@ class Audit:
             hi, ids, replace(limits, claims_per_chunk=claims, updates_per_chunk=updates)
         ) > window // 3:
             claims, updates = max(1, claims * 3 // 4), updates * 3 // 4
-        while marks > 1 and tracer_max_tokens(self.n_steps, marks) > window // TRACER_LEDGER_SHARE:
+        while marks > 1 and tracer_max_tokens(self.n_steps, marks, limits.reason_chars) > window // TRACER_LEDGER_SHARE:
             marks = max(1, marks * 3 // 4)
         fitted = replace(limits, claims_per_chunk=claims, updates_per_chunk=updates, marks_per_claim=marks)
         for name in ("claims_per_chunk", "updates_per_chunk", "marks_per_claim"):
@@ -141,8 +167,15 @@ class Audit:
         if not self.opts.segment or self.n_steps == 1:
             return unit, []
         chars = self._chunk_chars(self.opts.chunk_tokens or self._window_tokens(0))
-        chunks = pack_chunks(self.view, unit, chars, self.opts.segment_max_steps)
-        capped = [k for k, c in enumerate(chunks[:-1]) if len(c) >= self.opts.segment_max_steps]
+        chunks: list[list[Span]] = []
+        capped: list[int] = []
+        start = 0
+        while start < len(unit):
+            end, ended = take_chunk(self.view, unit, start, chars, self.opts.segment_max_steps)
+            if ended == "chunk_max_spans":
+                capped.append(len(chunks))
+            chunks.append(unit[start:end])
+            start = end
         if capped:
             self._bound("segment_max_steps", capped)  # a span cannot cross these chunk ends
         requests = []
@@ -185,10 +218,10 @@ class Audit:
         ledger = self._tokens([{"content": ledger_block(shown)}]) + LEDGER_UPDATE_TOKENS if shown else 0
         return self._window_tokens(self._ledger_base + ledger + ledger_max_tokens(n_spans - 1, ids, self.limits))
 
-    def _keep_claims(self, spans: list[Span], shared: tuple[str, int, list[Cut]]) -> Stage[tuple[Ledger, list[dict[str, Any]]]]:
+    def _keep_claims(self, spans: list[Span]) -> Stage[tuple[Ledger, list[dict[str, Any]]]]:
         """The ledger, chunk by chunk, each chunk as many spans as its token budget holds. A trace
-        read in one chunk is shown exactly as the support checks will show it (same cut, same
-        note), so they reuse the ledger call's cached prefix."""
+        read whole and uncut in one chunk is shown exactly as the support checks show it, so they
+        reuse the ledger call's cached prefix."""
         ledger = Ledger()
         chunks: list[dict[str, Any]] = []
         n, start, k = len(spans), 0, 0
@@ -201,11 +234,7 @@ class Audit:
             chunk = spans[start:end]
             lo, hi = chunk[0].id, chunk[-1].id
             max_tokens = ledger_max_tokens(hi, ids, self.limits)
-            if start == 0 and end == n:
-                run, _, cuts = shared
-                messages = self._ledger_prompt(run, cut_note(cuts), lo, hi, shown)
-            else:
-                messages, cuts = self._fitted_ledger(chunk, shown, chars, max_tokens)
+            messages, cuts = self._fitted_ledger(chunk, shown, chars, max_tokens)
             answer = yield from self._ledger_call(k, messages, ledger_grammar(lo, hi, ids, self.limits), max_tokens)
             self._ledger_bounds(k, answer)
             ledger.merge(answer, chunk=k)
@@ -213,6 +242,10 @@ class Audit:
             if ended == "chunk_max_spans":
                 self._bound("chunk_max_spans", k)
             start, k = end, k + 1
+        cut = [step for c in chunks for step in c["cut_steps"]]
+        self.run_text["ledger"] = {"chunks": len(chunks), "cut_steps": cut}
+        if cut:
+            self._bound("run_text_cut", {"stage": "ledger", "steps": len(cut)})
         return ledger, chunks
 
     def _fitted_ledger(self, chunk: list[Span], shown: list[Claim], chars: int, max_tokens: int) -> tuple[Messages, list[Cut]]:
@@ -262,64 +295,58 @@ class Audit:
         if any(len(x["uses"]) >= lim.uses_per_claim for x in [*new, *updates]):
             self._bound("uses_per_claim", k)
 
-    # ------------------------------------------------------------------ shared run text
-    def _shared_run(self, spans: list[Span]) -> tuple[str, int, list[Cut]]:
-        """The whole run as every support and tracer prompt (and a one-chunk ledger) starts with it,
-        fitted for the longest prompt any of them can be (claims, passages and answers at their
-        bounds); with the steps it cuts."""
-        n = len(spans)
-        lim = self.limits
-        checked = [
-            Claim(
-                f"C{k + 1:02d}",
-                "x" * lim.claim_chars,
-                "computation",
-                "consequential",
-                n - 1,
-                n - 1,
-                list(range(max(0, n - lim.uses_per_claim), n)),
+    # ------------------------------------------------------------------ run text per stage
+    def _fit_run(self, stage: str, spans: list[Span], prompt_with: Callable[[RunText], Messages], max_tokens: int, start: int) -> RunText:
+        """The run text for `stage`: the largest budget (from `start`) at which the stage's largest
+        real prompt, `prompt_with(run)`, fits the window beside its answer; recorded per stage."""
+
+        def at(budget: int) -> RunText:
+            text, cuts = self.view.view(spans, budget)
+            return RunText(text, budget, cuts)
+
+        run = at(self._fit(lambda budget: prompt_with(at(budget)), start, max_tokens))
+        self.run_text[stage] = run.as_details()
+        if run.cuts:
+            self._bound(
+                "run_text_cut", {"stage": stage, "steps": len(run.cuts), "chars_left_out": sum(c.total - c.shown for c in run.cuts)}
             )
-            for k in range(self.opts.max_checked_claims)
-        ]
-        worst = [
-            SupportCheck(c.id, "CONFLICTING", "DIRECT", "x" * lim.evidence_chars, n - 1, False, None, "x" * lim.reason_chars, "x" * 90)
-            for c in checked
-        ]
-        longest = checked[0]
+        return run
+
+    def _support_run(self, spans: list[Span], checked: list[Claim]) -> RunText:
+        """Run text for the support checks, sized for the longest claim they check with passages
+        at their bound."""
+        longest = max(checked, key=lambda c: len(c.text) + 4 * len(c.uses))
         passages = "x" * self.opts.excerpt_chars
+        n = len(spans)
 
-        def view(budget: int) -> tuple[str, str]:
-            run, cuts = self.view.view(spans, budget)
-            return run, cut_note(cuts)
+        def prompt_with(run: RunText) -> Messages:
+            return self._support_prompt(run, longest, n, passages)
 
-        def ledger(budget: int) -> Messages:
-            return self._ledger_prompt(*view(budget), 0, n - 1, [])
+        return self._fit_run("support", spans, prompt_with, support_max_tokens(n, self.limits), self.char_budget)
 
-        def support(budget: int) -> Messages:
-            run, note = view(budget)
-            return self._user("drift/support.j2", note, run=run, claim=longest, n_spans=n, limits=lim, passages=passages)
+    def _tracer_run(self, spans: list[Span], ledger: Ledger, risky: list[tuple[Claim, SupportCheck]], support: RunText) -> RunText:
+        """Run text for the tracer: the support checks' own (their cached prefix) where the
+        tracer's largest real prompt fits beside it, else cut further."""
+        n = len(spans)
+        if self.opts.tracer == "ledger":
+            ids = {c.id: c.introduced for c, _ in risky}
+            max_marks, max_tokens = self._tracer_ledger_room(n, ids, record=False)
+            room = "x" * (self.opts.excerpt_chars // len(risky))
 
-        max_marks, ledger_tokens = self._tracer_ledger_room(n, {c.id: c.introduced for c in checked}, record=False)
+            def prompt_with(run: RunText) -> Messages:
+                items = [{"claim": c, "check": k, "passages": room} for c, k in risky]
+                return self._tracer_ledger_prompt(run, n, items, max_marks)
 
-        def tracer(budget: int) -> Messages:
-            run, note = view(budget)
-            if self.opts.tracer == "ledger":
-                items = [{"claim": c, "check": w, "passages": passages} for c, w in zip(checked, worst)]
-                return self._user("drift/tracer_ledger.j2", note, run=run, n_spans=n, limits=lim, items=items, max_marks=max_marks)
-            return self._user(
-                "drift/tracer_claim.j2", note, run=run, claim=longest, check=worst[0], n_spans=n, limits=lim, passages=passages
-            )
+        else:
+            claim, check = max(risky, key=lambda ck: len(ck[0].text) + len(ck[1].evidence) + len(ck[1].reason) + 4 * len(ck[0].uses))
+            deps = self._dependencies(ledger, claim, record=False)
+            passages = "x" * self.opts.excerpt_chars
+            max_tokens = tracer_max_tokens(n, self.limits.marks_per_claim, self.limits.reason_chars)
 
-        tracer_tokens = ledger_tokens if self.opts.tracer == "ledger" else tracer_max_tokens(n, lim.marks_per_claim)
-        budget = min(
-            self._fit(support, self.char_budget, support_max_tokens(n, lim)),
-            self._fit(tracer, self.char_budget, tracer_tokens),
-            self._fit(ledger, self.char_budget, ledger_max_tokens(n - 1, [], lim)),
-        )
-        run, cuts = self.view.view(spans, budget)
-        if cuts:
-            self._bound("run_text_cut", {"steps": len(cuts), "chars_left_out": sum(c.total - c.shown for c in cuts)})
-        return run, budget, cuts
+            def prompt_with(run: RunText) -> Messages:
+                return self._tracer_claim_prompt(run, n, claim, check, deps, passages)
+
+        return self._fit_run("tracer", spans, prompt_with, max_tokens, support.budget)
 
     def _passages(self, claim: Claim, cuts: list[Cut], room: int) -> str:
         found = relevant_passages(self.view, cuts, claim.text, room)
@@ -328,16 +355,16 @@ class Audit:
         return render_passages(self.view, found.passages)
 
     # ------------------------------------------------------------------ 3. Support Seeker
-    def _seek_support(self, spans: list[Span], checked: list[Claim], shared: tuple[str, int, list[Cut]]) -> Stage[list[SupportCheck]]:
+    def _support_prompt(self, run: RunText, claim: Claim, n: int, passages: str) -> Messages:
+        return self._user("drift/support.j2", run.note, run=run.text, claim=claim, n_spans=n, limits=self.limits, passages=passages)
+
+    def _seek_support(self, spans: list[Span], checked: list[Claim], run: RunText) -> Stage[list[SupportCheck]]:
         n = len(spans)
-        run, _, cuts = shared
-        note = cut_note(cuts)
         grammar = support_grammar(n, self.limits)
         sampling = self._sampling(support_max_tokens(n, self.limits), "check")
         requests = []
         for c in checked:
-            passages = self._passages(c, cuts, self.opts.excerpt_chars)
-            messages = self._user("drift/support.j2", note, run=run, claim=c, n_spans=n, limits=self.limits, passages=passages)
+            messages = self._support_prompt(run, c, n, self._passages(c, run.cuts, self.opts.excerpt_chars))
             requests.append(self.ctx.request(f"drift/support/{c.id}", messages, grammar, sampling))
         responses = yield from self._ask("support", requests)
         checks = [check_from_answer(c, r.value, self.view, spans, self.opts.verify_evidence) for c, r in zip(checked, responses)]
@@ -347,78 +374,106 @@ class Audit:
         return checks
 
     # ------------------------------------------------------------------ 4. Dependency Tracer
+    def _dependencies(self, ledger: Ledger, claim: Claim, record: bool = True) -> str:
+        """The ledger entries `claim` depends on (the paper's dependency view): earlier entries
+        used, relied on or made in the span where it was made, the nearest `DEPENDENCY_LINES`."""
+        at = claim.introduced
+        found = [
+            c
+            for c in ledger.claims
+            if c.id != claim.id
+            and c.introduced <= at
+            and (at in c.uses or c.consequential == at or (c.introduced == at and c.id < claim.id))
+        ]
+        if record and len(found) > DEPENDENCY_LINES:
+            self._bound("dependency_lines", {"claim": claim.id, "left_out": len(found) - DEPENDENCY_LINES})
+        return ledger_block(found[-DEPENDENCY_LINES:]) if found else ""
+
+    def _tracer_claim_prompt(self, run: RunText, n: int, claim: Claim, check: SupportCheck, deps: str, passages: str) -> Messages:
+        return self._user(
+            "drift/tracer_claim.j2",
+            run.note,
+            run=run.text,
+            claim=claim,
+            check=check,
+            dependencies=deps,
+            n_spans=n,
+            limits=self.limits,
+            passages=passages,
+        )
+
+    def _tracer_ledger_prompt(self, run: RunText, n: int, items: list[dict[str, Any]], max_marks: int) -> Messages:
+        return self._user("drift/tracer_ledger.j2", run.note, run=run.text, n_spans=n, limits=self.limits, items=items, max_marks=max_marks)
+
     def _tracer_ledger_room(self, n: int, ids: dict[str, int], record: bool = True) -> tuple[int, int]:
         """(marks allowed in all, answer tokens) for the one-call tracer: `marks_per_claim` per
         claim, capped so the answer takes at most a quarter of the window."""
         id_chars = max(len(i) for i in ids) + 2
+        reason = self.limits.reason_chars
         marks = self.limits.marks_per_claim * len(ids)
         window = self.ctx.max_model_len
-        while window and marks > len(ids) and tracer_max_tokens(n, marks, len(ids), id_chars) > window // TRACER_LEDGER_SHARE:
+        while window and marks > len(ids) and tracer_max_tokens(n, marks, reason, len(ids), id_chars) > window // TRACER_LEDGER_SHARE:
             marks = max(len(ids), marks * 3 // 4)
         if record and marks < self.limits.marks_per_claim * len(ids):
             self._bound("tracer_ledger_marks", marks)
-        return marks, tracer_max_tokens(n, marks, len(ids), id_chars)
+        return marks, tracer_max_tokens(n, marks, reason, len(ids), id_chars)
 
     def _trace_dependencies(
-        self, spans: list[Span], risky: list[tuple[Claim, SupportCheck]], shared: tuple[str, int, list[Cut]]
-    ) -> Stage[tuple[list[str], list[Mark]]]:
-        """(harmful claim ids, marks) by the configured tracer mode."""
+        self, spans: list[Span], ledger: Ledger, risky: list[tuple[Claim, SupportCheck]], run: RunText
+    ) -> Stage[tuple[list[str], list[Mark], dict[str, str]]]:
+        """(harmful claim ids, marks, the tracer's reasons) by the configured tracer mode."""
         if self.opts.tracer == "ledger":
-            return (yield from self._trace_over_ledger(len(spans), risky, shared))
-        return (yield from self._trace_per_claim(len(spans), risky, shared))
+            return (yield from self._trace_over_ledger(len(spans), risky, run))
+        return (yield from self._trace_per_claim(len(spans), ledger, risky, run))
 
     def _trace_over_ledger(
-        self, n: int, risky: list[tuple[Claim, SupportCheck]], shared: tuple[str, int, list[Cut]]
-    ) -> Stage[tuple[list[str], list[Mark]]]:
-        run, _, cuts = shared
+        self, n: int, risky: list[tuple[Claim, SupportCheck]], run: RunText
+    ) -> Stage[tuple[list[str], list[Mark], dict[str, str]]]:
         ids = {c.id: c.introduced for c, _ in risky}
         max_marks, max_tokens = self._tracer_ledger_room(n, ids)
         room = self.opts.excerpt_chars // len(risky)
-        items = [{"claim": c, "check": k, "passages": self._passages(c, cuts, room)} for c, k in risky]
-        messages = self._user(
-            "drift/tracer_ledger.j2", cut_note(cuts), run=run, n_spans=n, limits=self.limits, items=items, max_marks=max_marks
+        items = [{"claim": c, "check": k, "passages": self._passages(c, run.cuts, room)} for c, k in risky]
+        messages = self._tracer_ledger_prompt(run, n, items, max_marks)
+        grammar = tracer_ledger_grammar(ids, n, max_marks, self.limits)
+        (resp,) = yield from self._ask(
+            "tracer", [self.ctx.request("drift/tracer/ledger", messages, grammar, self._sampling(max_tokens, "tracer"))]
         )
-        req = self.ctx.request(
-            "drift/tracer/ledger", messages, tracer_ledger_grammar(ids, n, max_marks), self._sampling(max_tokens, "tracer")
-        )
-        (resp,) = yield from self._ask("tracer", [req])
         if len(resp.value["marks"]) >= max_marks:
             self._bound("tracer_ledger_marks", "reached")
+        self._text_bound("reason_chars", resp.value["reason"], self.limits.reason_chars, "tracer")
         harmful, marks = marks_for_ledger([c for c, _ in risky], resp.value)
-        return sorted(harmful, key=lambda i: int(i[1:])), marks
+        return sorted(harmful, key=lambda i: int(i[1:])), marks, {"all": resp.value["reason"]}
 
     def _trace_per_claim(
-        self, n: int, risky: list[tuple[Claim, SupportCheck]], shared: tuple[str, int, list[Cut]]
-    ) -> Stage[tuple[list[str], list[Mark]]]:
-        run, _, cuts = shared
-        note = cut_note(cuts)
-        sampling = self._sampling(tracer_max_tokens(n, self.limits.marks_per_claim), "tracer")
+        self, n: int, ledger: Ledger, risky: list[tuple[Claim, SupportCheck]], run: RunText
+    ) -> Stage[tuple[list[str], list[Mark], dict[str, str]]]:
+        sampling = self._sampling(tracer_max_tokens(n, self.limits.marks_per_claim, self.limits.reason_chars), "tracer")
         requests = []
         for c, k in risky:
-            passages = self._passages(c, cuts, self.opts.excerpt_chars)
-            messages = self._user(
-                "drift/tracer_claim.j2", note, run=run, claim=c, check=k, n_spans=n, limits=self.limits, passages=passages
-            )
+            passages = self._passages(c, run.cuts, self.opts.excerpt_chars)
+            messages = self._tracer_claim_prompt(run, n, c, k, self._dependencies(ledger, c), passages)
             requests.append(
                 self.ctx.request(f"drift/tracer/{c.id}", messages, tracer_claim_grammar(c.introduced, n, self.limits), sampling)
             )
         responses = yield from self._ask("tracer", requests)
         harmful_ids: list[str] = []
         marks: list[Mark] = []
+        reasons: dict[str, str] = {}
         for (c, _), r in zip(risky, responses):
             if len(r.value["marks"]) >= self.limits.marks_per_claim:
                 self._bound("marks_per_claim", c.id)
+            self._text_bound("reason_chars", r.value["reason"], self.limits.reason_chars, c.id)
+            reasons[c.id] = r.value["reason"]
             harmful, found = marks_for_claim(c, r.value)
             if harmful:
                 harmful_ids.append(c.id)
             marks += found
-        return harmful_ids, marks
+        return harmful_ids, marks, reasons
 
     # ------------------------------------------------------------------ the program
     def run(self) -> Program:
         spans, segment_chunks = yield from self._segment()
-        shared = self._shared_run(spans)
-        ledger, ledger_chunks = yield from self._keep_claims(spans, shared)
+        ledger, ledger_chunks = yield from self._keep_claims(spans)
         committed = ledger.committed()  # the riskiest first
         checked = committed[: self.opts.max_checked_claims]
         unchecked = [c.id for c in committed[self.opts.max_checked_claims :]]
@@ -427,11 +482,14 @@ class Audit:
         checks: list[SupportCheck] = []
         harmful: list[str] = []
         marks: list[Mark] = []
+        reasons: dict[str, str] = {}
         if checked:
-            checks = yield from self._seek_support(spans, checked, shared)
+            support_run = self._support_run(spans, checked)
+            checks = yield from self._seek_support(spans, checked, support_run)
             risky = [(c, k) for c, k in zip(checked, checks) if k.risky]
             if risky:
-                harmful, marks = yield from self._trace_dependencies(spans, risky, shared)
+                tracer_run = self._tracer_run(spans, ledger, risky, support_run)
+                harmful, marks, reasons = yield from self._trace_dependencies(spans, ledger, risky, tracer_run)
         details: dict[str, Any] = {
             "spans": [list(s.as_range()) for s in spans],
             "segmented": self.opts.segment,
@@ -441,57 +499,17 @@ class Audit:
             "ledger": ledger.as_list(),
             "support": [k.as_dict() for k in checks],
             "unchecked_claims": unchecked,
-            "tracer": {"mode": self.opts.tracer, "harmful": harmful, "marks": [m.as_dict() for m in marks]},
-            "run_char_budget": shared[1],
-            "run_cut_steps": [{"step": c.step, "shown": c.shown, "total": c.total} for c in shared[2]],
+            "tracer": {
+                "mode": self.opts.tracer,
+                "harmful": harmful,
+                "marks": [m.as_dict() for m in marks],
+                "consequences": consequences(marks),
+                "reasons": reasons,
+            },
+            "run_text": self.run_text,
             "budget_note": self.budget_note,
             "bounds_hit": self.bounds,
             "limits_hit": self.hit.as_details(),
             "cost": {s: u.as_dict() for s, u in self.cost.items()},
         }
-        return self._diagnose(spans, ledger, checks, marks, details)
-
-    def _diagnose(
-        self, spans: list[Span], ledger: Ledger, checks: list[SupportCheck], marks: list[Mark], details: dict[str, Any]
-    ) -> Diagnosis:
-        by_claim = {k.claim: k for k in checks}
-        err = error_spans(marks)
-        details["error_spans"] = err
-        if err:
-            first = spans[err[0]]
-            there = [ledger.get(m.claim) for m in marks if m.span == first.id]
-            claims = list({c.id: c for c in there if c is not None}.values())
-            step = pick_step(self.view, first, [c.text for c in claims])
-            details["first_error_span"] = first.id
-            details["no_error_span"] = None
-            details["step_is_fallback"] = False
-            predicted = [spans[i].as_range() for i in err]
-            why = "; ".join(f"{c.id} ({by_claim[c.id].status}): {c.text}" for c in claims if c.id in by_claim)
-            reasoning = (
-                f"First error in span {first.id} (steps {first.first}-{first.last}), which carries "
-                f"unsupported claim(s) {why}. Error spans: {', '.join(map(str, err))}."
-            )
-            ordered = sorted({m.claim for m in marks}, key=lambda cid: min(m.span for m in marks if m.claim == cid))
-        else:
-            span, final = final_answer_span(spans, ledger.claims)
-            texts = [final.text] if final else ([self.ctx.trace.final_output] if self.ctx.trace.final_output else [])
-            step = pick_step(self.view, span, texts)
-            risky = [k.claim for k in checks if k.risky]
-            reason = (
-                "risky claims were judged harmless"
-                if risky
-                else "no committed claim lacks support"
-                if checks
-                else "no committed claim was recorded"
-            )
-            details["first_error_span"] = None
-            details["no_error_span"] = (
-                f"{reason}: no error span (the prediction is empty); the step where the final answer is committed is answered as a fallback"
-            )
-            details["step_is_fallback"] = True
-            details["fallback_span"] = span.id
-            predicted = []
-            reasoning = f"No error span found ({reason}); answering step {step} in span {span.id}, where the final answer is committed, as a fallback."
-            ordered = risky
-        evidence = list(dict.fromkeys(by_claim[c].evidence for c in ordered if c in by_claim and by_claim[c].evidence_verbatim))
-        return self.ctx.diagnosis(METHOD, step=step, reasoning=reasoning, evidence=evidence, spans=predicted, details=details)
+        return diagnose(self.ctx, self.view, spans, ledger, checked, checks, marks, details)

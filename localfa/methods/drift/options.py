@@ -8,12 +8,13 @@ its profile (serving/profiles/cpu-embedded.toml, ``[methods.drift]``).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import Literal, get_args
 
 from localfa.engine.types import Sampling
 from localfa.grammars.drift import DriftLimits
 
-TRACERS = ("per-claim", "ledger")
+Tracer = Literal["per-claim", "ledger"]
+TRACERS: tuple[str, ...] = get_args(Tracer)
 SamplingStage = Literal["keeper", "check", "tracer"]
 
 
@@ -38,7 +39,7 @@ class DriftOptions(DriftLimits):
     max_checked_claims: int = 32
     excerpt_chars: int = 2000
     order_retries: int = 1
-    tracer: Literal["per-claim", "ledger"] = "per-claim"
+    tracer: Tracer = "per-claim"
     verify_evidence: bool = True
     keeper_temperature: float = 0.2
     tracer_temperature: float = 0.2

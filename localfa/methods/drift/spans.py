@@ -118,6 +118,7 @@ class SpanView:
         # same steps again (beside a waiting engine), most of them uncut.
         self._overheads = [len(trace.steps[i].agent) + HEADER_SLACK + fence_overhead(f"STEP {i}") for i in range(n)]
         self._blocks: dict[tuple[int, int | None], str] = {}
+        self._folded: dict[int, str] = {}
 
     @property
     def n_steps(self) -> int:
@@ -181,6 +182,18 @@ class SpanView:
                 parts.append(self._block(i, text, cap if len(text) < len(self.texts[i]) else None))
         return "\n".join(parts), cuts
 
+    def folded(self, i: int) -> str:
+        """Step `i`'s text with whitespace runs folded to one space, made once per view (every
+        support check looks its quote up in it)."""
+        text = self._folded.get(i)
+        if text is None:
+            text = self._folded[i] = " ".join(self.texts[i].split())
+        return text
+
+    def span_folded(self, span: Span) -> str:
+        """The uncut text of one span, folded (`folded`), for locating a verbatim quote."""
+        return " ".join(self.folded(i) for i in span.steps)
+
     def span_text(self, span: Span) -> str:
         """The uncut text of one span (for locating a verbatim quote)."""
         return "\n".join(self.texts[i] for i in span.steps)
@@ -203,23 +216,3 @@ def take_chunk(view: SpanView, spans: list[Span], start: int, chunk_chars: int, 
         used += size
         end += 1
     return end, "end of run"
-
-
-def pack_chunks(view: SpanView, spans: list[Span], chunk_chars: int, max_spans: int) -> list[list[Span]]:
-    """Consecutive spans packed greedily into chunks of at most `chunk_chars` and `max_spans`.
-
-    A span larger than a whole chunk gets a chunk of its own (its text is cut when rendered).
-    """
-    chunks: list[list[Span]] = []
-    current: list[Span] = []
-    used = 0
-    for sp in spans:
-        size = view.size([sp])
-        if current and (used + size > chunk_chars or len(current) >= max_spans):
-            chunks.append(current)
-            current, used = [], 0
-        current.append(sp)
-        used += size
-    if current:
-        chunks.append(current)
-    return chunks

@@ -5,13 +5,19 @@ MISSING / CONFLICTING. The quote is then looked up in the trace (`verify_quotes`
 spans' uncut text, and the span the quote really comes from is recorded next to the one the
 model named. A DIRECT verdict is demoted to WEAK (`demoted` says why) when its quote is not in the
 run (support was asserted, not shown), or when the quote is only the claim's own assertion: the
-words of the agent that made the claim, in the span where it made it (not a tool result there).
+agent that made the claim restating it in its own sentence, in the span where it made it. What a
+step *shows* is evidence even inside an agent's own step: in Who&When every step is an action
+(WebSurfer and the terminal are blamed in its labels), and their steps carry page text, file
+contents and terminal output after an introducing line ("... the following text:", "Code
+output:", a code fence); a quote from there stays DIRECT.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import regex as re
 
 from localfa.methods.drift.ledger import Claim
 from localfa.methods.drift.spans import Span, SpanView
@@ -20,6 +26,9 @@ from localfa.methods.evidence import fold, verify_quotes
 from localfa.traces.model import normalize_agent
 
 RISKY = frozenset({"WEAK", "MISSING", "CONFLICTING"})
+WEAKNESS = {"CONFLICTING": 0, "MISSING": 1, "WEAK": 2, "DIRECT": 3}  # the weakest support first
+# What introduces material a step shows (a page, a file, a terminal) rather than its agent's own words.
+_SHOWS = re.compile(r":[ \t]*\r?\n|```|\boutput:|\bexitcode\b|\bOCR\b", re.I)
 
 
 @dataclass
@@ -52,19 +61,34 @@ def locate_quote(view: SpanView, spans: list[Span], quote: str, hint: int) -> in
     order = [spans[hint]] if 0 <= hint < len(spans) else []
     order += [sp for sp in spans if sp.id != hint]
     for sp in order:
-        if q in fold(view.span_text(sp)):
+        if q in view.span_folded(sp):
             return sp.id
     return None
 
 
+def shown_material(text: str, quote: str) -> bool:
+    """Whether `quote` sits in `text` after something that introduces shown material (a page's
+    text, a file, a terminal's output) or inside quotation marks: what the step shows, not what
+    its agent asserts."""
+    words = quote.split()
+    if not words:
+        return False
+    m = re.search(r"\s+".join(map(re.escape, words)), text, flags=re.I)
+    if m is None:
+        return False
+    before = text[: m.start()]
+    return bool(_SHOWS.search(before)) or before.rstrip()[-1:] in {'"', "'", "\u201c", "\u2018"}
+
+
 def own_assertion(view: SpanView, spans: list[Span], claim: Claim, quote: str) -> bool:
     """Whether `quote` occurs only in the words of the agent that made `claim`, inside the span that
-    introduced it (a tool result or an observation step there is evidence, not an assertion)."""
+    introduced it, as its own sentence (a tool result, an observation step, or page, file or
+    terminal text the step shows there is evidence, not an assertion)."""
     q = fold(quote)
     if not q:
         return False
     trace = view.trace
-    where = [i for i in range(view.n_steps) if q in fold(view.texts[i])]
+    where = [i for i in range(view.n_steps) if q in view.folded(i)]
     if not where:
         return False
     intro = spans[claim.introduced]
@@ -73,7 +97,7 @@ def own_assertion(view: SpanView, spans: list[Span], claim: Claim, quote: str) -
         step = trace.steps[i]
         if i not in intro.steps or step.kind != "action" or normalize_agent(step.agent) != maker:
             return False
-        if q in fold(step.observation or "") or q not in fold(step.content or ""):
+        if q in fold(step.observation or "") or q not in fold(step.content or "") or shown_material(step.content or "", quote):
             return False
     return True
 
@@ -101,3 +125,13 @@ def check_from_answer(claim: Claim, answer: dict[str, Any], view: SpanView, span
         reason=answer["reason"].strip(),
         demoted=demoted,
     )
+
+
+def weakest_claim(checked: list[Claim], checks: list[SupportCheck]) -> Claim | None:
+    """The checked claim whose support came out weakest (CONFLICTING, then MISSING, then WEAK,
+    then DIRECT); ties go to the earliest introduced (the first error, not the last)."""
+    status = {k.claim: k.status for k in checks}
+    ranked = [c for c in checked if c.id in status]
+    if not ranked:
+        return None
+    return min(ranked, key=lambda c: (WEAKNESS[status[c.id]], c.introduced))

@@ -1,9 +1,13 @@
 """Dependency Tracer results and the final prediction: error spans, first error, step and agent.
 
 Marks come from one answer per risky claim (``tracer=per-claim``) or one answer over all of them
-(``tracer=ledger``); either way they become `Mark`s. A claim judged harmful with no mark is
-marked where it was committed (its consequential span), so a harmful claim is never silent.
-The prediction is the set of marked spans; the first error is the earliest. Inside a span the
+(``tracer=ledger``); either way they become `Mark`s. The error is where a claim was made, not
+where it was adopted: a harmful claim the tracer gave no ``introduce`` mark is marked where the
+ledger says it was introduced (a strong tracer tends to mark the span that adopts a wrong report,
+the Orchestrator after the WebSurfer, and miss both the step and the agent); its other marks are
+its consequences. The prediction is the set of marked spans; the first error is the earliest.
+With no harmful claim, the fallback is a judgement, not a position: the span that introduced the
+claim whose support came out weakest (`support.weakest_claim`). Inside a span the
 answered step is the first step of the agent that made or used the claims marked there (the agent
 of the step whose text shares the most of their terms, `terms.terms`). It is always an action
 step (`Trace.action_steps`): observation steps (tool output, environment text) are skipped, and
@@ -38,25 +42,35 @@ class Mark:
 
 def marks_for_claim(claim: Claim, answer: dict[str, Any]) -> tuple[bool, list[Mark]]:
     """(harmful, marks) from one `drift_trace_claim` answer."""
-    harmful = bool(answer["harmful"])
-    if not harmful:
+    if not answer["harmful"]:
         return False, []
-    marks = _dedupe(Mark(claim.id, m["span"], m["role"]) for m in answer["marks"])
-    return True, marks or [_commit_mark(claim)]
+    return True, _with_introduction(claim, [Mark(claim.id, m["span"], m["role"]) for m in answer["marks"]])
 
 
 def marks_for_ledger(claims: list[Claim], answer: dict[str, Any]) -> tuple[set[str], list[Mark]]:
     """(harmful ids, marks) from one `drift_trace_ledger` answer; marks of harmless claims dropped."""
     harmful = set(answer["harmful"])
-    marks = _dedupe(Mark(m["claim"], m["span"], m["role"]) for m in answer["marks"] if m["claim"] in harmful)
-    marked = {m.claim for m in marks}
-    marks += [_commit_mark(c) for c in claims if c.id in harmful and c.id not in marked]
+    marks: list[Mark] = []
+    for c in claims:
+        if c.id in harmful:
+            marks += _with_introduction(c, [Mark(c.id, m["span"], m["role"]) for m in answer["marks"] if m["claim"] == c.id])
     return harmful, marks
 
 
-def _commit_mark(claim: Claim) -> Mark:
-    span = claim.consequential if claim.consequential is not None else claim.introduced
-    return Mark(claim.id, span, "commit", fallback=True)
+def _with_introduction(claim: Claim, marks: list[Mark]) -> list[Mark]:
+    """A harmful claim's marks, with the span that introduced it marked when the tracer did not."""
+    if not any(m.role == "introduce" for m in marks):
+        marks = [Mark(claim.id, claim.introduced, "introduce", fallback=True), *marks]
+    return _dedupe(marks)
+
+
+def consequences(marks: list[Mark]) -> dict[str, list[int]]:
+    """Per harmful claim, the spans that adopted or carried it (every mark but its introduction)."""
+    out: dict[str, set[int]] = {}
+    for m in marks:
+        if m.role != "introduce":
+            out.setdefault(m.claim, set()).add(m.span)
+    return {cid: sorted(spans) for cid, spans in out.items()}
 
 
 def _dedupe(marks: Iterable[Mark]) -> list[Mark]:
@@ -100,12 +114,3 @@ def pick_step(view: SpanView, span: Span, texts: list[str]) -> int:
         return candidates[0]
     agent = normalize_agent(view.trace.steps[candidates[scores.index(best)]].agent)
     return next(i for i in candidates if normalize_agent(view.trace.steps[i].agent) == agent)
-
-
-def final_answer_span(spans: list[Span], claims: list[Claim]) -> tuple[Span, Claim | None]:
-    """Where the final answer is committed: the latest finalized claim's commit span, else the last span."""
-    finals = [c for c in claims if c.status == "finalized" and c.consequential is not None]
-    if finals:
-        last = max(finals, key=lambda c: (c.consequential, c.id))
-        return spans[last.consequential], last  # type: ignore[index]
-    return spans[-1], None

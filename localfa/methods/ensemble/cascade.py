@@ -34,7 +34,7 @@ class CascadeOptions:
 class Cascade(Ensemble):
     name: ClassVar[str] = "cascade"
     Options: ClassVar[type] = CascadeOptions
-    view_path: ClassVar[str | None] = "localfa.methods.ensemble.view:cascade_path"
+    view_path: ClassVar[str | None] = "localfa.view.ensemble:cascade_path"
 
     def groups(self) -> list[list[Member]]:
         return [[m] for m in parse_members(self.options.stages, ">", "cascade")]

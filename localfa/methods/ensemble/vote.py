@@ -32,7 +32,7 @@ class VoteOptions:
 class Vote(Ensemble):
     name: ClassVar[str] = "vote"
     Options: ClassVar[type] = VoteOptions
-    view_path: ClassVar[str | None] = "localfa.methods.ensemble.view:vote_path"
+    view_path: ClassVar[str | None] = "localfa.view.ensemble:vote_path"
 
     def groups(self) -> list[list[Member]]:
         opts: VoteOptions = self.options

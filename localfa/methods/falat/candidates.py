@@ -1,13 +1,18 @@
 """Stage 1c (paper §2, §2.1): which steps may be an answer, the candidate set, and its regions.
 
-A decisive step is an *active* step (§2): it makes a decision of its own. Passive steps never
-become candidates, t̂ or the answer: an observation step (environment output, a tool result:
-`Trace.action_steps()` leaves it out), a human turn (the task message, a person's reply), and a
-step its window judged to only forward earlier information (`active: false`). Each is recorded
-with the reason.
+A decisive step is an *active* step (§2): it makes a decision of its own. Two kinds of passive:
 
-A step is a candidate when it is active and its mid level shows at least one signal. When no
-active step is flagged, the steps the stage summaries point at stand in, then every active step.
+- structural: an observation step (environment output, a tool result: `Trace.action_steps()`
+  leaves it out) or a human turn (a person's message). These never become candidates, t̂ or the
+  answer;
+- judged: a step its window judged to only forward earlier information (`active: false`). That is
+  one model judgement and can be wrong (Who&When's CaptainAgent task message, step 0, is often the
+  decisive step), so it only lowers the step's rank: a flagged judged-passive step is still a
+  candidate, and the re-search may still rank it.
+
+Each is recorded with the reason. A step is a candidate when it may be an answer and its mid
+level shows at least one signal. When none is flagged, the steps the stage summaries point at
+stand in, then every active step.
 Adjacent candidates merge into regions whatever window they came from; a region that spans a
 window boundary is verified as one neighbourhood (`verify_span`).
 """
@@ -17,14 +22,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Collection, Sequence
 
+from localfa.grammars.falat import RESEARCH_RADIUS
 from localfa.traces.model import Trace, normalize_agent, step_runs
 
 HUMAN_AGENTS = frozenset({"human", "user"})
 PASSIVE_OBSERVATION = "observation: environment or tool output, no agent acted"
 PASSIVE_HUMAN = "human turn: the task or a person's message, not an agent's act"
-PASSIVE_JUDGED = "its window judged it passive: it only forwards earlier information"
+PASSIVE_JUDGED = "its window judged it passive (only forwards earlier information): kept answerable, ranked lower"
 VERIFY_RADIUS = 1  # the paper's i-1, i, i+1
-REGION_REACH = 2  # a boundary-spanning region widens the neighbourhood to at most i-2 .. i+2
+REGION_REACH = RESEARCH_RADIUS  # a boundary-spanning region widens it to at most i-2 .. i+2
 
 
 def structural_passives(trace: Trace, n_steps: int) -> dict[int, str]:
@@ -57,9 +63,15 @@ def merge_regions(indices: Sequence[int]) -> list[tuple[int, int]]:
     return step_runs(list(indices))
 
 
+def neighbourhood(step: int, n_steps: int, radius: int) -> range:
+    """Steps max(0, step-radius) .. min(n-1, step+radius): the one definition verification and
+    the re-search use."""
+    return range(max(0, step - radius), min(n_steps - 1, step + radius) + 1)
+
+
 def select_candidates(flagged: Collection[int], focus: Collection[int], active: Collection[int]) -> Candidates:
-    """The flagged active steps; else the active steps the stage summaries point at; else every
-    active step."""
+    """The flagged answerable steps; else the ones the stage summaries point at; else every
+    active step. (`active` here: every step that may be an answer, judged passive or not.)"""
     live = set(active)
     picked = sorted(set(flagged) & live)
     if picked:
@@ -78,7 +90,8 @@ def crosses(region: tuple[int, int], windows: Sequence[range]) -> bool:
 def verify_span(step: int, regions: Sequence[tuple[int, int]], windows: Sequence[range], n_steps: int) -> range:
     """The raw steps a candidate is verified with: i-1..i+1, widened to its region (at most
     i-2..i+2) when that region spans a window boundary."""
-    lo, hi = step - VERIFY_RADIUS, step + VERIFY_RADIUS
+    span = neighbourhood(step, n_steps, VERIFY_RADIUS)
+    lo, hi = span.start, span[-1]
     for region in regions:
         if region[0] <= step <= region[1] and crosses(region, windows):
             lo = max(min(lo, region[0]), step - REGION_REACH)

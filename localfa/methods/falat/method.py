@@ -2,32 +2,37 @@
 re-search.
 
 Seven rounds per trace whatever its length, each one batch: the prior (1 call), the stage pass
-(every window but the last), the step pass (every window), all candidate pairs, the ranking of the
-refined set (skipped when one candidate is left), the top-k verifications, the re-search (1 call).
-Every prompt opens with the same system message and prior block, so siblings share a prefix.
+(every window but the last), the step pass (every window), the candidates' links (one call per
+group of candidates), the ranking of the refined set (one call per group; skipped when one
+candidate is left), the top-k verifications, the re-search (1 call). Every prompt opens with the
+same system message and prior block, and the calls of a round share a longer prefix still (a
+group's text, the verification's evidence), so calls and prompt tokens grow with the trace, not
+its square (issue 34).
 Calls, tokens and batch sizes are recorded per stage in `details["cost"]`, every bound that cut
 something in `details["bounds_hit"]`.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Generator
 
 import regex as re
 
 from localfa.engine.types import Request, Response, Usage
-from localfa.grammars.falat import rank_max_tokens, transition_max_tokens
+from localfa.grammars.falat import links_max_tokens, pair_key, rank_max_tokens
 from localfa.methods.base import BaseMethod, MethodContext, Program
 from localfa.methods.evidence import verify_quotes
 from localfa.methods.falat.candidates import PASSIVE_JUDGED, Candidates, crosses, select_candidates, structural_passives, verify_span
 from localfa.methods.falat.ground import Ground
+from localfa.methods.falat.groups import build_groups
 from localfa.methods.falat.options import ASSUMED_WINDOW_TOKENS, FalatOptions
 from localfa.methods.falat.prior import Prior, build_prior, inputs_cut, prior_request
-from localfa.methods.falat.ranking import Rating, rank, rank_requests, top_k
-from localfa.methods.falat.research import Research, parse_research, research_request
+from localfa.methods.falat.ranking import LinkIndex, Rating, rank, rank_requests, top_k
+from localfa.methods.falat.research import Research, parse_research, research_request, research_window
 from localfa.methods.falat.text import MESSAGE_OVERHEAD, ModelWindow, TraceText, clip_tokens
-from localfa.methods.falat.transitions import candidate_pairs, pair_quota, prune, transition_requests
+from localfa.methods.falat.transitions import links_requests, prune, reach_cut, untyped_later
 from localfa.methods.falat.verify import Verdict, choose, parse_verdict, verify_requests
 from localfa.methods.falat.windows import (
     StageSummary,
@@ -42,6 +47,7 @@ from localfa.methods.falat.windows import (
 from localfa.templates import render
 
 METHOD = "falat"
+JUDGED_PASSIVE_STAYS = True  # issue 34: a window's passive judgement lowers a step's rank, never removes it
 STAGES = ("prior", "stages", "windows", "transitions", "ranking", "verify", "research")
 _QUOTED = re.compile(r"[\"'\u2018\u201c]([^\"'\u2019\u201d\n]{12,300})[\"'\u2019\u201d]")
 
@@ -90,6 +96,7 @@ class Falat(BaseMethod):
     Options = FalatOptions
     view_path = "localfa.view.falat:falat_path"
     oracle_policy = "localfa.methods.falat.oracle:POLICY"
+    oracle_mutants = "localfa.methods.falat.oracle:MUTANTS"
     options: FalatOptions
 
     def run(self, ctx: MethodContext) -> Program:
@@ -137,50 +144,64 @@ class _Run:
         for steps, r in zip(windows, responses):
             mids.update((m.index, m) for m in parse_window(steps, r.value))
         stages.append(parse_stage(windows[-1], responses[-1].value))
-        passive.update({i: PASSIVE_JUDGED for i in sorted(eligible) if not mids[i].active})
-        active = eligible - passive.keys()
-        all_judged_passive = not active
-        if all_judged_passive:  # the windows called every step passive: their judgement is overruled
-            active = eligible
+        judged_passive = {i for i in sorted(eligible) if not mids[i].active}
+        all_judged_passive = judged_passive == eligible and bool(eligible)
+        if not all_judged_passive:  # every step judged passive: that judgement is overruled, none recorded
+            passive.update({i: PASSIVE_JUDGED for i in sorted(judged_passive)})
+        active = eligible - judged_passive if not all_judged_passive else eligible
+        answerable = eligible if JUDGED_PASSIVE_STAYS else active
         flagged = [m.index for m in mids.values() if m.flagged]
-        cands = select_candidates(flagged, [s.focus_step for s in stages if s.focus_step is not None], active)
+        cands = select_candidates(flagged, [s.focus_step for s in stages if s.focus_step is not None], answerable)
+        if cands.source == "active_steps":  # nothing flagged, nothing pointed at: the active steps
+            cands = Candidates(tuple(sorted(active)), cands.source)
         self._note_window_cuts(cap, windows)
 
-        # Stage 2: typed transitions (one batch, per-candidate quotas), pruning.
-        quota = pair_quota(opts.pair_quota, self.window.tokens)
-        plan = candidate_pairs(cands.steps, quota)
+        # Stage 2: typed links (one request per group of candidates, one batch), pruning.
+        quota = opts.pair_quota
         shared = self._shared(g, stages, mids, cands, windows)
+        answer = max(links_max_tokens(opts.group_size * quota, self.limits), rank_max_tokens(opts.group_size, self.limits))
+        groups, cut_to_fit = build_groups(g, shared, cands.steps, opts.group_size, quota, answer)
+        if cut_to_fit:
+            self.bounds["group_view_fit"] = {"steps_shortened": cut_to_fit, "why": "a group's candidates must fit the model's window together"}
         labels: dict[tuple[int, int], str] = {}
         reasons: dict[tuple[int, int], str] = {}
-        if plan.pairs:
-            responses = yield from log.ask(
-                "transitions", transition_requests(g, shared + "\n\n" + render("falat/transition.j2", limits=self.limits), plan.pairs)
-            )
-            for p, r in zip(plan.pairs, responses):
-                labels[p], reasons[p] = r.value["label"], r.value["reason"]
-            self._note_clipped("pair_step_tokens", opts.pair_step_tokens, sorted({k for p in plan.pairs for k in p}))
-        if plan.cut:
-            self.bounds["pair_quota"] = {"quota": quota, "candidates_cut": len(plan.cut), "pairs_untyped": len(plan.unknown)}
+        reqs, planned = links_requests(g, groups, cands.steps, quota)
+        if reqs:
+            responses = yield from log.ask("transitions", reqs)
+            for pairs, r in zip(planned, responses):
+                for i, j in pairs:
+                    link = r.value["links"][pair_key(i, j)]
+                    labels[(i, j)], reasons[(i, j)] = link["label"], link["reason"]
+            self._note_clipped("rank_step_tokens", opts.rank_step_tokens, sorted(cands.steps))
+            self._note_clipped("pair_step_tokens", opts.pair_step_tokens, sorted({k for grp in groups for k in grp.view if k not in grp.members}))
+        reach = reach_cut(cands.steps, quota)
+        if reach["pairs_untyped"]:
+            self.bounds["pair_quota"] = {"quota": quota, **reach}
         inconsistent = {i: mids[i].inconsistent for i in cands.steps}
-        pruning = prune(cands.steps, labels, inconsistent, plan.unknown)
+        pruning = prune(cands.steps, labels, inconsistent, untyped_later(cands.steps, quota))
+        links = LinkIndex(labels, reasons)
 
         # Stage 3: the judged ranking (one batch), the top k verified (one batch), t̂.
         ratings: dict[int, Rating] = {}
         if len(pruning.kept) > 1:
-            responses = yield from log.ask("ranking", rank_requests(g, shared, pruning.kept, labels, mids))
-            ratings = {c: Rating.parse(r.value) for c, r in zip(pruning.kept, responses)}
-            self._note_clipped("rank_step_tokens", opts.rank_step_tokens, pruning.kept)
-        ranked = rank(pruning.kept, mids, labels, pruning.sources, ratings)
+            reqs, rated = rank_requests(g, groups, pruning.kept, links, mids, judged_passive)
+            responses = yield from log.ask("ranking", reqs)
+            for members, r in zip(rated, responses):
+                ratings.update((c, Rating.parse(r.value["ratings"][str(c)])) for c in members)
+        ranked = rank(pruning.kept, mids, links, pruning.sources, ratings)
         top = top_k(ranked, opts.top_k)
         if len(ranked) > len(top):
-            self.bounds["top_k"] = {"limit": opts.top_k, "not_verified": [r.step for r in ranked[len(top) :]]}
+            self.bounds["top_k"] = {"limit": opts.top_k, "not_verified": len(ranked) - len(top)}
         spans = {r.step: verify_span(r.step, cands.regions, windows, n) for r in top}
-        responses = yield from log.ask("verify", verify_requests(g, spans, labels, prior.same_as_wrong))
+        nearby = sorted({s for r in top for s in research_window(r.step, n)})
+        base = next((grp for grp in groups if top and top[0].step in grp.members), None)
+        reqs, evidence = verify_requests(g, spans, links, prior.same_as_wrong, nearby, base)
+        responses = yield from log.ask("verify", reqs)
         verdicts = [parse_verdict(r.step, resp.value) for r, resp in zip(top, responses)]
         t_hat, passed = choose(verdicts)
 
         # Stage 4: local re-search.
-        (resp,) = yield from log.ask("research", [research_request(g, t_hat, labels, mids, active)])
+        (resp,) = yield from log.ask("research", [research_request(g, t_hat, links, mids, answerable, prior.same_as_wrong, evidence)])
         research = parse_research(t_hat, n, resp.value)
         final = research.top
         if view.shortened:
@@ -191,7 +212,7 @@ class _Run:
 
         warnings = [w for w in [self.window.warning()] if w]
         if all_judged_passive:
-            warnings.append("every window judged all its steps passive: that judgement was overruled, every answerable step stayed")
+            warnings.append("every window judged all its steps passive: that judgement was overruled, every answerable step counts as active")
         details = {
             "context_window": {"tokens": self.window.tokens, "source": self.window.source},
             "warnings": warnings,
@@ -201,21 +222,24 @@ class _Run:
             "prior": prior.as_dict(),
             "expected_output_source": prior.expected_source,
             "stages": [{"window": list(s.window), "summary": s.summary, "focus_step": s.focus_step} for s in stages],
-            "mid_level": [_mid_dict(mids[i]) for i in sorted(mids)],
+            "mid_level": [_mid_dict(mids[i]) for i in cands.steps],
+            "mid_level_unflagged": len(mids) - len(cands.steps),
             "passive": {str(k): v for k, v in sorted(passive.items())},
             "candidates": list(cands.steps),
             "candidate_source": cands.source,
             "regions": [{"steps": list(r), "crosses_window": crosses(r, windows)} for r in cands.regions],
             "pair_quota": quota,
-            "pairs": [{"i": i, "j": j, "label": lab, "reason": reasons[(i, j)]} for (i, j), lab in labels.items()],
-            "pairs_cut": {str(k): v for k, v in sorted(plan.cut.items())},
+            "groups": len(groups),
+            "pair_counts": dict(sorted(Counter(labels.values()).items())),
+            "pairs": [{"i": t["i"], "j": t["j"], "label": t["label"], "reason": t["reason"]} for t in links.around(sorted({t_hat, *spans}))],
+            "pairs_untyped": reach["pairs_untyped"],
             "pruned": {str(k): v for k, v in sorted(pruning.pruned.items())},
             "spared_by_inconsistency": {str(k): v for k, v in sorted(pruning.spared.items())},
             "held_by_unknown": {str(k): v for k, v in sorted(pruning.held_by_unknown.items())},
             "follow_up_sources": {str(k): v for k, v in sorted(pruning.sources.items())},
             "refined": list(pruning.kept),
             "all_pruned_fallback": pruning.fallback,
-            "ranking": [{**r.as_dict(), "analysis": ratings[r.step].analysis if r.step in ratings else None} for r in ranked],
+            "ranking": [{**r.as_dict(), "analysis": ratings[r.step].analysis if r.step in ratings and r.step in spans else None} for r in ranked],
             "top": [{**v.as_dict(), "span": [spans[v.step].start, spans[v.step][-1]]} for v in verdicts],
             "t_hat": t_hat,
             "t_hat_verified": passed,
@@ -238,8 +262,8 @@ class _Run:
         ]
         rest = render("falat/_suspects.j2", stages=stages, regions=regions)
         count = self.view.count
-        tail = max(2 * self.opts.pair_step_tokens, self.opts.rank_step_tokens) + 600  # instructions, the pair or candidate
-        answer = max(transition_max_tokens(self.limits), rank_max_tokens(self.limits))
+        tail = 2 * self.opts.rank_step_tokens + 700  # at least a few candidates' text and the question
+        answer = max(links_max_tokens(self.opts.group_size * self.opts.pair_quota, self.limits), rank_max_tokens(self.opts.group_size, self.limits))
         room = g.room([self.system, {"role": "user", "content": g.prior_block}], answer) - tail - MESSAGE_OVERHEAD
         if count(rest) > room:
             self.bounds["shared_context"] = {"tokens": count(rest), "room": max(64, room)}
@@ -280,6 +304,5 @@ def _mid_dict(m: StepSummary) -> dict[str, Any]:
         "action": m.action,
         "decision": m.decision,
         "active": m.active,
-        "significance": m.significance,
         "signals": m.signals(),
     }

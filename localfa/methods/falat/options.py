@@ -13,7 +13,6 @@ from localfa.engine.types import Sampling
 from localfa.grammars.falat import FalatLimits
 
 ASSUMED_WINDOW_TOKENS = 32768  # a strong model's window, used (and warned about) when none is known
-TOKENS_PER_PAIR = 4096  # pair_quota none: one pair each side per this many tokens of window
 
 
 @dataclass(frozen=True)
@@ -22,24 +21,30 @@ class FalatOptions(FalatLimits):
 
     window: steps per window (the paper gives no value; 5 is ours, sweep it).
     step_tokens: cap on one step's raw text in the window prompts (full text returns in stage 3).
-    pair_quota: pairs typed per candidate in each direction (its nearest earlier and later
-        candidates); none: sized from the model's window, one per 4,096 tokens (8 at 32k).
-    pair_step_tokens: cap on each step's raw text shown with a pair.
-    rank_step_tokens: cap on a candidate's raw text in its ranking call.
+    pair_quota: the later candidates each candidate's links are typed to (its reach); follow_up
+        chains are traced transitively, so a short reach still finds a long chain's source.
+    group_size: candidates per links / rating request; a group's prompt shows its members' text
+        and the next `pair_quota` candidates' (one shared prefix, so cost stays linear).
+    pair_step_tokens: cap on a candidate's raw text where it is shown only as the target of an
+        earlier group's links.
+    rank_step_tokens: cap on a candidate's raw text in its own group's view (its links and its
+        rating read it); pair_step_tokens caps it where it is only a later group's lookahead.
     task_chars, output_chars, agent_prompt_chars: what the prior shows of the task, the wrong
         output (and the correct one with ground truth), each agent's system prompt.
     top_k: candidates verified (the paper's 3).
     context_tokens: the model's window; none: what the engine reports (32,768 assumed, and the
         record warns, when it reports none).
     with_ground_truth: judge against the trace's correct answer instead of the prior's estimate.
-    temperature: the prior and the windows; judge_temperature: pair labels, the ranking, the
-        verdicts and the re-search (decisions, kept near-greedy as DRIFT's checks).
+    temperature: the prior (a free-form plan); judge_temperature: every call that decides which
+        steps stay in the search (stage and step summaries, links, ratings, verdicts, re-search),
+        kept near-greedy as DRIFT's checks (a passive or unflagged step is a judgement).
     The text bounds the model writes (plan_chars ... argument_chars) are FalatLimits' fields.
     """
 
     window: int = 5
     step_tokens: int = 2048
-    pair_quota: int | None = None
+    pair_quota: int = 3
+    group_size: int = 8
     pair_step_tokens: int = 1024
     rank_step_tokens: int = 2048
     task_chars: int = 8000
@@ -62,8 +67,10 @@ class FalatOptions(FalatLimits):
         for name in ("task_chars", "output_chars", "agent_prompt_chars"):
             if not 100 <= getattr(self, name) <= 200_000:
                 raise ValueError(f"{name} must be in 100..200000")
-        if self.pair_quota is not None and not 1 <= self.pair_quota <= 500:
-            raise ValueError("pair_quota must be in 1..500 (or none: from the model's window)")
+        if not 1 <= self.pair_quota <= 50:
+            raise ValueError("pair_quota must be in 1..50")
+        if not 1 <= self.group_size <= 64:
+            raise ValueError("group_size must be in 1..64")
         if not 1 <= self.top_k <= 10:
             raise ValueError("top_k must be in 1..10")
         if self.context_tokens is not None and self.context_tokens < 1024:

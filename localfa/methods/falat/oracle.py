@@ -1,144 +1,243 @@
-"""FALAT's oracle policy (`localfa.oracle.policy`): what a careful model that knows the labelled
-decisive step answers to each FALAT request, and what its wrong answer looks like.
+"""FALAT's oracle policy (`localfa.oracle.policy`): how a careful model answers each FALAT request,
+judging only what that request's prompt shows, and FALAT's named mutants (`MUTANTS`).
 
-Honest answers follow the prompts' own definitions:
+Perfect recognition, no clairvoyance (issue 32): the labels are used only to *recognise* a fault
+where its text is in the prompt (`_visible`: the step's fenced block holds at least half of its
+first `RECOGNISE_CHARS` characters). Every other answer applies the prompt's own definitions to
+what it shows, for every step:
 
-- prior (``falat/prior``): a plan and the task's correct answer where the trace records one /
-  an expected answer of "unknown";
-- stage (``falat/stage/w``) and the last window's stage: the labelled step when the window shows
-  it, else the answerable step nearest to it / another answerable step of the window;
-- window (``falat/window/w``): every answerable step active; the labelled step carries all three
-  signals (it conflicts with the plan and its execution is wrong) and significance 3; steps after
-  it shape the output (outcome relevance only: they carry the error); earlier steps no signal /
-  the labelled step unflagged and a nearby step flagged instead;
-- pair (``falat/pair/i/j``): follow_up when j comes after the labelled step (from it, j carries
-  its error; between two later steps, j builds on i), no_influence otherwise / another label;
-- ranking (``falat/rank/c``): suspicion 10 and the three signals for the labelled step, 1 and
-  none for the others / the scale turned over;
-- verify (``falat/verify/c``): both verdicts true exactly at the labelled step, a verbatim quote of
-  the candidate / the opposite verdicts;
-- re-search (``falat/research``): the labelled step first when it may be ranked, else the nearest /
-  a nearby other step first.
+- prior (``falat/prior``): a plan; the expected answer only where the prompt shows the correct
+  one, else "unknown";
+- windows (``falat/stage/w``, ``falat/window/w``): *passive* where a step only repeats what the
+  prompt showed before it (the task, an earlier step of the window: `_forwards`); *outcome
+  relevance* where a step shares a number or a name with the run's wrong result, or hands over
+  the result (the run's last step); both inconsistencies only at a recognised fault; the stage's
+  focus is a recognised fault, else the step sharing most with the wrong result;
+- links (``falat/links/k``): from a recognised fault to a later step, follow_up (its error
+  reaches the output); between steps after a fault the prompt shows, follow_up (they carry it);
+  otherwise by the text: redundancy when j repeats i, follow_up when j reuses i's words,
+  no_influence else;
+- ratings (``falat/rank/k``): suspicion 10 and the three signals at a recognised fault; 2 for a
+  step after a fault the prompt shows (it carries it); 3 (nothing seen either way) elsewhere;
+- verification (``falat/verify/c``): both verdicts true only when the suspect is a recognised
+  fault, quoting its shown text;
+- re-search (``falat/research``): a recognised fault first where it may be ranked, else the step
+  the search points at (the prompt names it), else the nearest rankable one.
+
+Wrong answers are of the same kind, drawn through `Ask.wrong_step` (a plausible other step) and
+the request's own rng: another focus, a nearby step recognised instead of the fault, flipped
+links, the scale turned over, the opposite verdicts, a nearby step first, an expected answer
+taken from the wrong result.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Sequence
+from unittest import mock
 
-from localfa.grammars.falat import RANK_SIGNALS, SIGNALS, SUSPICION_MAX, TRANSITION_LABELS
-from localfa.oracle.policy import (
-    Ask,
-    Policy,
-    Rule,
-    clip,
-    clip_to,
-    max_length,
-    nearby_other,
-    nearest,
-    node_ints,
-    schema_choices,
-    schema_field,
-)
+import regex as re
+
+from localfa.grammars.falat import RANK_SIGNALS, SUSPICION_MAX, TRANSITION_LABELS
+from localfa.methods.falat import candidates, method, prior, ranking, research, transitions
+from localfa.oracle.mutants import Mutant, patched
+from localfa.oracle.policy import Ask, Policy, Rule, clip, clip_to, max_length, nearest, node_ints, schema_choices, schema_field
+from localfa.templates import render
 
 QUOTE_CHARS = 80
+RECOGNISE_CHARS = 300  # a fault is recognised where at least half of its opening is shown
+REPEATS = 0.8  # share of a step's words already shown before it: it only forwards them
+REUSES = 0.3  # share of j's words that come from i: j builds on i
+_WORD = re.compile(r"[\p{L}\p{N}][\p{L}\p{N}_.'-]*")
+_SALIENT = re.compile(r"\b\d[\d,.]*\d\b|\b\d\d+\b|(?<=\S\s+)\p{Lu}[\p{L}\p{N}'-]+")
+_POINTS_AT = re.compile(r"The search so far points at step (\d+)\.")
+
+
+# ---- what the prompt shows ----------------------------------------------------------------------
+
+
+def _words(text: str) -> set[str]:
+    return {w.casefold() for w in _WORD.findall(text) if len(w) >= 4}
+
+
+def _salient(text: str) -> set[str]:
+    return {w.casefold() for w in _SALIENT.findall(text)}
+
+
+def _fenced(ask: Ask, label: str) -> str:
+    """The text of the prompt's block `label` (``TASK``, ``RESULT``, ``ANSWER``), or ''."""
+    from localfa.methods.fencing import fenced_blocks
+
+    return next((body for name, body in fenced_blocks(ask.prompt) if name == label), "")
+
+
+def _visible(ask: Ask, step: int, shown: dict[int, str]) -> bool:
+    """Is `step` a labelled fault whose text the prompt shows (enough of it to be recognised)?"""
+    if not ask.is_fault(step) or step not in shown:
+        return False
+    opening = ask.trace.steps[step].content.strip()[:RECOGNISE_CHARS]
+    return len(shown[step].strip()) >= len(opening) // 2
+
+
+def _recognised(ask: Ask, shown: dict[int, str]) -> set[int]:
+    return {i for i in shown if _visible(ask, i, shown)}
+
+
+def _forwards(text: str, before: str) -> bool:
+    """Does `text` only repeat what `before` already said (the definition of a passive step)?"""
+    words = _words(text)
+    return bool(words) and len(words & _words(before)) >= REPEATS * len(words)
+
+
+def _relevant(text: str, result: str) -> bool:
+    """Does the step share a number or a name with the run's wrong result?"""
+    return bool(_salient(text) & _salient(result))
+
+
+# ---- prior --------------------------------------------------------------------------------------
 
 
 def _text(ask: Ask, name: str, text: str) -> str:
-    """`text` cut to the maxLength of the answer's string property `name`."""
     return clip_to(schema_field(ask.grammar, name), text)
-
-
-# ---- prior -------------------------------------------------------------------------------------
 
 
 def _prior(ask: Ask, honest: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {"expected_plan": _text(ask, "expected_plan", "Solve the task step by step, checking each result.")}
     if "expected_answer" in ask.grammar.spec["properties"]:
-        answer = (ask.trace.ground_truth or "").strip() if honest else ""
+        shown = _fenced(ask, "ANSWER").strip()
+        believed = sorted(_salient(_fenced(ask, "RESULT")))
+        answer = shown if honest else (believed[0] if believed else "")
         out["expected_answer"] = _text(ask, "expected_answer", answer or "unknown")
     item = schema_field(ask.grammar, "must_do")["items"]
     out["must_do"] = [clip_to(item, "Verify every intermediate result against the task.")]
     return out
 
 
-def _prior_wrong(ask: Ask) -> dict[str, Any]:
-    return _prior(ask, honest=False)
+# ---- windows --------------------------------------------------------------------------------------
 
 
-# ---- windows -----------------------------------------------------------------------------------
-
-
-def _stage(ask: Ask, node: dict[str, Any], honest: bool) -> dict[str, Any]:
-    ids = node_ints(node["properties"]["focus_step"])
+def _focus(ask: Ask, ids: list[int], shown: dict[int, str], faults: set[int]) -> int | None:
+    """A recognised fault, else the step that shares most with the wrong result (earliest)."""
     if not ids:
-        focus = None
-    elif honest:
-        focus = nearest(ids, ask.mistake_step)
-    else:
-        focus = nearby_other(ids, ask.mistake_step, ask.rng)
-    says = f"The decisive error is at step {ask.mistake_step}." if ask.mistake_step in ids else "This stage carries on the run."
+        return None
+    hit = sorted(faults & set(ids))
+    if hit:
+        return hit[0]
+    result = _salient(_fenced(ask, "RESULT"))
+    return max(ids, key=lambda i: (len(_salient(shown.get(i, "")) & result), -i))
+
+
+def _stage(ask: Ask, node: dict[str, Any], shown: dict[int, str], faults: set[int]) -> dict[str, Any]:
+    ids = node_ints(node["properties"]["focus_step"])
+    focus = _focus(ask, ids, shown, faults)
+    says = f"an error at step {min(faults)}" if faults else "the work goes on"
     return {"summary": clip_to(node["properties"]["summary"], says), "focus_step": focus}
 
 
+def _window_faults(ask: Ask, shown: dict[int, str], honest: bool) -> set[int]:
+    """The faults this answer recognises: the visible ones, or (a wrong answer) a nearby step."""
+    faults = _recognised(ask, shown)
+    if honest:
+        return faults
+    return {ask.wrong_step(sorted(shown))} if shown else set()
+
+
 def _stage_only(ask: Ask, honest: bool = True) -> dict[str, Any]:
-    return {"stage": _stage(ask, schema_field(ask.grammar, "stage"), honest)}
+    shown = ask.shown_steps()
+    return {"stage": _stage(ask, schema_field(ask.grammar, "stage"), shown, _window_faults(ask, shown, honest))}
 
 
 def _stage_wrong(ask: Ask) -> dict[str, Any]:
     return _stage_only(ask, honest=False)
 
 
-def _window(ask: Ask, flagged: int | None = None, honest: bool = True) -> dict[str, Any]:
-    target = ask.mistake_step if flagged is None else flagged
+def _window(ask: Ask, honest: bool = True) -> dict[str, Any]:
+    shown = ask.shown_steps()
+    faults = _window_faults(ask, shown, honest)
+    result = _fenced(ask, "RESULT")
+    before = _fenced(ask, "TASK")
+    last = len(ask.trace.steps) - 1
     steps = {}
     for key, node in schema_field(ask.grammar, "steps")["properties"].items():
         i, props = int(key), node["properties"]
+        text = shown.get(i, "")
         fixed = props["active"].get("const")
-        hit, later = i == target, i > ask.mistake_step
+        hit = i in faults
         steps[key] = {
             "agent": props["agent"]["const"],
-            "action": clip_to(props["action"], f"step {i}"),
-            "decision": clip_to(props["decision"], "the decisive error" if hit else "carries on"),
-            "active": fixed if fixed is not None else True,
-            "significance": 3 if hit else int(later and honest),
-            **{s: hit or (honest and later and s == "outcome_relevance") for s in SIGNALS},
+            "action": clip_to(props["action"], " ".join(text.split()[:12]) or f"step {i}"),
+            "decision": clip_to(props["decision"], "an error: " + " ".join(text.split()[:8]) if hit else "carries on"),
+            "active": fixed if fixed is not None else not _forwards(text, before),
+            "outcome_relevance": hit or i == last or _relevant(text, result),
+            "prior_inconsistency": hit,
+            "execution_inconsistency": hit,
         }
+        before += "\n" + text
     out: dict[str, Any] = {"steps": steps}
     if "stage" in ask.grammar.spec["properties"]:
-        out["stage"] = _stage(ask, schema_field(ask.grammar, "stage"), honest)
+        out["stage"] = _stage(ask, schema_field(ask.grammar, "stage"), shown, faults)
     return out
 
 
 def _window_wrong(ask: Ask) -> dict[str, Any]:
-    ids = [int(k) for k in schema_field(ask.grammar, "steps")["properties"]]
-    return _window(ask, flagged=nearby_other(ids, ask.mistake_step, ask.rng), honest=False)
+    return _window(ask, honest=False)
 
 
-# ---- pairs, ranking, verification, re-search -----------------------------------------------------
+# ---- links, ratings, verification, re-search -------------------------------------------------
 
 
-def _label(ask: Ask) -> str:
-    _, j = ask.key_ints()
-    return "follow_up" if j > ask.mistake_step else "no_influence"
+def _link(i: int, j: int, shown: dict[int, str], faults: set[int]) -> str:
+    if i in faults or any(f < i for f in faults):
+        return "follow_up"  # the error at i (or one i already carries) reaches j
+    if _forwards(shown.get(j, ""), shown.get(i, "")):
+        return "redundancy"
+    wj = _words(shown.get(j, ""))
+    return "follow_up" if wj and len(wj & _words(shown.get(i, ""))) >= REUSES * len(wj) else "no_influence"
 
 
-def _pair(ask: Ask) -> dict[str, Any]:
-    label = _label(ask)
-    return {"reason": _text(ask, "reason", f"by the labelled error at step {ask.mistake_step}"), "label": label}
+def _links(ask: Ask, honest: bool = True) -> dict[str, Any]:
+    shown = ask.shown_steps()
+    faults = _recognised(ask, shown)
+    node = schema_field(ask.grammar, "links")
+    out = {}
+    keys = list(node["properties"])
+    flip = set(keys) if honest else {k for k in keys if ask.rng.random() < 0.5} or {ask.rng.choice(keys)}
+    for key in keys:
+        i, j = (int(x) for x in key.split(">"))
+        label = _link(i, j, shown, faults)
+        if not honest and key in flip:
+            label = ask.rng.choice([lab for lab in TRANSITION_LABELS if lab != label])
+        reason = node["properties"][key]["properties"]["reason"]
+        out[key] = {"reason": clip_to(reason, f"step {j} {'builds on' if label == 'follow_up' else 'is ' + label + ' to'} step {i}"), "label": label}
+    return {"links": out}
 
 
-def _pair_wrong(ask: Ask) -> dict[str, Any]:
-    label = ask.rng.choice([lab for lab in TRANSITION_LABELS if lab != _label(ask)])
-    return {"reason": _text(ask, "reason", "a guess"), "label": label}
+def _links_wrong(ask: Ask) -> dict[str, Any]:
+    return _links(ask, honest=False)
+
+
+def _rating(c: int, faults: set[int], node: dict[str, Any]) -> dict[str, Any]:
+    hit, carries = c in faults, any(f < c for f in faults)
+    suspicion = SUSPICION_MAX if hit else 2 if carries else 3
+    says = "it introduces the error" if hit else "it carries an earlier error" if carries else "no error of its own is visible"
+    out: dict[str, Any] = {"analysis": clip_to(node["properties"]["analysis"], f"step {c}: {says}")}
+    out.update({s: hit or (carries and s == "affects_later") for s in RANK_SIGNALS})
+    out["suspicion"] = suspicion
+    return out
 
 
 def _rank(ask: Ask, honest: bool = True) -> dict[str, Any]:
-    (c,) = ask.key_ints()
-    hit = (c == ask.mistake_step) == honest
-    out: dict[str, Any] = {"analysis": _text(ask, "analysis", f"step {c} {'is' if hit else 'is not'} the decisive error")}
-    out.update({s: hit for s in RANK_SIGNALS})
-    out["suspicion"] = SUSPICION_MAX if hit else 1
-    return out
+    shown = ask.shown_steps()
+    faults = _recognised(ask, shown)
+    node = schema_field(ask.grammar, "ratings")
+    out = {}
+    for key, rating in node["properties"].items():
+        r = _rating(int(key), faults, rating)
+        if not honest:
+            r["suspicion"] = SUSPICION_MAX - r["suspicion"]
+            r.update({s: not r[s] for s in RANK_SIGNALS})
+        out[key] = r
+    return {"ratings": out}
 
 
 def _rank_wrong(ask: Ask) -> dict[str, Any]:
@@ -147,8 +246,9 @@ def _rank_wrong(ask: Ask) -> dict[str, Any]:
 
 def _verify(ask: Ask, honest: bool = True) -> dict[str, Any]:
     (c,) = ask.key_ints()
-    verdict = (c == ask.mistake_step) == honest
-    text = ask.trace.steps[c].content.strip() or ask.trace.steps[c].agent
+    shown = ask.shown_steps()
+    verdict = _visible(ask, c, shown) == honest
+    text = shown.get(c, "").strip() or ask.trace.steps[c].content.strip() or ask.trace.steps[c].agent
     return {
         "analysis": _text(ask, "analysis", f"step {c} {'introduces' if verdict else 'does not introduce'} the decisive error"),
         "error_independence": verdict,
@@ -164,7 +264,12 @@ def _verify_wrong(ask: Ask) -> dict[str, Any]:
 def _research(ask: Ask, honest: bool = True) -> dict[str, Any]:
     perms = schema_choices(ask.grammar, "ranking")
     rankable = sorted(perms[0])
-    top = nearest(rankable, ask.mistake_step) if honest else nearby_other(rankable, ask.mistake_step, ask.rng)
+    shown = ask.shown_steps()
+    faults = sorted(_recognised(ask, shown) & set(rankable))
+    pointed = _POINTS_AT.search(ask.prompt)
+    t_hat = int(pointed.group(1)) if pointed else rankable[0]
+    honest_top = faults[0] if faults else nearest(rankable, t_hat)
+    top = honest_top if honest else ask.wrong_step([s for s in rankable if s != honest_top] or rankable)
     ranking = next(p for p in perms if p[0] == top and list(p[1:]) == sorted(p[1:]))
     steps = {}
     for key, node in schema_field(ask.grammar, "steps")["properties"].items():
@@ -184,14 +289,15 @@ def _research_wrong(ask: Ask) -> dict[str, Any]:
 def dropped_at(details: dict[str, Any], step: int) -> str:
     """The stage where the labelled step dropped out of FALAT's search, in words."""
     key = str(step)
-    if key in (details.get("passive") or {}):
-        return f"passive: {details['passive'][key]}"
+    passive = details.get("passive") or {}
+    if key in passive and step not in (details.get("candidates") or []):
+        return f"passive: {passive[key]}"
     if step not in (details.get("candidates") or []):
         return f"not a candidate (candidates from {details.get('candidate_source')}: {details.get('candidates')})"
     if key in (details.get("pruned") or {}):
         return f"pruned: {details['pruned'][key]}"
     if step not in [t.get("step") for t in details.get("top") or []]:
-        return f"ranked below the top {len(details.get('top') or [])} ({details.get('ranking')})"
+        return f"ranked below the top {len(details.get('top') or [])} ({[r.get('step') for r in details.get('ranking') or []][:10]})"
     if details.get("t_hat") != step:
         return f"verification chose step {details.get('t_hat')}"
     return f"the re-search ranked step {details.get('final_step')} first"
@@ -199,55 +305,83 @@ def dropped_at(details: dict[str, Any], step: int) -> str:
 
 POLICY = Policy(
     [
-        Rule(
-            "prior",
-            r"falat/prior",
-            _prior,
-            _prior_wrong,
-            "a plan and the correct answer where the trace records one",
-            "expected answer unknown",
-        ),
-        Rule(
-            "stage",
-            r"falat/stage/\d+",
-            _stage_only,
-            _stage_wrong,
-            "points at the labelled step (else the nearest answerable step)",
-            "another step",
-        ),
+        Rule("prior", r"falat/prior", _prior, lambda ask: _prior(ask, honest=False), "a plan; the correct answer only where shown", "the wrong result's value as expected"),
+        Rule("stage", r"falat/stage/\d+", _stage_only, _stage_wrong, "a recognised fault, else the step sharing most with the result", "focus on a nearby step"),
         Rule(
             "window",
             r"falat/window/\d+",
             _window,
             _window_wrong,
-            "every answerable step active; the labelled step all three signals, later steps outcome relevance",
-            "a nearby step flagged instead",
+            "passive where a step repeats what was shown; outcome relevance by the result's numbers and names; inconsistencies at a recognised fault",
+            "a nearby step recognised instead",
         ),
-        Rule(
-            "pair",
-            r"falat/pair/\d+/\d+",
-            _pair,
-            _pair_wrong,
-            "follow_up when j comes after the labelled step, else no_influence",
-            "another label",
-        ),
-        Rule(
-            "ranking",
-            r"falat/rank/\d+",
-            _rank,
-            _rank_wrong,
-            "suspicion 10 and the three signals at the labelled step, 1 elsewhere",
-            "the scale turned over",
-        ),
-        Rule(
-            "verify",
-            r"falat/verify/\d+",
-            _verify,
-            _verify_wrong,
-            "both verdicts true only at the labelled step, a verbatim quote",
-            "the opposite verdicts",
-        ),
-        Rule("re-search", r"falat/research", _research, _research_wrong, "the labelled step first", "a nearby step first"),
+        Rule("links", r"falat/links/\d+", _links, _links_wrong, "follow_up from a recognised fault; else by the texts", "flipped labels"),
+        Rule("ranking", r"falat/rank/\d+", _rank, _rank_wrong, "10 at a recognised fault, 2 after it, 3 elsewhere", "the scale turned over"),
+        Rule("verify", r"falat/verify/\d+", _verify, _verify_wrong, "both true only at a recognised fault", "the opposite verdicts"),
+        Rule("re-search", r"falat/research", _research, _research_wrong, "a recognised fault first, else the step searched", "a nearby step first"),
     ],
     dropped_at=dropped_at,
 )
+
+
+# ---- mutants ---------------------------------------------------------------------------------------
+# Each breaks one stage or rule of FALAT (`localfa.oracle.mutants`); the names FALAT's method
+# module imports are patched there, where the method looks them up.
+
+
+def _old_follow_up_prune(candidates: Sequence[int], labels: Any, inconsistent: Any, untyped: Any = ()) -> Any:
+    """Issue 22's bug: any follow_up marks a carrier, whether or not its source is corrupted."""
+    with mock.patch.object(transitions, "suspects", lambda c, *_: set(c)):
+        return transitions.prune(candidates, labels, inconsistent, untyped)
+
+
+def _latest_passing(verdicts: Any) -> tuple[int, bool]:
+    passing = [v.step for v in verdicts if v.passed]
+    return (max(passing), True) if passing else (verdicts[0].step, False)
+
+
+def _keep_t_hat(t_hat: int, n_steps: int, value: Any) -> research.Research:
+    found = research.parse_research(t_hat, n_steps, value)
+    return research.Research(found.window, found.roles, (t_hat,) + tuple(s for s in found.ranking if s != t_hat))
+
+
+def _block_without_result(self: prior.Prior) -> str:
+    return render("falat/_prior_block.j2", prior=dataclasses.replace(self, wrong_output="(not shown)"))
+
+
+MUTANTS = [
+    Mutant(
+        "old_follow_up_bug",
+        "pruning: a follow_up from a clean step marks a carrier (the bug issue 22 fixed)",
+        "p1",
+        patched((method, "prune", _old_follow_up_prune)),
+    ),
+    Mutant("no_pruning", "pruning: every candidate kept", "p07", patched((method, "prune", lambda c, *_a, **_k: transitions.Pruning(kept=sorted(c))))),
+    Mutant("no_pairs_typed", "transitions: no link typed", "p07", patched((method, "links_requests", lambda *_a, **_k: ([], [])))),
+    Mutant("verdicts_ignored", "verification: t̂ is the best-ranked whatever the verdicts", "p07", patched((method, "choose", lambda v: (v[0].step, False)))),
+    Mutant("latest_passing", "verification: the latest passing candidate, not the earliest", "p07", patched((method, "choose", _latest_passing))),
+    Mutant("verify_top1", "top-k: only the best-ranked candidate verified", "p07", spec="top_k=1"),
+    Mutant(
+        "every_active_candidate",
+        "candidates: every active step, the signals ignored",
+        "cost",
+        patched((method, "select_candidates", lambda f, focus, active: candidates.Candidates(tuple(sorted(active)), "active_steps"))),
+    ),
+    Mutant("reversed_ranking", "ranking: the order turned over", "p1", patched((method, "rank", lambda *a: list(reversed(ranking.rank(*a)))))),
+    Mutant("prior_hides_result", "prior: the wrong result left out of the prior block", "p07", patched((prior.Prior, "block", _block_without_result))),
+    Mutant("windows_clip_steps", "windows: each step cut to 16 tokens", "p1", spec="step_tokens=16"),
+    Mutant(
+        "candidates_from_focus_only",
+        "candidates: the stage focus only, the windows' signals ignored",
+        "p1",
+        patched((method, "select_candidates", lambda f, focus, active: candidates.select_candidates([], focus, active))),
+    ),
+    Mutant(
+        "judged_passive_dropped",
+        "candidates: a step judged passive is never a candidate nor re-ranked (before issue 34)",
+        "p1",
+        patched((method, "JUDGED_PASSIVE_STAYS", False)),
+    ),
+    Mutant("one_candidate_per_group", "transitions and ranking: a group of one (no shared prefix)", "cost", spec="group_size=1"),
+    Mutant("no_research", "re-search: t̂ kept whatever the ±2 re-search ranks first", "p07", patched((method, "parse_research", _keep_t_hat))),
+]

@@ -35,8 +35,17 @@ class Prior:
 
     @property
     def same_as_wrong(self) -> bool:
-        """The expected output equals the wrong output (normalised): it cannot tell them apart."""
-        return normalised(self.expected_output) == normalised(self.wrong_output)
+        """The expected output says what the wrong output says, so it cannot tell them apart.
+
+        Exact equality almost never holds when the wrong output is the run's last message (every
+        algorithm-generated Who&When run), so what they *say* is compared: the numbers and names
+        of the expected output all appear in the wrong one (`salient`); without any, the
+        normalised expected text appears in it."""
+        expected = salient(self.expected_output)
+        if expected:
+            return expected <= salient(self.wrong_output)
+        want = normalised(self.expected_output)
+        return bool(want) and want not in UNKNOWN and want in normalised(self.wrong_output)
 
     def block(self) -> str:
         """The shared opening of every later FALAT prompt."""
@@ -50,6 +59,22 @@ class Prior:
             "expected_output_source": self.expected_source,
             "expected_equals_wrong": self.same_as_wrong,
         }
+
+
+UNKNOWN = frozenset({"unknown", "not known", "n a", "none"})
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[,\d]*\d)?(?:\.\d+)?")
+_NAME = re.compile(r"(?<=[^.!?:\s]\s+)\p{Lu}[\p{L}\p{M}'\-]+|\p{Lu}[\p{L}\p{M}'\-]*\p{Lu}[\p{L}\p{M}'\-]*")
+
+
+def salient(text: str) -> set[str]:
+    """What a text says that an answer turns on: its numbers (thousands separators and trailing
+    zeros folded: "1,000.50" -> "1000.5") and names (capitalised words not opening a sentence,
+    and words with an inner capital: "iPhone", "WebSurfer"), case-folded."""
+    numbers = set()
+    for n in _NUMBER.findall(text):
+        n = n.replace(",", "")
+        numbers.add(n.rstrip("0").rstrip(".") if "." in n else n)
+    return numbers | {w.casefold() for w in _NAME.findall(text)}
 
 
 def normalised(text: str) -> str:

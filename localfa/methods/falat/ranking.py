@@ -1,13 +1,14 @@
 """Stage 3a (paper §2.3, app. A): a judged ranking of the refined candidates.
 
-One request per refined candidate, all in one batch (skipped when one candidate is left): the
-model sees the shared context (prior, stage summaries, suspects by region), the candidate's
-labelled transitions and its raw text, reasons first, then judges the paper's three ranking
-signals and rates the candidate on the bounded suspicion scale (0..SUSPICION_MAX).
+One request per group of candidates (`groups.py`) that kept a member, all in one batch (skipped
+when one candidate is left), on the very prefix the group's links call used (shared context, then
+the group's raw text), so it reads that text from the prefix cache. Per surviving member, with
+its labelled transitions listed, the model reasons first, then judges the paper's three ranking
+signals and rates it on the bounded suspicion scale (0..SUSPICION_MAX).
 
 The combination rule (the paper names the signals and the scale, not a formula):
 
-    score = 2 · suspicion + signals                                   (0 .. 2·SUSPICION_MAX + 3)
+    score = 2 · suspicion + signals - (2 if its window judged it passive)
 
 where `signals` counts the three ranking signals, each true when the judge says so or an
 earlier stage found it: an incorrect execution decision (the judge's `incorrect_execution`, or
@@ -15,23 +16,26 @@ the window's execution inconsistency), unverified or fabricated information (`un
 or the window's prior inconsistency), a typed path that reaches later steps (`affects_later`, or an
 outgoing follow_up / error_shift label, or the source of a carrier chain). The judged rating
 leads; the signals separate candidates it rates within a point of each other. Ties go to the
-earlier step (temporal precedence). The top k (3) are verified.
+earlier step (temporal precedence). A step its window judged passive stays rankable (that
+judgement can be wrong: a task message that is also the decisive step) but loses a suspicion
+point against an active one. The top k (3) are verified.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from localfa.engine.types import Request
 from localfa.grammars.falat import SUSPICION_MAX, rank_grammar, rank_max_tokens
 from localfa.methods.falat.ground import Ground
+from localfa.methods.falat.groups import Group
 from localfa.methods.falat.transitions import Pair
 from localfa.methods.falat.windows import StepSummary
 from localfa.templates import render
 
 PATH_LABELS = frozenset({"follow_up", "error_shift"})
-SCORE_MAX = 2 * SUSPICION_MAX + 3
+PASSIVE_PENALTY = 2  # one suspicion point: a judged-passive step ranks below an active one it ties
 
 
 @dataclass(frozen=True)
@@ -66,38 +70,66 @@ class Ranked:
         return {"step": self.step, "score": self.score, "suspicion": self.suspicion, "signals": list(self.signals)}
 
 
-def transitions_of(step: int, labels: Mapping[Pair, str]) -> list[dict[str, Any]]:
-    """The labelled pairs that involve `step`, in order."""
-    return [{"i": i, "j": j, "label": lab} for (i, j), lab in sorted(labels.items()) if step in (i, j)]
+class LinkIndex:
+    """The typed links by step, built once: each step's links in order, with their reasons."""
+
+    def __init__(self, labels: Mapping[Pair, str], reasons: Mapping[Pair, str] | None = None) -> None:
+        self.by_step: dict[int, list[dict[str, Any]]] = {}
+        for (i, j), lab in sorted(labels.items()):
+            link = {"i": i, "j": j, "label": lab, "reason": (reasons or {}).get((i, j), "")}
+            self.by_step.setdefault(i, []).append(link)
+            if j != i:
+                self.by_step.setdefault(j, []).append(link)
+        self.leaving_path = {i for (i, _), lab in labels.items() if lab in PATH_LABELS}
+
+    def of(self, step: int) -> list[dict[str, Any]]:
+        """The links that involve `step`, in order."""
+        return self.by_step.get(step, [])
+
+    def around(self, steps: Sequence[int]) -> list[dict[str, Any]]:
+        """The links that involve any of `steps`, each once, in order."""
+        seen: dict[tuple[int, int], dict[str, Any]] = {}
+        for s in steps:
+            for link in self.of(s):
+                seen[(link["i"], link["j"])] = link
+        return [seen[k] for k in sorted(seen)]
 
 
-def on_path(step: int, labels: Mapping[Pair, str], sources: Mapping[int, int]) -> bool:
+def on_path(step: int, links: LinkIndex, sources: Mapping[int, int]) -> bool:
     """Does a typed path lead from `step` to later candidates?"""
-    return any(i == step and lab in PATH_LABELS for (i, _), lab in labels.items()) or step in sources.values()
+    return step in links.leaving_path or step in sources.values()
 
 
 def rank_requests(
-    g: Ground, shared: str, refined: Sequence[int], labels: Mapping[Pair, str], mids: Mapping[int, StepSummary]
-) -> list[Request]:
-    grammar = rank_grammar(g.limits)
-    sampling = g.opts.sampling(rank_max_tokens(g.limits), judge=True)
-    reqs = []
-    for c in refined:
-        (shown,) = g.view.shown([c], [g.view.clipped(c, g.opts.rank_step_tokens)])
-        body = render("falat/rank.j2", limits=g.limits, scale=SUSPICION_MAX, step=shown, mid=mids[c], transitions=transitions_of(c, labels))
-        reqs.append(g.ctx.request(f"falat/rank/{c}", [g.system, {"role": "user", "content": shared + "\n\n" + body}], grammar, sampling))
-    return reqs
+    g: Ground, groups: Sequence[Group], refined: Sequence[int], links: LinkIndex, mids: Mapping[int, StepSummary], passive: Collection[int]
+) -> tuple[list[Request], list[list[int]]]:
+    """One rating request per group with surviving members; the members each rates."""
+    kept = set(refined)
+    reqs, rated = [], []
+    for group in groups:
+        members = [c for c in group.members if c in kept]
+        if not members:
+            continue
+        body = render(
+            "falat/rank.j2",
+            limits=g.limits,
+            scale=SUSPICION_MAX,
+            suspects=[{"index": c, "agent": g.view.agent(c), "mid": mids[c], "passive": c in passive, "transitions": links.of(c)} for c in members],
+        )
+        messages = [g.system, {"role": "user", "content": group.block + "\n\n" + body}]
+        sampling = g.opts.sampling(rank_max_tokens(len(members), g.limits), judge=True)
+        reqs.append(g.ctx.request(f"falat/rank/{group.key}", messages, rank_grammar(members, g.limits), sampling))
+        rated.append(members)
+    return reqs, rated
 
 
-def signals_of(
-    step: int, mid: StepSummary, rating: Rating | None, labels: Mapping[Pair, str], sources: Mapping[int, int]
-) -> tuple[str, ...]:
+def signals_of(step: int, mid: StepSummary, rating: Rating | None, links: LinkIndex, sources: Mapping[int, int]) -> tuple[str, ...]:
     """The paper's three ranking signals that hold for `step` (judge or earlier stage)."""
     r = rating
     found = {
         "incorrect_execution": mid.execution_inconsistency or bool(r and r.incorrect_execution),
         "unsupported_information": mid.prior_inconsistency or bool(r and r.unsupported_information),
-        "affects_later": on_path(step, labels, sources) or bool(r and r.affects_later),
+        "affects_later": on_path(step, links, sources) or bool(r and r.affects_later),
     }
     return tuple(k for k, v in found.items() if v)
 
@@ -105,7 +137,7 @@ def signals_of(
 def rank(
     refined: Sequence[int],
     mids: Mapping[int, StepSummary],
-    labels: Mapping[Pair, str],
+    links: LinkIndex,
     sources: Mapping[int, int],
     ratings: Mapping[int, Rating],
 ) -> list[Ranked]:
@@ -113,9 +145,10 @@ def rank(
     ranked = []
     for s in refined:
         rating = ratings.get(s)
-        sig = signals_of(s, mids[s], rating, labels, sources)
+        sig = signals_of(s, mids[s], rating, links, sources)
         judged = rating.suspicion if rating else None
-        ranked.append(Ranked(s, 2 * (judged or 0) + len(sig), judged, sig))
+        penalty = 0 if mids[s].active else PASSIVE_PENALTY
+        ranked.append(Ranked(s, 2 * (judged or 0) + len(sig) - penalty, judged, sig))
     return sorted(ranked, key=lambda r: (-r.score, r.step))
 
 

@@ -2,8 +2,10 @@
 
 The window is steps max(0, t̂-2) .. min(T-1, t̂+2). For each of its steps the model weighs
 arguments for and against and gives one of four roles; then it ranks the window's steps that may
-be an answer (active steps: a permutation the grammar enforces, so a passive neighbour is argued
-about but never ranked). The top-ranked step confirms t̂ or replaces it.
+be an answer (a permutation the grammar enforces: an observation or a human turn is argued about
+but never ranked; a step a window judged passive is ranked, since that judgement can be wrong).
+The top-ranked step confirms t̂ or replaces it. The prompt carries the verification's caution
+when the expected output cannot tell right from wrong.
 """
 
 from __future__ import annotations
@@ -12,14 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Collection, Mapping
 
 from localfa.engine.types import Request
-from localfa.grammars.falat import research_grammar, research_max_tokens
+from localfa.grammars.falat import RESEARCH_RADIUS, research_grammar, research_max_tokens
+from localfa.methods.falat.candidates import neighbourhood
 from localfa.methods.falat.ground import Ground
-from localfa.methods.falat.transitions import Pair
-from localfa.methods.falat.verify import full_steps, neighbourhood
+from localfa.methods.falat.ranking import LinkIndex
+from localfa.methods.falat.verify import Evidence
 from localfa.methods.falat.windows import StepSummary
 from localfa.templates import render
-
-RADIUS = 2
 
 
 @dataclass(frozen=True)
@@ -37,36 +38,33 @@ class Research:
 
 
 def research_window(t_hat: int, n_steps: int) -> range:
-    return neighbourhood(t_hat, n_steps, RADIUS)
+    return neighbourhood(t_hat, n_steps, RESEARCH_RADIUS)
 
 
 def research_request(
-    g: Ground, t_hat: int, labels: Mapping[Pair, str], mids: Mapping[int, StepSummary], active: Collection[int]
+    g: Ground, t_hat: int, links: LinkIndex, mids: Mapping[int, StepSummary], answerable: Collection[int], same_as_wrong: bool, evidence: Evidence
 ) -> Request:
-    ctx, view, opts, limits, system, prior_block = g.unpack()
+    """The re-search on the verification's evidence block (it holds t̂-2..t̂+2)."""
+    ctx, view, opts, limits, system, _ = g.unpack()
     steps = research_window(t_hat, view.n)
-    rankable = [i for i in steps if i in active or i == t_hat]
-    transitions = [{"i": i, "j": j, "label": lab} for (i, j), lab in sorted(labels.items()) if i in steps or j in steps]
-    summaries = [mids[i] for i in steps if i in mids]
-    max_tokens = research_max_tokens(len(steps), limits)
-
-    def messages(shown: list[dict[str, Any]]) -> list[dict[str, str]]:
-        prompt = render(
-            "falat/research.j2",
-            prior_block=prior_block,
-            limits=limits,
-            t_hat=t_hat,
-            steps=shown,
-            ids=list(steps),
-            rankable=rankable,
-            transitions=transitions,
-            summaries=summaries,
-        )
-        return [system, {"role": "user", "content": prompt}]
-
-    shown = full_steps(g, steps, messages([]), max_tokens)
+    missing = [i for i in steps if i not in evidence.steps]
+    if missing:
+        raise ValueError(f"falat: the evidence block lacks re-search steps {missing}")
+    rankable = [i for i in steps if i in answerable or i == t_hat]
+    question = render(
+        "falat/research.j2",
+        limits=limits,
+        t_hat=t_hat,
+        ids=list(steps),
+        rankable=rankable,
+        transitions=links.around(list(steps)),
+        summaries=[mids[i] for i in steps if i in mids],
+        same_as_wrong=same_as_wrong,
+    )
     grammar = research_grammar(list(steps), rankable, limits)
-    return ctx.request("falat/research", messages(shown), grammar, opts.sampling(max_tokens, judge=True))
+    max_tokens = research_max_tokens(len(steps), limits)
+    messages = [system, {"role": "user", "content": evidence.head + "\n\n" + question}]
+    return ctx.request("falat/research", messages, grammar, opts.sampling(max_tokens, judge=True))
 
 
 def parse_research(t_hat: int, n_steps: int, value: dict[str, Any]) -> Research:

@@ -1,27 +1,28 @@
 """Stage 2 (paper §2.2): typed transitions between candidates, and the pruning they license.
 
-Every candidate gets its own quota of pairs: its `quota` nearest earlier and `quota` nearest later
-candidates (so a long trace's late candidates are typed as well as its early ones). All pairs of a
-trace go out in one batch; each prompt is the shared part (prior, stage summaries, candidate
-summaries) then the pair, and the answer is a short reason, then the label. A pair left out by
-the quotas is *unknown*: never evidence for any rule, and recorded per candidate.
+Each candidate's links to its next `quota` candidates are typed (a chain of follow_up links is
+traced transitively, so a short reach still finds a long chain's source). The links go out in
+groups that share one prompt prefix (`groups.py`): one request per group types all its members'
+links, reason first, then the label. A candidate's links to candidates further away are not
+typed; they are never evidence for a rule, and only their count is recorded.
 
 Pruning (`prune`); a candidate is *suspect* when it has an inconsistency of its own (prior or
-execution, from its window) or is the source of an error_shift pair. The first rule that applies
-decides:
+execution, from its window) or is the source of an error_shift pair; it is *corrupted* when it is
+suspect or a carrier. Candidates are taken in order and the first rule that applies decides:
 
 1. an endpoint of an ``error_shift`` pair is kept: it may be an error source;
-2. ``correction`` (i, j): i was corrected by j        -> prune i;
-3. ``redundancy`` (i, j): j repeats what i did         -> prune j;
-4. ``dead_end`` (i, j): nothing downstream builds on i -> prune i, only when every pair leaving i
-   was typed and none of them is follow_up or error_shift;
-5. ``no_influence``: every pair leaving i was typed and says so -> prune i;
-6. ``follow_up`` (i, j) with i suspect: j is a downstream carrier -> prune j, unless j has an
-   inconsistency of its own; its attribution is traced back along such links to the source.
-   A follow_up from a step that is not suspect marks no carrier (paper: "follow_up from a
-   corrupted step marks a downstream carrier").
+2. ``follow_up`` (i, j) with i corrupted: j is a downstream carrier -> prune j, and j counts as
+   corrupted for the next hop; its attribution is traced back along such links to the source. A
+   carrier that repeats the wrong value may be flagged inconsistent itself: it is still a carrier
+   (only an error_shift says j made a new mistake). A follow_up from a clean step marks nothing
+   (paper: "follow_up from a corrupted step marks a downstream carrier");
+3. ``correction`` (i, j): i was corrected by j        -> prune i;
+4. ``redundancy`` (i, j): j repeats what i did         -> prune j;
+5. ``dead_end`` (i, j): nothing downstream builds on i -> prune i, only when i has no untyped
+   later link and none of its links is follow_up;
+6. ``no_influence``: i has no untyped later link and every link says so -> prune i.
 
-Rules 2-5 spare a candidate with an inconsistency of its own (it deviates on its own). If every
+Rules 3-6 spare a candidate with an inconsistency of its own (it deviates on its own). If every
 candidate is pruned, the full candidate set goes on, and the result says so.
 """
 
@@ -31,54 +32,41 @@ from dataclasses import dataclass, field
 from typing import Collection, Mapping, Sequence
 
 from localfa.engine.types import Request
-from localfa.grammars.falat import transition_grammar, transition_max_tokens
+from localfa.grammars.falat import links_grammar, links_max_tokens, pair_key
 from localfa.methods.falat.ground import Ground
-from localfa.methods.falat.options import TOKENS_PER_PAIR
+from localfa.methods.falat.groups import Group, group_pairs
 from localfa.templates import render
 
 Pair = tuple[int, int]
 
 
-def pair_quota(option: int | None, window_tokens: int) -> int:
-    """Pairs per candidate in each direction: the option, else one per 4,096 tokens of window."""
-    return option if option is not None else max(1, window_tokens // TOKENS_PER_PAIR)
+def reach_cut(candidates: Sequence[int], quota: int) -> dict[str, int]:
+    """How many candidate pairs the reach left untyped, and how many candidates have some."""
+    n = len(set(candidates))
+    typed = sum(min(quota, n - 1 - k) for k in range(n))
+    untyped = n * (n - 1) // 2 - typed
+    return {"pairs_untyped": untyped, "candidates_with_untyped": sum(1 for k in range(n) if n - 1 - k > quota or k > quota)}
 
 
-@dataclass(frozen=True)
-class PairPlan:
-    """The pairs to type and, per candidate, the earlier / later candidates left untyped."""
-
-    pairs: list[Pair]
-    cut: dict[int, dict[str, list[int]]]  # candidate -> {"earlier": [...], "later": [...]} (only candidates with a cut)
-
-    @property
-    def unknown(self) -> set[Pair]:
-        return {(e, c) for c, sides in self.cut.items() for e in sides["earlier"]} | {
-            (c, later) for c, sides in self.cut.items() for later in sides["later"]
-        }
-
-
-def candidate_pairs(candidates: Sequence[int], quota: int) -> PairPlan:
-    """Each candidate's `quota` nearest earlier and later candidates; pairs nearest first."""
+def untyped_later(candidates: Sequence[int], quota: int) -> set[int]:
+    """Candidates with a later candidate beyond their reach (rules 5-6 cannot apply to them)."""
     c = sorted(set(candidates))
-    pairs = sorted(((a, b) for k, a in enumerate(c) for b in c[k + 1 : k + 1 + quota]), key=lambda p: (p[1] - p[0], p[0]))
-    cut: dict[int, dict[str, list[int]]] = {}
-    for k, s in enumerate(c):
-        earlier, later = c[: max(0, k - quota)], c[k + 1 + quota :]
-        if earlier or later:
-            cut[s] = {"earlier": earlier, "later": later}
-    return PairPlan(pairs, cut)
+    return {s for k, s in enumerate(c) if len(c) - 1 - k > quota}
 
 
-def transition_requests(g: Ground, shared: str, pairs: Sequence[Pair]) -> list[Request]:
-    grammar = transition_grammar(g.limits)
-    sampling = g.opts.sampling(transition_max_tokens(g.limits), judge=True)
-    reqs = []
-    for i, j in pairs:
-        shown = g.view.shown((i, j), [g.view.clipped(k, g.opts.pair_step_tokens) for k in (i, j)])
-        prompt = shared + "\n\n" + render("falat/transition_pair.j2", first=shown[0], second=shown[1], limits=g.limits)
-        reqs.append(g.ctx.request(f"falat/pair/{i}/{j}", [g.system, {"role": "user", "content": prompt}], grammar, sampling))
-    return reqs
+def links_requests(g: Ground, groups: Sequence[Group], candidates: Sequence[int], quota: int) -> tuple[list[Request], list[list[Pair]]]:
+    """One request per group with links to type: every pair of its members' reach, in order."""
+    reqs, planned = [], []
+    for group in groups:
+        pairs = group_pairs(group.members, candidates, quota)
+        if not pairs:
+            continue
+        question = render("falat/transition.j2", keys=[pair_key(i, j) for i, j in pairs], limits=g.limits)
+        messages = [g.system, {"role": "user", "content": group.block + "\n\n" + question}]
+        sampling = g.opts.sampling(links_max_tokens(len(pairs), g.limits), judge=True)
+        reqs.append(g.ctx.request(f"falat/links/{group.key}", messages, links_grammar(pairs, g.limits), sampling))
+        planned.append(pairs)
+    return reqs, planned
 
 
 @dataclass
@@ -97,13 +85,21 @@ def suspects(candidates: Collection[int], labels: Mapping[Pair, str], inconsiste
     return {c for c in candidates if inconsistent.get(c, False) or c in shifted}
 
 
-def carrier_links(labels: Mapping[Pair, str], suspect: Collection[int], inconsistent: Mapping[int, bool]) -> dict[int, list[int]]:
-    """j -> the suspect steps i whose follow_up (i, j) makes j a carrier (j has no inconsistency
-    of its own)."""
+def carrier_links(candidates: Sequence[int], labels: Mapping[Pair, str], suspect: Collection[int]) -> dict[int, list[int]]:
+    """j -> the corrupted steps i whose follow_up (i, j) makes j a carrier, traced in order so a
+    carrier is corrupted for the next hop; an error_shift endpoint is never a carrier."""
+    shifted = {k for (i, j), lab in labels.items() if lab == "error_shift" for k in (i, j)}
+    parents: dict[int, list[int]] = {}
+    for (i, j), lab in labels.items():
+        if lab == "follow_up":
+            parents.setdefault(j, []).append(i)
+    corrupted = set(suspect)
     links: dict[int, list[int]] = {}
-    for (i, j), lab in sorted(labels.items()):
-        if lab == "follow_up" and i in suspect and not inconsistent.get(j, False):
-            links.setdefault(j, []).append(i)
+    for j in sorted(candidates):
+        hit = sorted(i for i in parents.get(j, ()) if i in corrupted)
+        if hit and j not in shifted:
+            links[j] = hit
+            corrupted.add(j)
     return links
 
 
@@ -118,47 +114,43 @@ def follow_up_source(step: int, links: Mapping[int, Sequence[int]]) -> int:
         seen.add(step)
 
 
-def prune(
-    candidates: Sequence[int], labels: Mapping[Pair, str], inconsistent: Mapping[int, bool], unknown: Collection[Pair] = ()
-) -> Pruning:
+def prune(candidates: Sequence[int], labels: Mapping[Pair, str], inconsistent: Mapping[int, bool], untyped: Collection[int] = ()) -> Pruning:
     """The refined set C' from the pair labels (rules in the module docstring).
 
     `inconsistent`: candidate -> it has a prior or execution inconsistency of its own.
-    `unknown`: pairs the quotas left untyped (never evidence).
-    """
+    `untyped`: candidates with a later candidate beyond their reach (never evidence)."""
     out: dict[int, list[str]] = {c: [] for c in candidates}  # labels of pairs leaving c
-    inc: dict[int, list[tuple[int, str]]] = {c: [] for c in candidates}  # (i, label) of pairs entering c
+    entering: dict[int, list[str]] = {c: [] for c in candidates}
     for (i, j), lab in labels.items():
         out.setdefault(i, []).append(lab)
-        inc.setdefault(j, []).append((i, lab))
-    untyped_out = {i for i, _ in unknown}
-    suspect = suspects(candidates, labels, inconsistent)
-    links = carrier_links(labels, suspect, inconsistent)
+        entering.setdefault(j, []).append(lab)
+    links = carrier_links(candidates, labels, suspects(candidates, labels, inconsistent))
     result = Pruning(kept=[])
     for c in sorted(candidates):
-        leaving, entering = out[c], inc[c]
-        if "error_shift" in leaving or any(lab == "error_shift" for _, lab in entering):
+        leaving = out[c]
+        if "error_shift" in leaving or "error_shift" in entering[c]:
             result.kept.append(c)
+            continue
+        if c in links:
+            source = follow_up_source(c, links)
+            result.sources[c] = source
+            result.pruned[c] = f"follow_up carrier of step {source}"
             continue
         why = None
         if "correction" in leaving:
             why = "corrected"
-        elif any(lab == "redundancy" for _, lab in entering):
+        elif "redundancy" in entering[c]:
             why = "redundant"
         elif "dead_end" in leaving and "follow_up" not in leaving:
             why = "dead_end"
         elif leaving and all(lab == "no_influence" for lab in leaving):
             why = "no_influence"
-        if why in ("dead_end", "no_influence") and c in untyped_out:
+        if why in ("dead_end", "no_influence") and c in untyped:
             result.held_by_unknown[c] = why
             why = None
         if why is not None and inconsistent.get(c, False):
             result.spared[c] = why
             why = None
-        if why is None and c in links:
-            source = follow_up_source(c, links)
-            result.sources[c] = source
-            why = f"follow_up carrier of step {source}"
         if why is None:
             result.kept.append(c)
         else:

@@ -1,11 +1,18 @@
 """Stage 3b (paper §2.3): counterfactual verification of the top candidates, one batch.
 
-Each call sees the prior, the expected output, the raw steps i-1..i+1 in full (widened to the
-candidate's region when that region spans a window boundary; shrunk together only as far as the
-model's window requires), and the transitions that involve i. The answer is the analysis first,
-then error independence and counterfactual sufficiency, then a verbatim quote. When the expected
-output (the prior's estimate) equals the wrong output, the prompt says so. The earliest candidate
-passing both is t̂; if none passes, the best-ranked one, and the result says so.
+Each candidate is judged with the paper's local context: the prior, the raw steps i-1..i+1
+(widened to its region when that region spans a window boundary), the transitions that involve i
+*with their reasons*, and the linked low-level evidence: the raw text of the steps its typed links
+connect it to (a follow_up or error_shift source further back than i-2 included), so "inherited
+from an earlier step" can be judged against that step's own words.
+
+The top-k calls share one prompt prefix: the prior, then one evidence block holding the union of
+their steps and of their re-search neighbourhoods (i-2..i+2: whichever becomes t̂, the re-search
+reads this same block from the prefix cache), in order, in full, shrunk together only as far as
+the model's window requires; the per-candidate question comes last. The answer is the analysis first, then error independence and
+counterfactual sufficiency, then a verbatim quote. When the expected output cannot tell right from
+wrong (`Prior.same_as_wrong`), the prompt says so. The earliest candidate passing both is t̂; if
+none passes, the best-ranked one, and the result says so.
 """
 
 from __future__ import annotations
@@ -16,10 +23,12 @@ from typing import Any, Mapping, Sequence
 from localfa.engine.types import Request
 from localfa.grammars.falat import verify_grammar, verify_max_tokens
 from localfa.methods.falat.ground import Ground
-from localfa.methods.falat.ranking import transitions_of
+from localfa.methods.falat.groups import Group
+from localfa.methods.falat.ranking import LinkIndex
 from localfa.methods.falat.text import fit_texts
-from localfa.methods.falat.transitions import Pair
 from localfa.templates import render
+
+EVIDENCE_LABELS = frozenset({"follow_up", "error_shift", "correction", "redundancy"})  # links whose other end is evidence
 
 
 @dataclass(frozen=True)
@@ -45,9 +54,10 @@ class Verdict:
         }
 
 
-def neighbourhood(step: int, n_steps: int, radius: int) -> range:
-    """Steps max(0, step-radius) .. min(n-1, step+radius)."""
-    return range(max(0, step - radius), min(n_steps - 1, step + radius) + 1)
+def linked_steps(step: int, links: LinkIndex) -> list[int]:
+    """The steps `step`'s evidence links connect it to, nearest first."""
+    other = {link["i"] if link["j"] == step else link["j"] for link in links.of(step) if link["label"] in EVIDENCE_LABELS}
+    return sorted(other - {step}, key=lambda s: (abs(s - step), s))
 
 
 def full_steps(g: Ground, steps: Sequence[int], messages_without: list[dict[str, str]], max_tokens: int) -> list[dict[str, Any]]:
@@ -59,30 +69,58 @@ def full_steps(g: Ground, steps: Sequence[int], messages_without: list[dict[str,
     return g.view.shown(steps, fitted)
 
 
-def verify_requests(g: Ground, spans: Mapping[int, range], labels: Mapping[Pair, str], same_as_wrong: bool) -> list[Request]:
-    """One request per candidate (in ranked order), each with its span of raw steps."""
+def evidence_for(spans: Mapping[int, range], links: LinkIndex) -> dict[int, list[int]]:
+    """Per candidate: its span's steps, then its linked steps outside the span."""
+    return {c: list(span) + [s for s in linked_steps(c, links) if s not in span] for c, span in spans.items()}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The evidence block every verification (and the re-search) opens with, and its steps."""
+
+    head: str
+    steps: tuple[int, ...]
+
+
+def verify_requests(
+    g: Ground, spans: Mapping[int, range], links: LinkIndex, same_as_wrong: bool, also: Sequence[int] = (), base: Group | None = None
+) -> tuple[list[Request], Evidence]:
+    """One request per candidate (in ranked order), all on one evidence block that also holds
+    the steps `also` (the re-search neighbourhoods). With `base` (the best candidate's group),
+    the block extends that group's prompt, whose cached text of the steps it shows in full is
+    not repeated."""
     ctx, view, opts, limits, system, prior_block = g.unpack()
     grammar = verify_grammar(limits)
     max_tokens = verify_max_tokens(limits)
-    reqs = []
-    for c, span in spans.items():
+    evidence = evidence_for(spans, links)
+    union = sorted({s for steps in evidence.values() for s in steps} | set(also))
+    questions = {
+        c: render(
+            "falat/verify.j2",
+            limits=limits,
+            candidate=c,
+            agent=view.agent(c),
+            span=[spans[c].start, spans[c][-1]],
+            linked=[s for s in evidence[c] if s not in spans[c]],
+            transitions=links.of(c),
+            same_as_wrong=same_as_wrong,
+        )
+        for c in spans
+    }
 
-        def messages(shown: list[dict[str, Any]], c: int = c) -> list[dict[str, str]]:
-            prompt = render(
-                "falat/verify.j2",
-                prior_block=prior_block,
-                limits=limits,
-                candidate=c,
-                agent=view.agent(c),
-                steps=shown,
-                transitions=transitions_of(c, labels),
-                same_as_wrong=same_as_wrong,
-            )
-            return [system, {"role": "user", "content": prompt}]
+    reused = base.whole if base is not None else frozenset()
+    opening = base.block if base is not None else prior_block
+    new = [s for s in union if s not in reused]
 
-        shown = full_steps(g, span, messages([]), max_tokens)
-        reqs.append(ctx.request(f"falat/verify/{c}", messages(shown), grammar, opts.sampling(max_tokens, judge=True)))
-    return reqs
+    def block(shown: list[dict[str, Any]]) -> str:
+        return render("falat/_evidence.j2", opening=opening, steps=shown, reused=sorted(reused & set(union)))
+
+    longest = max(questions.values(), key=len)
+    shown = full_steps(g, new, [system, {"role": "user", "content": block([]) + longest}], max_tokens)
+    head = block(shown)
+    sampling = opts.sampling(max_tokens, judge=True)
+    reqs = [ctx.request(f"falat/verify/{c}", [system, {"role": "user", "content": head + "\n\n" + q}], grammar, sampling) for c, q in questions.items()]
+    return reqs, Evidence(head, tuple(union))
 
 
 def parse_verdict(step: int, value: dict[str, Any]) -> Verdict:

@@ -5,13 +5,14 @@ Two batches, each holding every window of the trace:
 1. stage pass: each window but the last gets its high level, a stage summary and the step it
    points at;
 2. step pass: each window gets its mid level (per step: action, decision, whether it is active,
-   significance, the three candidate signals) with the stage summaries of the EARLIER windows in
+   the three candidate signals) with the stage summaries of the EARLIER windows in
    view, so "rests on information no earlier result supports" can be judged. The last window's
    stage summary comes with its mid level (no later window needs it first).
 
 Both prompts of a window open with the prior and the window's steps, in the same words, so the
 step pass reads the window from the prefix cache the stage pass filled; the question comes last.
-Each step's raw text is clipped to a per-step token cap.
+Each step's raw text is clipped to a per-step token cap. Both passes decide which steps stay in
+the search (a focus step, a flag, a passive judgement), so they run at the judge temperature.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ class StepSummary:
     agent: str
     action: str
     decision: str
-    significance: int
     outcome_relevance: bool
     prior_inconsistency: bool
     execution_inconsistency: bool
@@ -136,7 +136,7 @@ def stage_requests(g: Ground, windows: list[range], fit: WindowFit) -> list[Requ
                 f"falat/stage/{w}",
                 _messages(g, steps, texts, "stage", [], False),
                 stage_grammar(_eligible(g, steps), g.limits),
-                g.opts.sampling(stage_max_tokens(g.limits)),
+                g.opts.sampling(stage_max_tokens(g.limits), judge=True),
             )
         )
     return reqs
@@ -158,7 +158,7 @@ def window_requests(g: Ground, windows: list[range], fit: WindowFit, stages: Seq
                 f"falat/window/{w}",
                 _messages(g, steps, texts, "steps", earlier, last),
                 window_grammar(agents, _eligible(g, steps), g.limits, with_stage=last),
-                g.opts.sampling(window_max_tokens(agents, g.limits)),
+                g.opts.sampling(window_max_tokens(agents, g.limits), judge=True),
             )
         )
     return reqs, left_out
@@ -180,7 +180,6 @@ def parse_window(steps: range, value: dict[str, Any]) -> list[StepSummary]:
                 agent=v["agent"],
                 action=v["action"],
                 decision=v["decision"],
-                significance=int(v["significance"]),
                 active=bool(v["active"]),
                 **{s: bool(v[s]) for s in SIGNALS},
             )

@@ -176,7 +176,7 @@ def agents_from_steps(steps: list[Step], known: list[AgentInfo] | None = None) -
     return out
 
 
-TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")  # the files read as traces (.traj: SWE-agent)
+TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj", ".eval")  # the files read as traces (.traj: SWE-agent; .eval: inspect_ai)
 
 
 def file_stem(path: Path) -> str:

@@ -8,7 +8,9 @@ Three container shapes reach us, all read into one flat list of `Span`:
   collector's ClickHouse columns in snake case, children nested);
 - flat span lists as Arize Phoenix and the OTel console exporter write them (``{name, context:
   {trace_id, span_id}, parent_id, start_time, attributes, span_kind?}``), JSON array, JSON Lines or
-  the console exporter's pretty-printed objects one after another; any-agent's ``AgentTrace``
+  the console exporter's pretty-printed objects one after another; the OTel JS SDK's ReadableSpan
+  (``{name, spanContext: {traceId, spanId}, parentSpanId | parentSpanContext, startTime: [s, ns],
+  attributes}``, as Vercel AI SDK spans are dumped); any-agent's ``AgentTrace``
   (``{"spans": [...], "final_output"}``, ids as decimal numbers, ``parent: {span_id}``).
 
 Parents are found whatever their spelling (``parent_id``, ``parent_span_id``, ``parentSpanId``,
@@ -154,6 +156,9 @@ def _time(value: Any) -> tuple[str | None, int | None]:
         return ns_to_iso(ns), ns
     if isinstance(value, str):
         return value, iso_to_ns(value)
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        ns = value[0] * 1_000_000_000 + value[1]  # the OTel JS SDK's [seconds, nanoseconds]
+        return ns_to_iso(ns), ns
     return None, None
 
 
@@ -206,6 +211,8 @@ def _first(obj: dict[str, Any], keys: tuple[str, ...]) -> Any:
 def _parent_ref(sp: dict[str, Any]) -> Any:
     """The parent id in any of the spellings exporters use (``parent: {span_id}`` included)."""
     ref = _first(sp, _PARENT_KEYS)
+    if ref is None and isinstance(sp.get("parentSpanContext"), dict):  # OTel JS SDK 2.x
+        ref = _first(sp["parentSpanContext"], _SPAN_ID_KEYS)
     if ref is None and isinstance(sp.get("parent"), dict):
         ref = _first(sp["parent"], _SPAN_ID_KEYS)
     elif ref is None and isinstance(sp.get("parent"), (str, int)) and not isinstance(sp.get("parent"), bool):
@@ -222,11 +229,19 @@ def _list(value: Any, what: str, where: str, source: str) -> list[Any]:
     return value
 
 
+def _context(sp: dict[str, Any]) -> dict[str, Any]:
+    """The span's own context object: ``context`` (Phoenix, Python console) or ``spanContext``
+    (the OTel JS SDK's ReadableSpan, as Vercel AI SDK exports are dumped)."""
+    for key in ("context", "spanContext"):
+        if isinstance(sp.get(key), dict):
+            return sp[key]  # type: ignore[no-any-return]
+    return {}
+
+
 def _is_span_like(obj: Any) -> bool:
     if not isinstance(obj, dict):
         return False
-    ctx = obj.get("context")
-    return any(k in obj for k in _SPAN_ID_KEYS) or (isinstance(ctx, dict) and any(k in ctx for k in _SPAN_ID_KEYS))
+    return any(k in obj for k in _SPAN_ID_KEYS) or any(k in _context(obj) for k in _SPAN_ID_KEYS)
 
 
 def is_span_container(data: Any) -> bool:
@@ -297,7 +312,7 @@ class _Collector:
         """A TRAIL/Phoenix/console span, and its `child_spans` recursively."""
         if not isinstance(sp, dict):
             raise TraceError(self.source, f"{where}: expected a span object, got {type_name(sp)}")
-        ctx = sp.get("context") if isinstance(sp.get("context"), dict) else {}
+        ctx = _context(sp)
         attrs = sp.get("span_attributes", sp.get("attributes"))
         if attrs is not None and not isinstance(attrs, dict):
             raise TraceError(self.source, f"{where}: span attributes must be an object, got {type_name(attrs)}")

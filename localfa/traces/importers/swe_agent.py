@@ -13,6 +13,9 @@ Shape: ``{"trajectory": [{action, observation, response, thought, state?, execut
 - the agent is ``SWE-agent (<replay_config.agent.model.name>)``; the task is the issue
   (``replay_config.problem_statement.text``, else the issue inside the task prompt); the final
   output is ``info.submission`` (the patch), else the last response.
+- a ``.traj`` that kept only ``history`` (no ``trajectory``) is read from its messages: assistant
+  messages are actions (tool calls, else the ``action`` text as the call), tool results and later
+  user messages are observations joined by ``tool_call_ids``.
 """
 
 from __future__ import annotations
@@ -23,14 +26,25 @@ from typing import Any
 
 from localfa.traces.errors import TraceError
 from localfa.traces.importers import coding
-from localfa.traces.importers.common import openai_tool_calls, type_name
+from localfa.traces.importers.common import object_items, openai_tool_calls, type_name
 from localfa.traces.model import AgentInfo, Step, Trace
 
 NAME = "swe-agent"
 
 
+def _history_only(data: Any) -> bool:
+    """A ``.traj`` that kept only ``history`` (SWE-agent's messages carry ``message_type`` and
+    ``agent``, which Who&When histories never do)."""
+    if not isinstance(data, dict) or data.get("trajectory") or not isinstance(data.get("history"), list):
+        return False
+    return any(isinstance(m, dict) and "message_type" in m and "agent" in m for m in data["history"][:10])
+
+
 def sniff(data: Any) -> bool:
-    """An object whose ``trajectory`` is a list of turns with ``action`` and ``observation``."""
+    """An object whose ``trajectory`` is a list of turns with ``action`` and ``observation``, or
+    whose ``history`` holds SWE-agent's typed messages (a history-only ``.traj``)."""
+    if _history_only(data):
+        return True
     if not isinstance(data, dict) or not isinstance(data.get("trajectory"), list):
         return False
     first = next((t for t in data["trajectory"] if isinstance(t, dict)), None)
@@ -93,8 +107,45 @@ def _turn_text(turn: dict[str, Any], where: str, source: str) -> str:
     return "\n\n".join(p for p in (thought, action) if p.strip())
 
 
+def _history_steps(history: list[Any], agent: str, source: str) -> tuple[list[Step], str | None, str | None, int]:
+    """Steps of a history-only ``.traj``: (steps, system prompt, task prompt, demonstrations
+    skipped). Each assistant message is an action (its tool calls, else its ``action`` as the
+    call); tool results and later user messages (SWE-agent's observations) are observations."""
+    steps: list[Step] = []
+    system = task = None
+    demos = 0
+    names: dict[str, str] = {}
+    for where, m in object_items(history, "history", source, "a message object"):
+        if m.get("is_demo") or m.get("message_type") == "demonstration":
+            demos += 1
+            continue
+        role = m.get("role")
+        text = coding.text_of(m.get("content"), where, source)
+        if role == "assistant":
+            calls = openai_tool_calls(m.get("tool_calls"), where, source)
+            action = m.get("action") if isinstance(m.get("action"), str) else ""
+            if not calls and action.strip():
+                calls = [{"name": action.split()[0], "arguments": action}]
+            names.update({c["id"]: str(c["name"]) for c in calls if isinstance(c.get("id"), str)})
+            steps.append(coding.action(len(steps), agent, text or str(m.get("thought") or ""), calls))
+        elif role == "system" and system is None:
+            system = text
+            steps.append(coding.observation(len(steps), text, agent=coding.SYSTEM, role="system"))
+        elif role == "user" and task is None:
+            task = text
+            steps.append(coding.observation(len(steps), text, agent=coding.USER, role="user", name="task"))
+        else:
+            ids = m.get("tool_call_ids") if isinstance(m.get("tool_call_ids"), list) else []
+            call_id = ids[0] if len(ids) == 1 and isinstance(ids[0], str) else None
+            name = names.get(call_id or "") or coding.nag_kind(text)
+            steps.append(coding.observation(len(steps), text, call_id=call_id, name=name))
+    return steps, system, task, demos
+
+
 def parse(data: Any, path: Path, source: str) -> Trace:
     """A SWE-agent ``.traj`` as a Trace; raises TraceError naming the turn at fault."""
+    if _history_only(data):
+        return _parse_history_only(data, path, source)
     if not isinstance(data, dict) or not isinstance(data.get("trajectory"), list):
         raise TraceError(source, "not a SWE-agent trajectory: expected an object with a 'trajectory' array")
     history = data.get("history") if data.get("history") is not None else []
@@ -126,6 +177,32 @@ def parse(data: Any, path: Path, source: str) -> Trace:
             joined = calls[0] if len(calls) == 1 else {}
             call_id = joined.get("id") if isinstance(joined.get("id"), str) else None
             steps.append(coding.observation(len(steps), text, call_id=call_id, name=joined.get("name") or coding.nag_kind(text)))
+    return _trace(data, info, replay, agent, system, task_prompt, steps, demos, path, source)
+
+
+def _parse_history_only(data: dict[str, Any], path: Path, source: str) -> Trace:
+    info: dict[str, Any] = data["info"] if isinstance(data.get("info"), dict) else {}
+    replay = _replay_config(data)
+    agent = coding.agent_label("SWE-agent", _model(replay))
+    steps, system, task_prompt, demos = _history_steps(data["history"], agent, source)
+    if not any(s.kind == "action" for s in steps):
+        raise TraceError(source, "the history has no assistant message: nothing the agent did")
+    return _trace(data, info, replay, agent, system, task_prompt, steps, demos, path, source)
+
+
+def _trace(
+    data: dict[str, Any],
+    info: dict[str, Any],
+    replay: dict[str, Any],
+    agent: str,
+    system: str | None,
+    task_prompt: str | None,
+    steps: list[Step],
+    demos: int,
+    path: Path,
+    source: str,
+) -> Trace:
+    """The Trace around `steps`: the patch as final output, exit status, demonstrations skipped."""
     submission = info.get("submission")
     final = submission if isinstance(submission, str) and submission.strip() else None
     if final is None:
@@ -135,12 +212,11 @@ def parse(data: Any, path: Path, source: str) -> Trace:
         metadata["environment"] = data["environment"]
     if demos:
         metadata["demonstrations_skipped"] = demos
-    task = _problem(replay) or coding.issue_text(task_prompt or "")
     return Trace(
         id=coding.run_id(path),
         source=source,
         format=NAME,
-        task=task,
+        task=_problem(replay) or coding.issue_text(task_prompt or ""),
         agents=[AgentInfo(name=agent, system_prompt=system)],
         steps=steps,
         final_output=final,

@@ -1,0 +1,155 @@
+"""Mutants against their intact method: does the oracle ceiling notice each deliberate break?
+
+For each method with registered mutants (`localfa.oracle.mutants.registered_mutants`), the intact
+method and every mutant are swept on the same traces, each variant in its own run directory:
+
+- ``OUT/METHOD/VARIANT/p=1/``: the honest oracle, seed 0 (p = 1 is deterministic): the ceiling,
+  and the cost (calls and prompt tokens per trace, from the records' usage);
+- ``OUT/METHOD/VARIANT/p=0.7-real/``: p = 0.7 under the realistic error model, seeds 0, 1, 2: the
+  step accuracy the kill rule `p07` compares.
+
+A mutant is applied in-process around its sweeps (`Mutant.patch()`, and `Mutant.method_spec` for
+spec options), and judged against the intact figures by `localfa.oracle.mutants.killed_by`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from localfa.bench.metrics import score_record
+from localfa.bench.report import load_run
+from localfa.bench.sweep import run_sweep
+from localfa.engine.factory import make_engine
+from localfa.methods.registry import MethodSpec
+from localfa.oracle.mutants import Figures, KillRule, Mutant, killed_by
+from localfa.results import ResultRecord
+from localfa.traces.model import Trace
+
+INTACT = "intact"
+NOISY_P = 0.7
+NOISY_SEEDS: tuple[int, ...] = (0, 1, 2)
+
+
+@dataclass
+class Variant:
+    """One row of the table: a method intact or under one mutant, and what it measured."""
+
+    method: str
+    mutant: Mutant | None
+    figures: Figures
+    killed: list[KillRule] = field(default_factory=list)
+    errors: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return INTACT if self.mutant is None else self.mutant.name
+
+
+def step_accuracy(records: Sequence[ResultRecord]) -> float:
+    """Exact-step accuracy: per trace the mean over its seeds, then the mean over traces
+    (a failed record scores 0)."""
+    by_trace: dict[str, list[float]] = {}
+    for r in records:
+        by_trace.setdefault(r.trace, []).append(score_record(r)["step"] or 0.0)
+    return sum(sum(v) / len(v) for v in by_trace.values()) / len(by_trace) if by_trace else 0.0
+
+
+def per_trace(records: Sequence[ResultRecord], field_name: str) -> float:
+    """The mean of a usage field per record (calls, prompt_tokens)."""
+    return sum(float(r.usage.get(field_name, 0) or 0) for r in records) / len(records) if records else 0.0
+
+
+def sweep_records(
+    run_dir: Path, traces: list[Trace], specs: Sequence[MethodSpec], seeds: Sequence[int], engine_spec: str, concurrency: int = 64
+) -> list[ResultRecord]:
+    """One quiet sweep on a fresh engine (`engine_spec`, e.g. ``oracle:p=0.7:noise=real``); its records."""
+    engine = make_engine(engine_spec, say=lambda _: None)
+    try:
+        run_sweep(run_dir, traces, list(specs), list(seeds), engine, concurrency=concurrency, progress=False, say=lambda _: None)
+    finally:
+        engine.close()
+    records, _ = load_run(run_dir)
+    return records
+
+
+def measure(
+    out: Path, traces: list[Trace], method: str, mutant: Mutant | None, noisy: bool = True, noise: str = "real", concurrency: int = 64
+) -> Variant:
+    """Sweep one variant (at p = 1, and at p = 0.7 unless `noisy` is False) and measure it."""
+    started = time.perf_counter()
+    spec = MethodSpec.parse(mutant.method_spec(method) if mutant else method)
+    where = out / method / (INTACT if mutant is None else mutant.name)
+    with mutant.patch() if mutant else contextlib.nullcontext():
+        exact = sweep_records(where / "p=1", traces, [spec], [0], "oracle:p=1", concurrency)
+        noisy_records = (
+            sweep_records(where / f"p={NOISY_P:g}-{noise}", traces, [spec], NOISY_SEEDS, f"oracle:p={NOISY_P:g}:noise={noise}", concurrency)
+            if noisy
+            else []
+        )
+    figures = Figures(
+        ceiling=step_accuracy(exact),
+        noisy_accuracy=step_accuracy(noisy_records) if noisy else None,
+        calls_per_trace=per_trace(exact, "calls"),
+        prefill_per_trace=per_trace(exact, "prompt_tokens"),
+    )
+    errors = sum(1 for r in [*exact, *noisy_records] if r.error)
+    return Variant(method, mutant, figures, errors=errors, wall_s=time.perf_counter() - started)
+
+
+def run_mutants(
+    out: Path,
+    traces: list[Trace],
+    mutants: dict[str, tuple[Mutant, ...]],
+    noisy: bool = True,
+    noise: str = "real",
+    concurrency: int = 64,
+    say: Callable[[str], None] = lambda _: None,
+) -> list[Variant]:
+    """Every method intact, then under each of its mutants; each mutant's `killed` filled in."""
+    rows: list[Variant] = []
+    for method, found in mutants.items():
+        intact = measure(out, traces, method, None, noisy, noise, concurrency)
+        say(f"# {method} intact: {intact.wall_s:.1f}s")
+        rows.append(intact)
+        for mutant in found:
+            row = measure(out, traces, method, mutant, noisy, noise, concurrency)
+            row.killed = killed_by(intact.figures, row.figures)
+            say(f"# {method} {mutant.name}: {row.wall_s:.1f}s")
+            rows.append(row)
+    return rows
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def table_lines(rows: Sequence[Variant]) -> list[str]:
+    """The printed table (one line per variant) and, per method, ``method=NAME
+    mutants_killed=K/N`` and its intact ``ceiling_step_accuracy=``."""
+    head = f"{'method':<14} {'mutant':<28} {'expect':<6} {'p=1':>6} {'p=0.7':>6} {'calls/tr':>9} {'prefill/tr':>11} {'err':>4}  killed"
+    lines = [head]
+    for r in rows:
+        f = r.figures
+        killed = ",".join(r.killed) if r.mutant else "-"
+        if r.mutant and not r.killed:
+            killed = "NOT KILLED"
+        elif r.mutant and r.mutant.expect not in r.killed:
+            killed += f" (expected {r.mutant.expect})"
+        lines.append(
+            f"{r.method:<14} {r.name:<28} {(r.mutant.expect if r.mutant else '-'):<6} {_num(f.ceiling):>6} {_num(f.noisy_accuracy):>6} "
+            f"{f.calls_per_trace:>9.1f} {f.prefill_per_trace:>11.0f} {r.errors:>4}  {killed}"
+        )
+    for method in dict.fromkeys(r.method for r in rows):
+        mine = [r for r in rows if r.method == method]
+        intact = next(r for r in mine if r.mutant is None)
+        muts = [r for r in mine if r.mutant is not None]
+        lines.append(
+            f"method={method} mutants_killed={sum(1 for r in muts if r.killed)}/{len(muts)} "
+            f"ceiling_step_accuracy={intact.figures.ceiling:.3f} noisy_step_accuracy={_num(intact.figures.noisy_accuracy)}"
+        )
+    return lines

@@ -1,0 +1,69 @@
+"""`localfa summarize RUN_DIR`: the summary's files beside the run's results.
+
+Writes RUN_DIR/summary.md, RUN_DIR/summary.jsonl, RUN_DIR/summary-view.html (the trace view of
+every exemplar, read from the run's own trace files as its manifest lists them) and rewrites
+RUN_DIR/report.html with the "What failed" section. Returns the summary for the caller to print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from localfa.durable import replace_durably
+from localfa.insights.render import SUMMARY_VIEW, summary_jsonl, summary_markdown
+
+__all__ = ["SUMMARY_VIEW", "exemplar_anchors", "write_summary"]
+from localfa.insights.summary import Summary, summarize
+
+SUMMARY_MD = "summary.md"
+SUMMARY_JSONL = "summary.jsonl"
+
+
+@dataclass
+class Written:
+    summary: Summary
+    markdown: str
+    files: list[Path]
+    view_problem: str | None = None
+
+
+def exemplar_anchors(summary: Summary, href: str = SUMMARY_VIEW) -> dict[str, str]:
+    """trace id -> its section in the exemplars' view (sections follow first-seen trace order)."""
+    order = list(dict.fromkeys(e.trace for g in summary.groups for e in g.exemplars))
+    return {tid: f"{href}#t{i}" for i, tid in enumerate(order)}
+
+
+def write_summary(run_dir: str | Path, max_groups: int = 20, folders: tuple[str, ...] = ()) -> Written:
+    from localfa.bench.report import load_run, write_report
+    from localfa.view import write_view
+    from localfa.view.records import TraceFiles
+
+    run = Path(run_dir)
+    records, _ = load_run(run)
+    summary = summarize(records, max_groups)
+    anchors = exemplar_anchors(summary)
+    files: list[Path] = []
+    problem = None
+    wanted = {(e.trace, e.method, e.seed) for g in summary.groups for e in g.exemplars}
+    order = {tid: i for i, tid in enumerate(anchors)}
+    chosen = sorted((r for r in records if (r.trace, r.method, int(r.seed)) in wanted), key=lambda r: order.get(r.trace, 0))
+    if chosen:
+        try:
+            files.append(
+                write_view(
+                    [r.record() for r in chosen],
+                    run / SUMMARY_VIEW,
+                    readable=TraceFiles.of_run(run, folders),
+                    title="localfa — exemplars of what failed",
+                )
+            )
+        except OSError as exc:
+            problem, anchors = f"{run / SUMMARY_VIEW}: {exc.strerror or exc}", {}
+    markdown = summary_markdown(summary, anchors)
+    replace_durably(run / SUMMARY_MD, markdown)
+    replace_durably(run / SUMMARY_JSONL, "".join(line + "\n" for line in summary_jsonl(summary)))
+    files += [run / SUMMARY_MD, run / SUMMARY_JSONL]
+    _, html_path = write_report(run, insights=summary, anchors=anchors)
+    files.append(html_path)
+    return Written(summary, markdown, files, problem)

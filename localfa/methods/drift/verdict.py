@@ -1,0 +1,82 @@
+"""DRIFT's answer: the first error span and its step when the tracer marked harmful claims, else a
+judged fallback.
+
+With marks, the prediction is every marked span (the paper's Ê) and the first error is the
+earliest: the span that introduced the earliest harmful claim (`tracer`), answered at the step of
+the agent that made it. With none, Ê = ∅ and a step is still answered, as a judgement rather than
+a position: the span that introduced the checked claim whose support came out weakest
+(`support.weakest_claim`); with no checked claim at all, the last span. `step_is_fallback` says
+which of the two an answer is, so a report can score fallback answers apart from found errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from localfa.diagnosis import Diagnosis
+from localfa.methods.base import MethodContext
+from localfa.methods.drift.ledger import Claim, Ledger
+from localfa.methods.drift.spans import Span, SpanView
+from localfa.methods.drift.support import SupportCheck, weakest_claim
+from localfa.methods.drift.tracer import Mark, error_spans, pick_step
+
+METHOD = "drift"
+
+
+def diagnose(
+    ctx: MethodContext,
+    view: SpanView,
+    spans: list[Span],
+    ledger: Ledger,
+    checked: list[Claim],
+    checks: list[SupportCheck],
+    marks: list[Mark],
+    details: dict[str, Any],
+) -> Diagnosis:
+    """The diagnosis of one audit; `details` is completed with where the answer came from."""
+    by_claim = {k.claim: k for k in checks}
+    err = error_spans(marks)
+    details["error_spans"] = err
+    if err:
+        first = spans[err[0]]
+        there = [ledger.get(m.claim) for m in marks if m.span == first.id]
+        claims = list({c.id: c for c in there if c is not None}.values())
+        step = pick_step(view, first, [c.text for c in claims])
+        why = "; ".join(f"{c.id} ({by_claim[c.id].status}): {c.text}" for c in claims if c.id in by_claim)
+        details.update(first_error_span=first.id, no_error_reason=None, step_is_fallback=False)
+        reasoning = (
+            f"First error in span {first.id} (steps {first.first}-{first.last}), which carries "
+            f"unsupported claim(s) {why}. Error spans: {', '.join(map(str, err))}."
+        )
+        ordered = sorted({m.claim for m in marks}, key=lambda cid: min(m.span for m in marks if m.claim == cid))
+        predicted = [spans[i].as_range() for i in err]
+    else:
+        risky = [k.claim for k in checks if k.risky]
+        reason = (
+            "risky claims were judged harmless"
+            if risky
+            else "no committed claim lacks support"
+            if checks
+            else "no committed claim was recorded"
+        )
+        weakest = weakest_claim(checked, checks)
+        if weakest is not None:
+            span = spans[weakest.introduced]
+            step = pick_step(view, span, [weakest.text])
+            where = f"the span that introduced {weakest.id}, the claim whose support came out weakest ({by_claim[weakest.id].status})"
+        else:
+            span = spans[-1]
+            step = pick_step(view, span, [ctx.trace.final_output] if ctx.trace.final_output else [])
+            where = "the last span"
+        details.update(
+            first_error_span=None,
+            no_error_reason=f"{reason}: no error span (the prediction is empty); answering {where} as a fallback",
+            step_is_fallback=True,
+            fallback_span=span.id,
+            fallback_claim=weakest.id if weakest else None,
+        )
+        reasoning = f"No error span found ({reason}); answering step {step} in span {span.id}, {where}, as a fallback."
+        ordered = [weakest.id] if weakest else []
+        predicted = []
+    evidence = list(dict.fromkeys(by_claim[c].evidence for c in ordered if c in by_claim and by_claim[c].evidence_verbatim))
+    return ctx.diagnosis(METHOD, step=step, reasoning=reasoning, evidence=evidence, spans=predicted, details=details)

@@ -1,0 +1,164 @@
+"""The price of a diagnosis per method: calls, prompt tokens, the prefill a GPU must do, memory.
+
+Each method runs at its strong-model defaults (32k window) on the honest oracle, first on the
+dev split, then on long runs grown from a few of its traces (`localfa.traces.longruns`: 10k,
+50k, 200k and 1M tokens, the fault half-way). Every prompt is rendered with a real chat template
+and tokenizer (the embedded model's, or --tokenizer DIR) and replayed through an unbounded
+16-token-block prefix cache (`localfa.bench.cost`). Prints per method and set:
+
+- `calls_per_trace=`, `prompt_tokens_per_trace=`, `uncached_prefill_per_trace_token=` (tokens a
+  GPU must prefill over the trace's own tokens), `completion_tokens_per_trace=`,
+  `harness_ms_per_call=` (Python per call, real token counting included), `peak_memory_mb=`
+  (growth of the diagnosing process's resident memory), `record_kb=` (largest record);
+- per method, `growth_exponent_<figure>=`: the slope of log(figure) against log(run length)
+  over the long runs; and an `aim` line per method (exponent <= 1.1, prefill ratio, memory, record).
+
+A run past --timeout is stopped and printed as `unfinished`.
+
+    python scripts/bench_cost.py
+    python scripts/bench_cost.py --methods safari,all-at-once --limit 2 --lengths 10k,50k
+    python scripts/bench_cost.py --json docs/data/bench_cost.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from localfa.bench.benchjson import add_json_option, run_recorded
+from localfa.bench.cost import DEFAULT_WINDOW, GROWTH_FIGURES, TraceCost, cost_model, growth_exponent, measure_isolated, summary
+from localfa.bench.prefill import PromptTokens, load_tokenizer
+from localfa.bench.sweep import load_traces
+from localfa.traces.longruns import long_runs, parse_tokens
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "whowhen"
+DEFAULT_METHODS = "safari,falat,drift,all-at-once,step-by-step,binary-search"
+DEFAULT_LENGTHS = "10k,50k,200k,1M"
+SHOWN = (
+    "calls_per_trace",
+    "prompt_tokens_per_trace",
+    "uncached_prefill_per_trace_token",
+    "completion_tokens_per_trace",
+    "harness_ms_per_call",
+    "peak_memory_mb",
+    "record_kb",
+    "step_accuracy",
+    "errors",
+)
+# The issue's aims at strong-model defaults: growth, prefill per trace token, memory, record size.
+MAX_EXPONENT = 1.1
+MAX_PREFILL = {"falat": 3.0}
+DEFAULT_MAX_PREFILL = 2.0
+MAX_MEMORY_MB = 1024.0
+MAX_RECORD_KB = 1024.0
+
+
+def line(method: str, where: str, figures: dict[str, float]) -> str:
+    shown = " ".join(f"{k}={figures[k]:.3f}" if k in ("uncached_prefill_per_trace_token", "step_accuracy") else f"{k}={figures[k]:.1f}" for k in SHOWN if k in figures)
+    return f"method={method} {where} traces={int(figures.get('traces', 0))} {shown}"
+
+
+def report_unfinished(costs: list[TraceCost], where: str) -> None:
+    for c in costs:
+        if not c.finished:
+            print(f"unfinished method={c.method} {where} trace={c.trace} why={c.error!r}")
+
+
+def aims(method: str, dev: dict[str, float], growth: dict[str, float | None], longest: dict[str, float]) -> str:
+    """One line: which of the issue's aims this method meets, with the figures."""
+    base = method.split(":", 1)[0]
+    worst = max((v for k, v in growth.items() if v is not None and k not in ("peak_memory_mb", "record_kb")), default=None)
+    prefill = dev.get("uncached_prefill_per_trace_token", float("nan"))
+    limit = MAX_PREFILL.get(base, DEFAULT_MAX_PREFILL)
+    checks = {
+        "growth": worst is not None and worst <= MAX_EXPONENT,
+        "prefill": prefill <= limit,
+        "memory": longest.get("peak_memory_mb", float("inf")) < MAX_MEMORY_MB,
+        "record": longest.get("record_kb", float("inf")) < MAX_RECORD_KB,
+    }
+    worst_text = "n/a" if worst is None else f"{worst:.2f}"
+    return (
+        f"aim method={method} growth_exponent_max={worst_text} prefill_ratio={prefill:.3f} (<= {limit:g}) "
+        f"peak_memory_mb_longest={longest.get('peak_memory_mb', float('nan')):.1f} record_kb_longest={longest.get('record_kb', float('nan')):.1f} "
+        + " ".join(f"{k}_ok={int(v)}" for k, v in checks.items())
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--methods", default=DEFAULT_METHODS, help=f"method specs, comma-separated (default {DEFAULT_METHODS})")
+    ap.add_argument("--data", default=str(DEFAULT_DATA), help="labelled traces (default: the Who&When dev split)")
+    ap.add_argument("--limit", type=int, default=None, help="at most N dev traces per subset")
+    ap.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"long-run lengths in tokens, e.g. 10k,1M ('' for none; default {DEFAULT_LENGTHS})")
+    ap.add_argument("--long-from", type=int, default=2, help="dev traces the long runs are grown from (default 2: one per subset)")
+    ap.add_argument("--no-dev", action="store_true", help="only the long runs")
+    ap.add_argument("--tokenizer", default=None, help="tokenizer folder with a chat template (default: the embedded model's)")
+    ap.add_argument("--window", type=int, default=DEFAULT_WINDOW, help=f"context window the methods fit (default {DEFAULT_WINDOW})")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds one diagnosis may take before it is stopped (default 600)")
+    ap.add_argument("--write-models", type=Path, default=None, metavar="FILE", help="write the fitted cost models as a Python module (localfa/bench/cost_models.py)")
+    add_json_option(ap)
+    args = ap.parse_args()
+    models: dict[str, dict[str, tuple[float, float]]] = {}
+
+    specs = [m.strip() for m in args.methods.split(",") if m.strip()]
+    lengths = [parse_tokens(x) for x in args.lengths.split(",") if x.strip()]
+    tokens = PromptTokens(load_tokenizer(args.tokenizer))
+    dev = load_traces([args.data], limit=args.limit)
+    grown = long_runs(load_traces([args.data]), lengths, count=args.long_from) if lengths else {}
+    name = Path(args.tokenizer).name if args.tokenizer else "embedded SmolLM2-135M-Instruct"
+    print(
+        f"# tokenizer={name!r} exact_chunking={tokens.exact} window={args.window} dev_traces={len(dev)} "
+        f"long_runs={sum(len(v) for v in grown.values())} date={time.strftime('%Y-%m-%d', time.gmtime())}"
+    )
+    for spec in specs:
+        dev_fig: dict[str, float] = {}
+        costs: list[TraceCost] = []
+        if not args.no_dev:
+            costs = list(measure_isolated(spec, dev, tokens, args.window, args.timeout))
+            report_unfinished(costs, "set=dev")
+            dev_fig = summary(costs)
+            print(line(spec, "set=dev", dev_fig), flush=True)
+        every = list(costs) if not args.no_dev else []
+        points: dict[str, list[tuple[float, float]]] = {f: [] for f in GROWTH_FIGURES}
+        longest: dict[str, float] = {}
+        for length, runs in grown.items():
+            costs = list(measure_isolated(spec, runs, tokens, args.window, args.timeout))
+            every += costs
+            report_unfinished(costs, f"set=long length={length}")
+            fig = summary(costs)
+            print(line(spec, f"set=long length={length} trace_tokens={fig.get('trace_tokens', 0):.0f}", fig), flush=True)
+            if fig.get("traces"):
+                longest = fig
+                for f in GROWTH_FIGURES:
+                    points[f].append((fig["trace_tokens"], fig[f]))
+        growth = {f: growth_exponent(p) for f, p in points.items()}
+        if grown:
+            print(f"method={spec} " + " ".join(f"growth_exponent_{f}={'n/a' if v is None else f'{v:.2f}'}" for f, v in growth.items()), flush=True)
+        print(aims(spec, dev_fig, growth, longest), flush=True)
+        models[spec] = cost_model(every)  # what `localfa bench --estimate` predicts with
+        for figure, (a, b) in models[spec].items():
+            print(f"cost_model method={spec} figure={figure} a={a:.4g} b={b:.4f}", flush=True)
+    if args.write_models:
+        measured = f"scripts/bench_cost.py on {time.strftime('%Y-%m-%d', time.gmtime())}, {len(dev)} dev traces + long runs {args.lengths}, tokenizer {name}"
+        write_models(args.write_models, models, measured)
+    return 0
+
+
+def write_models(path: Path, models: dict[str, dict[str, tuple[float, float]]], measured: str) -> None:
+    """The fitted models as a small Python module (data only), for `localfa bench --estimate`."""
+    rows = "\n".join(f"    {m!r}: {{{', '.join(f'{f!r}: ({a:.6g}, {b:.6g})' for f, (a, b) in figs.items())}}}," for m, figs in models.items())
+    text = (
+        '"""Per-method cost models for `localfa bench --estimate`: per-trace figure = a * tokens**b (tokens at\n'
+        '4 characters each). Written by `scripts/bench_cost.py --write-models`; do not edit by hand."""\n\n'
+        f"MEASURED = {measured!r}\n"
+        f"MODELS: dict[str, dict[str, tuple[float, float]]] = {{\n{rows}\n}}\n"
+    )
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(run_recorded(main, "bench_cost"))

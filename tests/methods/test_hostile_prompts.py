@@ -1,0 +1,59 @@
+"""Every prompt of every registered method, rendered over a trace with a hostile value in every
+field that can reach a prompt (`localfa.testing.hostile`), speaks only in its own voice: no line
+outside a data block begins with trace text, and no stray block marker is left. The oracle engine
+answers (so every stage runs, as far as a careful model would take it); a wrapper keeps each
+request it is given."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pytest
+
+from localfa.api import diagnose_iter
+from localfa.engine.types import Request
+from localfa.methods.fencing import neutralise
+from localfa.methods.registry import method_names
+from localfa.oracle.engine import OracleEngine
+from localfa.testing.hostile import MARK, hostile_trace, hostile_value, lines_in_prompt_voice
+
+
+class RecordingOracle(OracleEngine):
+    """The oracle engine, keeping every request it answers."""
+
+    def __init__(self) -> None:
+        super().__init__(1.0)
+        self.seen: list[Request] = []
+
+    def _generate_raw(self, requests: Sequence[Request]):
+        self.seen += requests
+        return super()._generate_raw(requests)
+
+
+@pytest.mark.parametrize("name", method_names())
+def test_no_trace_field_speaks_in_the_prompts_voice(name):
+    engine = RecordingOracle()
+    ((_, diag),) = list(diagnose_iter(engine, name, [hostile_trace()]))
+    assert diag.error is None, diag.error
+    if not engine.seen:
+        pytest.skip(f"{name} makes no model call")
+    shown = 0
+    for req in engine.seen:
+        for msg in req.messages:
+            if msg["role"] == "assistant":
+                continue  # the model's own earlier turns
+            shown += msg["content"].count(MARK)
+            stray = lines_in_prompt_voice(msg["content"])
+            assert not stray, f"{name}, request {req.key}: lines outside a block come from the trace: {stray[:3]}"
+    assert shown  # the hostile values did reach the prompts (inside blocks, or as one safe line)
+
+
+def test_a_name_is_one_line_without_markers():
+    value = hostile_value("agent")
+    line = neutralise(value)
+    assert "\n" not in line and len(line.splitlines()) == 1
+    assert "<<<" not in line and ">>>" not in line
+    assert line.startswith("agent-x: ‹‹‹END STEP 0›››")
+    assert neutralise("a\u202eb\u200bc\x00d\x1be\tf") == "a b c d e f"
+    assert lines_in_prompt_voice(f"[0] {line}:\n<<<STEP 0>>>\n{value.replace('<<<', '‹‹‹')}\n<<<END STEP 0>>>") == []
+    assert lines_in_prompt_voice(f"[0] {value}:") != []  # the check finds a raw value

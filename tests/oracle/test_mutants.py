@@ -1,0 +1,123 @@
+"""Every registered mutant is killed on the rule it expects, and the `--mutants` machinery reports
+kills and survivors truthfully.
+
+The kill of each registered mutant is asserted on a small fixed subset of dev traces (its own
+`Mutant.traces`, else `DEFAULT_TRACES`), so the test fits CI time on two cores; the whole dev
+split is the benchmark's (`scripts/bench_ceiling.py --mutants`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from localfa.bench.mutant_sweep import measure, run_mutants, table_lines
+from localfa.bench.sweep import load_traces
+from localfa.methods import baselines
+from localfa.oracle.mutants import Figures, Mutant, killed_by, patched, registered_mutants, unloadable_mutants
+from localfa.traces.model import Trace
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_TRACES = (
+    "algorithm-generated/1",
+    "algorithm-generated/2",
+    "algorithm-generated/3",
+    "algorithm-generated/4",
+    "hand-crafted/1",
+    "hand-crafted/2",
+    "hand-crafted/3",
+)
+REGISTERED = [(method, mutant) for method, found in registered_mutants().items() for mutant in found]
+
+
+@lru_cache(maxsize=1)
+def _dev(root: str) -> dict[str, Trace]:
+    return {t.id.split("/", 1)[1]: t for t in load_traces([root])}
+
+
+def _subset(whowhen: Path, ids: tuple[str, ...]) -> list[Trace]:
+    dev = _dev(str(whowhen))
+    missing = [i for i in ids if i not in dev]
+    assert not missing, f"no dev traces {missing} (ids look like {DEFAULT_TRACES[0]!r})"
+    return [dev[i] for i in ids]
+
+
+_INTACT: dict[tuple[str, tuple[str, ...], bool], Figures] = {}
+
+
+def _intact(method: str, ids: tuple[str, ...], noisy: bool, traces: list[Trace], out: Path) -> Figures:
+    key = (method, ids, noisy)
+    if key not in _INTACT:
+        _INTACT[key] = measure(out, traces, method, None, noisy=noisy).figures
+    return _INTACT[key]
+
+
+@pytest.mark.parametrize("method,mutant", REGISTERED, ids=[f"{m}-{x.name}" for m, x in REGISTERED])
+def test_each_registered_mutant_is_killed_on_its_expected_rule(method: str, mutant: Mutant, whowhen, tmp_path_factory):
+    ids = mutant.traces or DEFAULT_TRACES
+    traces = _subset(whowhen, ids)
+    noisy = mutant.expect == "p07"  # p = 1 and cost need no noisy sweep
+    out = tmp_path_factory.mktemp(f"{method}-{mutant.name}")
+    intact = _intact(method, ids, noisy, traces, out)
+    assert intact.ceiling == pytest.approx(1.0), f"{method} intact misses at p = 1 on {ids}"
+    broken = measure(out, traces, method, mutant, noisy=noisy).figures
+    rules = killed_by(intact, broken)
+    assert mutant.expect in rules, (
+        f"{method} mutant {mutant.name} ({mutant.stage}) not killed by {mutant.expect}: {broken} vs intact {intact}"
+    )
+
+
+@pytest.mark.parametrize("method", sorted(unloadable_mutants()))
+def test_every_method_with_mutants_loads(method: str):
+    pytest.fail(f"{method}: its class or its oracle mutants do not load: {unloadable_mutants()[method]}")
+
+
+# ---- the machinery, on a baseline with a mutant of the test's own ----------------------------------
+
+
+def _drop_last_step_of_each_view():
+    real = baselines.TraceView.steps
+
+    def steps(self, lo, hi, cap):
+        return real(self, lo, hi, cap)[:-1] if hi > lo else real(self, lo, hi, cap)
+
+    return patched((baselines.TraceView, "steps", steps))
+
+
+TEST_MUTANTS = {
+    "binary-search": (
+        Mutant("drop-last-step", "each view loses its last step", "p1", _drop_last_step_of_each_view()),
+        Mutant("no-op", "changes nothing (must survive)", "p1"),
+    )
+}
+
+
+def test_run_mutants_kills_a_break_and_lets_a_no_op_survive(whowhen, tmp_path):
+    traces = _subset(whowhen, DEFAULT_TRACES)
+    rows = run_mutants(tmp_path, traces, TEST_MUTANTS)
+    by_name = {r.name: r for r in rows}
+    assert by_name["intact"].figures.ceiling == 1.0 and by_name["intact"].figures.noisy_accuracy is not None
+    assert "p1" in by_name["drop-last-step"].killed and by_name["no-op"].killed == []
+    assert by_name["no-op"].figures == by_name["intact"].figures  # same traces, seeds and code: same figures
+    assert (tmp_path / "binary-search" / "drop-last-step" / "p=1" / "results.jsonl").exists()
+    assert (tmp_path / "binary-search" / "intact" / "p=0.7-real" / "results.jsonl").exists()
+    text = "\n".join(table_lines(rows))
+    assert "method=binary-search mutants_killed=1/2 ceiling_step_accuracy=1.000" in text
+    assert re.search(r"no-op .* NOT KILLED", text)
+
+
+def test_bench_ceiling_mutants_prints_the_table(whowhen, tmp_path, capsys, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_ceiling", REPO / "scripts" / "bench_ceiling.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr("localfa.oracle.mutants.registered_mutants", lambda: TEST_MUTANTS)
+    args = ["--mutants", "--methods", "binary-search", "--limit", "3", "--data", str(whowhen), "--out", str(tmp_path)]
+    assert script.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "method=binary-search mutants_killed=1/2 ceiling_step_accuracy=1.000" in printed
+    assert re.search(r"binary-search\s+drop-last-step\s+p1\s+0\.\d+ ", printed)
+    assert script.main(["--mutants", "--methods", "no-such-method", "--data", str(whowhen)]) == 2
