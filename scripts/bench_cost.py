@@ -23,12 +23,14 @@ A run past --timeout is stopped and printed as `unfinished`.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from localfa.bench.benchjson import add_json_option, run_recorded
-from localfa.bench.cost import DEFAULT_WINDOW, GROWTH_FIGURES, TraceCost, cost_model, growth_exponent, measure_isolated, summary
+from localfa.bench.cost import DEFAULT_WINDOW, TraceCost, cost_model, growth_by_trace, measure_isolated, summary
 from localfa.bench.prefill import PromptTokens, load_tokenizer
 from localfa.bench.sweep import load_traces
 from localfa.traces.longruns import long_runs, parse_tokens
@@ -57,7 +59,11 @@ MAX_RECORD_KB = 1024.0
 
 
 def line(method: str, where: str, figures: dict[str, float]) -> str:
-    shown = " ".join(f"{k}={figures[k]:.3f}" if k in ("uncached_prefill_per_trace_token", "step_accuracy") else f"{k}={figures[k]:.1f}" for k in SHOWN if k in figures)
+    shown = " ".join(
+        f"{k}={figures[k]:.3f}" if k in ("uncached_prefill_per_trace_token", "step_accuracy") else f"{k}={figures[k]:.1f}"
+        for k in SHOWN
+        if k in figures
+    )
     return f"method={method} {where} traces={int(figures.get('traces', 0))} {shown}"
 
 
@@ -67,23 +73,25 @@ def report_unfinished(costs: list[TraceCost], where: str) -> None:
             print(f"unfinished method={c.method} {where} trace={c.trace} why={c.error!r}")
 
 
-def aims(method: str, dev: dict[str, float], growth: dict[str, float | None], longest: dict[str, float]) -> str:
-    """One line: which of the issue's aims this method meets, with the figures."""
+def aims(method: str, dev: dict[str, float], growth: dict[str, float | None], longest: dict[str, float], longest_length: int) -> str:
+    """One line: which of the issue's aims this method meets, with the figures (prefill on the dev
+    split and on the longest run; memory and record on the longest run that finished)."""
     base = method.split(":", 1)[0]
-    worst = max((v for k, v in growth.items() if v is not None and k not in ("peak_memory_mb", "record_kb")), default=None)
-    prefill = dev.get("uncached_prefill_per_trace_token", float("nan"))
+    worst = max((v for k, v in growth.items() if v is not None and k not in ("peak_mb", "record_bytes")), default=None)
+    prefill = max(dev.get("uncached_prefill_per_trace_token", 0.0), longest.get("uncached_prefill_per_trace_token", 0.0))
     limit = MAX_PREFILL.get(base, DEFAULT_MAX_PREFILL)
+    whole = longest.get("traces", 0) > 0 and not longest.get("unfinished")
     checks = {
         "growth": worst is not None and worst <= MAX_EXPONENT,
         "prefill": prefill <= limit,
-        "memory": longest.get("peak_memory_mb", float("inf")) < MAX_MEMORY_MB,
-        "record": longest.get("record_kb", float("inf")) < MAX_RECORD_KB,
+        "memory": whole and longest.get("peak_memory_mb", float("inf")) < MAX_MEMORY_MB,
+        "record": whole and longest.get("record_kb", float("inf")) < MAX_RECORD_KB,
     }
     worst_text = "n/a" if worst is None else f"{worst:.2f}"
     return (
-        f"aim method={method} growth_exponent_max={worst_text} prefill_ratio={prefill:.3f} (<= {limit:g}) "
-        f"peak_memory_mb_longest={longest.get('peak_memory_mb', float('nan')):.1f} record_kb_longest={longest.get('record_kb', float('nan')):.1f} "
-        + " ".join(f"{k}_ok={int(v)}" for k, v in checks.items())
+        f"aim method={method} growth_exponent_max={worst_text} prefill_ratio_max={prefill:.3f} (<= {limit:g}) longest_length={longest_length} "
+        f"longest_unfinished={int(longest.get('unfinished', 0))} peak_memory_mb_longest={longest.get('peak_memory_mb', float('nan')):.1f} "
+        f"record_kb_longest={longest.get('record_kb', float('nan')):.1f} " + " ".join(f"{k}_ok={int(v)}" for k, v in checks.items())
     )
 
 
@@ -92,13 +100,22 @@ def main() -> int:
     ap.add_argument("--methods", default=DEFAULT_METHODS, help=f"method specs, comma-separated (default {DEFAULT_METHODS})")
     ap.add_argument("--data", default=str(DEFAULT_DATA), help="labelled traces (default: the Who&When dev split)")
     ap.add_argument("--limit", type=int, default=None, help="at most N dev traces per subset")
-    ap.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"long-run lengths in tokens, e.g. 10k,1M ('' for none; default {DEFAULT_LENGTHS})")
+    ap.add_argument(
+        "--lengths", default=DEFAULT_LENGTHS, help=f"long-run lengths in tokens, e.g. 10k,1M ('' for none; default {DEFAULT_LENGTHS})"
+    )
     ap.add_argument("--long-from", type=int, default=2, help="dev traces the long runs are grown from (default 2: one per subset)")
     ap.add_argument("--no-dev", action="store_true", help="only the long runs")
     ap.add_argument("--tokenizer", default=None, help="tokenizer folder with a chat template (default: the embedded model's)")
     ap.add_argument("--window", type=int, default=DEFAULT_WINDOW, help=f"context window the methods fit (default {DEFAULT_WINDOW})")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one diagnosis may take before it is stopped (default 600)")
-    ap.add_argument("--write-models", type=Path, default=None, metavar="FILE", help="write the fitted cost models as a Python module (localfa/bench/cost_models.py)")
+    ap.add_argument(
+        "--write-models",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the fitted cost models as a Python module (localfa/bench/cost_models.py)",
+    )
+    ap.add_argument("--costs", type=Path, default=None, metavar="FILE", help="append every diagnosis's cost (JSON lines) to FILE")
     add_json_option(ap)
     args = ap.parse_args()
     models: dict[str, dict[str, tuple[float, float]]] = {}
@@ -121,26 +138,29 @@ def main() -> int:
             report_unfinished(costs, "set=dev")
             dev_fig = summary(costs)
             print(line(spec, "set=dev", dev_fig), flush=True)
-        every = list(costs) if not args.no_dev else []
-        points: dict[str, list[tuple[float, float]]] = {f: [] for f in GROWTH_FIGURES}
+        every = list(costs)
         longest: dict[str, float] = {}
+        longest_length = 0
+        grown_costs: list[TraceCost] = []
         for length, runs in grown.items():
             costs = list(measure_isolated(spec, runs, tokens, args.window, args.timeout))
-            every += costs
+            grown_costs += costs
             report_unfinished(costs, f"set=long length={length}")
             fig = summary(costs)
             print(line(spec, f"set=long length={length} trace_tokens={fig.get('trace_tokens', 0):.0f}", fig), flush=True)
-            if fig.get("traces"):
-                longest = fig
-                for f in GROWTH_FIGURES:
-                    points[f].append((fig["trace_tokens"], fig[f]))
-        growth = {f: growth_exponent(p) for f, p in points.items()}
+            longest, longest_length = fig, length
+        every += grown_costs
+        growth = growth_by_trace(grown_costs)
         if grown:
-            print(f"method={spec} " + " ".join(f"growth_exponent_{f}={'n/a' if v is None else f'{v:.2f}'}" for f, v in growth.items()), flush=True)
-        print(aims(spec, dev_fig, growth, longest), flush=True)
+            shown = " ".join(f"growth_exponent_{f}={'n/a' if v is None else f'{v:.2f}'}" for f, v in growth.items())
+            print(f"method={spec} {shown}", flush=True)
+        print(aims(spec, dev_fig, growth, longest, longest_length), flush=True)
         models[spec] = cost_model(every)  # what `localfa bench --estimate` predicts with
         for figure, (a, b) in models[spec].items():
             print(f"cost_model method={spec} figure={figure} a={a:.4g} b={b:.4f}", flush=True)
+        if args.costs:
+            with args.costs.open("a", encoding="utf-8") as fh:
+                fh.writelines(json.dumps(asdict(c)) + "\n" for c in every)
     if args.write_models:
         measured = f"scripts/bench_cost.py on {time.strftime('%Y-%m-%d', time.gmtime())}, {len(dev)} dev traces + long runs {args.lengths}, tokenizer {name}"
         write_models(args.write_models, models, measured)
@@ -149,7 +169,9 @@ def main() -> int:
 
 def write_models(path: Path, models: dict[str, dict[str, tuple[float, float]]], measured: str) -> None:
     """The fitted models as a small Python module (data only), for `localfa bench --estimate`."""
-    rows = "\n".join(f"    {m!r}: {{{', '.join(f'{f!r}: ({a:.6g}, {b:.6g})' for f, (a, b) in figs.items())}}}," for m, figs in models.items())
+    rows = "\n".join(
+        f"    {m!r}: {{{', '.join(f'{f!r}: ({a:.6g}, {b:.6g})' for f, (a, b) in figs.items())}}}," for m, figs in models.items()
+    )
     text = (
         '"""Per-method cost models for `localfa bench --estimate`: per-trace figure = a * tokens**b (tokens at\n'
         '4 characters each). Written by `scripts/bench_cost.py --write-models`; do not edit by hand."""\n\n'

@@ -1,4 +1,4 @@
-"""Fault-injection soak, in two phases, each a sweep of every registered method.
+"""Fault-injection soak, in three phases, each a sweep of every registered method.
 
 1. Faults in the engine: the scripted engine with faults injected (localfa.testing.faults),
    killed with SIGKILL twice at random points and resumed until no retryable failure is left:
@@ -13,12 +13,18 @@
 
        lost=0 duplicates=0 servers_readmitted=1
 
+3. Hostile input (scripts/soak_hostile.py): one trace file of each kind that once stopped a
+   sweep beside good ones, through bench, a resume, diagnose, report and view:
+
+       problems=0 bench_rc=1 diagnose_rc=1
+
 `records_lost`/`lost`: planned units with no record; `duplicates`: a unit recorded again after a
 final record (a retried transient failure that is replaced does not count); `errors_final`: units
 whose record is still an error after the resumes (only final faults: cut or invalid output, and
 in phase 2 the poison request's unit).
 
-    python scripts/soak.py                      # both phases, ~1-3 min
+    python scripts/soak.py                      # all phases, ~1-3 min
+    python scripts/soak.py --phase hostile      # phase 3 only
     python scripts/soak.py --phase servers      # phase 2 only
     python scripts/soak.py --rate 0.1 --seed 3 --out /tmp/soak --keep
 """
@@ -39,6 +45,7 @@ from collections import Counter
 from pathlib import Path
 
 from soak_common import REPO, analyse, bench_command, count_lines, write_traces  # scripts/soak_common.py
+from soak_hostile import hostile_phase  # scripts/soak_hostile.py
 from soak_servers import servers_phase  # scripts/soak_servers.py
 
 sys.path.insert(0, str(REPO))
@@ -136,7 +143,7 @@ def engine_phase(args: argparse.Namespace, work: Path) -> bool:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--phase", choices=("all", "engine", "servers"), default="all")
+    ap.add_argument("--phase", choices=("all", "engine", "servers", "hostile"), default="all")
     ap.add_argument("--traces", type=int, default=27, help="synthetic traces (units = traces x methods x seeds)")
     ap.add_argument("--server-traces", type=int, default=16, help="synthetic traces of phase 2")
     ap.add_argument("--seeds", default="0")
@@ -159,6 +166,8 @@ def main() -> int:
         ok = engine_phase(args, work / "engine") and ok
     if args.phase in ("all", "servers"):
         ok = servers_phase(args, work / "servers") and ok
+    if args.phase in ("all", "hostile"):
+        ok = hostile_phase(args, work / "hostile") and ok
     if not args.keep and args.out is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1

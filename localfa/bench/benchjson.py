@@ -26,8 +26,8 @@ from localfa.manifest import git_revision
 from localfa.redact import mask_argv
 
 SCHEMA = "localfa-bench/1"
-# `name=value`: a value runs to the next space, or is a bracketed interval `[0.64, 0.78]`.
-_FIGURE = re.compile(r"(?<![\w.-])([A-Za-z_][\w.@:-]*)=(\[[^\]]*\]|\S+)")
+# `name=value`: a value runs to the next space, or is bracketed: `[0.64, 0.78]`, `{0: 0.84, 1: 0.1}`.
+_FIGURE = re.compile(r"(?<![\w.-])([A-Za-z_][\w.@:-]*)=(\[[^\]]*\]|\{[^}]*\}|\([^)]*\)|\S+)")
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
@@ -162,13 +162,17 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def _groups(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Consecutive rows with the same figure names form one table."""
+    """Consecutive rows with the same figure names form one table; consecutive lines of one figure
+    each (``units=270``, ``records=270``) form one table of figure and value."""
     groups: list[list[dict[str, Any]]] = []
     for row in rows:
-        if groups and list(groups[-1][0]) == list(row):
+        single = {"figure": next(iter(row)), "value": next(iter(row.values()))} if len(row) == 1 else None
+        if single and groups and list(groups[-1][0]) == ["figure", "value"]:
+            groups[-1].append(single)
+        elif not single and groups and list(groups[-1][0]) == list(row):
             groups[-1].append(row)
         else:
-            groups.append([row])
+            groups.append([single or row])
     return groups
 
 

@@ -91,6 +91,7 @@ class TraceCost:
     trace: str
     trace_tokens: int
     approx_tokens: int = 0  # the trace in 4-character tokens: what `localfa bench --estimate` reads
+    base: str = ""  # the trace a long run was grown from (its own id otherwise)
     finished: bool = True
     error: str | None = None
     correct: bool | None = None
@@ -109,6 +110,11 @@ class TraceCost:
 def trace_tokens(trace: Trace, tokens: PromptTokens) -> int:
     """Tokens of the trace as methods show it (one JSON record a step)."""
     return sum(tokens.count(step_record(s)) for s in trace.steps)
+
+
+def source_of(trace: Trace) -> str:
+    """The trace a long run was grown from (`localfa.traces.longruns`), else the trace itself."""
+    return str((trace.metadata.get("long_run") or {}).get("from") or trace.id)
 
 
 def approx_trace_tokens(trace: Trace) -> int:
@@ -133,7 +139,7 @@ def measure(spec: str, trace: Trace, tokens: PromptTokens, window: int | None = 
     from localfa.methods.runner import method_job, run_jobs
 
     engine = PricingEngine(make_oracle(), tokens, window)
-    cost = TraceCost(spec, trace.id, trace_tokens(trace, tokens), approx_trace_tokens(trace))
+    cost = TraceCost(spec, trace.id, trace_tokens(trace, tokens), approx_trace_tokens(trace), base=source_of(trace))
     started = time.perf_counter()
     job = method_job(engine, get_method(spec), MethodContext(trace=trace, seed=0), label=spec)
     _, diag = next(iter(run_jobs(engine, [job], concurrency=1)))
@@ -229,7 +235,9 @@ def measure_isolated(
                 if got is not None and "trace" in got:
                     yield TraceCost(**got)
                     continue
-                cost = TraceCost(spec, trace.id, trace_tokens(trace, tokens), approx_trace_tokens(trace), finished=False)
+                cost = TraceCost(
+                    spec, trace.id, trace_tokens(trace, tokens), approx_trace_tokens(trace), base=source_of(trace), finished=False
+                )
                 cost.wall_s = time.perf_counter() - started
                 cost.error = got["error"] if got else f"did not finish in {timeout_s:g} s"
                 yield cost
@@ -272,7 +280,24 @@ def summary(costs: list[TraceCost]) -> dict[str, float]:
     }
 
 
-GROWTH_FIGURES = ("calls_per_trace", "prompt_tokens_per_trace", "uncached_prefill_per_trace", "completion_tokens_per_trace", "harness_s_per_trace", "peak_memory_mb", "record_kb")
+# Per-trace figures whose growth with the run's length is measured (`TraceCost` fields).
+GROWTH_FIGURES = ("calls", "prompt_tokens", "uncached_tokens", "completion_tokens", "harness_s", "peak_mb", "record_bytes")
+
+
+def growth_by_trace(costs: list[TraceCost]) -> dict[str, float | None]:
+    """Per figure, the growth exponent of each source trace over the lengths it was grown to (its
+    runs that finished), averaged over source traces: a run that did not finish at one length
+    then drops out of its own trace's fit only, not the others'."""
+    by_base: dict[str, list[TraceCost]] = {}
+    for c in costs:
+        if c.finished:
+            by_base.setdefault(c.base or c.trace, []).append(c)
+    out: dict[str, float | None] = {}
+    for figure in GROWTH_FIGURES:
+        slopes = [growth_exponent([(float(c.trace_tokens), float(getattr(c, figure) or 0)) for c in runs]) for runs in by_base.values()]
+        known = [x for x in slopes if x is not None]
+        out[figure] = sum(known) / len(known) if known else None
+    return out
 
 
 def growth_exponent(points: list[tuple[float, float]]) -> float | None:

@@ -76,27 +76,48 @@ def _collision(unit: Unit, old: Kept, digest: str) -> str | None:
     same = old.source == unit.trace.source
     what = "was changed since" if same else f"{unit.trace.source} has the same id as {old.source}, whose"
     return f"trace id {unit.trace.id!r}: {what} records were written into this run (different content); use a new --out" + (
-        "" if same else ", or give the two files distinct names"
+        ", or --force to run it again and supersede them" if same else ", or give the two files distinct names"
     )
 
 
+def stored_contents(store: ResultStore) -> dict[str, dict[str, Kept]]:
+    """Trace id -> {content hash: a record of it} over every record in the run (any seed,
+    method or budget): what each trace said when its records were written."""
+    out: dict[str, dict[str, Kept]] = {}
+    for key, kept in store.items():
+        if kept.trace_sha256:
+            out.setdefault(key[0], {}).setdefault(kept.trace_sha256, kept)
+    return out
+
+
 def select_todo(units: list[Unit], store: ResultStore, *, force: bool, retry_errors: bool) -> tuple[list[Unit], int]:
-    """(units to run, how many of them re-run a failed record); a unit whose id now names
-    another trace than its stored record is refused unless `force`."""
+    """(units to run, how many of them re-run a stored record).
+
+    A unit of a trace whose content differs from that of any record of its id in the run (the
+    file was edited, or another file has its id) is refused unless `force`, whether or not its own
+    key has a record: a new seed must not be scored against a label the run's other records never
+    saw. With `force` its stored records are run again; those outside this command's plan stay,
+    superseded (`localfa.bench.store.split_superseded`: the report leaves them out and says so).
+    """
+    contents = stored_contents(store)
     digests: dict[str, str] = {}
     todo: list[Unit] = []
     retried = 0
     for u in units:
+        stored = contents.get(u.trace.id)
+        digest = None
+        if stored:
+            digest = digests.get(u.trace.id) or digests.setdefault(u.trace.id, trace_digest(u.trace))
+            other = next((k for d, k in stored.items() if d != digest), None)
+            clash = _collision(u, other, digest) if other is not None else None
+            if clash and not force:
+                raise SweepError(store.run_dir, clash)
         old = store.get(u.key)
         if old is None:
             todo.append(u)
             continue
-        if u.trace.id not in digests:
-            digests[u.trace.id] = trace_digest(u.trace)
-        clash = _collision(u, old, digests[u.trace.id])
-        if clash and not force:
-            raise SweepError(store.run_dir, clash)
-        if not old.is_final(retry_errors) or old.never_read:  # never_read: the file reads now (repaired)
+        stale = digest is not None and old.trace_sha256 not in (None, digest)  # forced: run against the new content
+        if stale or not old.is_final(retry_errors) or old.never_read:  # never_read: the file reads now (repaired)
             todo.append(u)
             retried += 1
     return todo, retried
@@ -243,6 +264,6 @@ def _merge_cache(cache_dir: Path, say: Callable[[str], None]) -> None:
     from localfa.engine.cache_files import merge_parts
 
     try:
-        merge_parts(cache_dir)
+        merge_parts(cache_dir, say)
     except Exception as exc:  # the records are safe; the parts are merged by the next run
         say(f"localfa: warning: could not merge the response cache files in {cache_dir}: {type(exc).__name__}: {exc}")

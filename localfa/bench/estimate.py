@@ -15,11 +15,12 @@ aggregate rate of a batched server (many traces' calls decoding at once), not on
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
+from localfa.tokens import approx_tokens
 from localfa.traces.lineview import step_record
 from localfa.traces.model import Trace
-from localfa.tokens import approx_tokens
 
 DEFAULT_PROFILE = "gpu-single"
 
@@ -106,14 +107,16 @@ def estimate_lines(traces: Sequence[Trace], methods: Sequence[str], profile: str
     """The lines `localfa bench --estimate` prints: one per method, then the rates assumed."""
     from localfa.bench.cost_models import MEASURED
 
-    name = profile or DEFAULT_PROFILE
+    name = Path(profile).stem if profile and profile.endswith(".toml") else (profile or DEFAULT_PROFILE)
     rates = THROUGHPUT.get(name)
     if rates is None:
         raise ValueError(f"no throughput figures for profile {name!r} (known: {', '.join(THROUGHPUT)})")
     lines = []
     for est in estimate(traces, methods):
         if not est.modelled:
-            lines.append(f"method={est.method} traces={est.traces} no cost model: run scripts/bench_cost.py --methods {est.method} --write-models ...")
+            lines.append(
+                f"method={est.method} traces={est.traces} no cost model: run scripts/bench_cost.py --methods {est.method} --write-models ..."
+            )
             continue
         fast, slow = est.gpu_seconds(rates)
         lines.append(

@@ -42,7 +42,9 @@ def long_ceilings(
     for multiple, (length, depth) in zip(multiples, window_depths(window, list(multiples))):
         grown, skipped = grown_for_depth(traces, length, depth, seed)
         run_dir = out / f"depth={multiple:g}x"
-        print(f"# depth={multiple:g}x fault_at={depth} length={length} traces={len(grown)} skipped={len(skipped)} out={run_dir}", flush=True)
+        print(
+            f"# depth={multiple:g}x fault_at={depth} length={length} traces={len(grown)} skipped={len(skipped)} out={run_dir}", flush=True
+        )
         if not grown:
             continue
         started = time.perf_counter()

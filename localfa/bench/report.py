@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localfa.bench.metrics import AGGREGATION, INTERVAL, METRIC_TITLES, OVERALL, TOLERANCES, Estimate, GroupSummary, score_record, summarize
-from localfa.bench.store import RESULTS
+from localfa.bench.store import RESULTS, split_superseded
 from localfa.bench.sweep import MANIFEST
 from localfa.durable import replace_durably
 from localfa.errors import LocatedError
 from localfa.results import ResultRecord
 from localfa.view.calibration import calibration_chart
 from localfa.view.charts import report_charts
+from localfa.view.stages import stage_table_html, stage_table_markdown
 from localfa.view.style import CSP
 
 if TYPE_CHECKING:
@@ -62,7 +63,26 @@ def load_run(run_dir: str | Path) -> tuple[list[ResultRecord], dict[str, Any] | 
             manifest = json.loads(mpath.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise ReportError(mpath, f"not readable JSON ({exc})") from None
+    records, superseded = split_superseded(records)
+    if superseded:  # said by both reports (`superseded_note`)
+        manifest = {**(manifest or {}), SUPERSEDED: sorted({r.trace for r in superseded}), SUPERSEDED + "_count": len(superseded)}
     return records, manifest
+
+
+SUPERSEDED = "superseded_traces"
+
+
+def superseded_note(manifest: dict[str, Any] | None) -> str | None:
+    """The line that says which records were left out as superseded (a trace edited mid-run), or None."""
+    traces = (manifest or {}).get(SUPERSEDED)
+    if not traces:
+        return None
+    n = (manifest or {}).get(SUPERSEDED + "_count", 0)
+    shown = ", ".join(map(str, traces[:5])) + (f" and {len(traces) - 5} more" if len(traces) > 5 else "")
+    return (
+        f"{n} records are left out as superseded: their trace file was changed and the run forced on (--force), "
+        f"so they were scored against content that is gone ({shown})."
+    )
 
 
 # ---- formatting --------------------------------------------------------------------------------
@@ -194,16 +214,22 @@ def markdown_report(
 ) -> str:
     """The report as markdown: a header line, the main table, optionally the substring table."""
     groups = summarize(records, n_boot=n_boot, method_order=_method_order(manifest))
-    out = [f"## localfa bench report{_md_escape(_title_suffix(manifest))}", ""]
+    suffix = _title_suffix(manifest)  # " — model on backend": the run's own words, escaped
+    out = [f"## localfa bench report{' ' + _md_escape(suffix) if suffix else ''}", ""]
     if not groups:
         out.append("No records in this run yet.")
         return "\n".join(out) + "\n"
     out.append(f"{len(records)} records. {method_line()} Cost columns are per trace run.")
+    if superseded_note(manifest):
+        out += ["", _md_escape(superseded_note(manifest) or "")]
     out.append("")
     out.append(markdown_table(*table_rows(groups)))
     notes = method_notes(groups)
     if notes:
         out += [""] + [f"- {_md_escape(n)}" for n in notes]
+    stages = stage_table_markdown(records)
+    if stages:
+        out += ["", stages.rstrip("\n")]
     if substring:
         out += [
             "",
@@ -363,11 +389,14 @@ def html_report(
             f"<p class=note>{len(records)} records. {_e(method_line())} Agent accuracy is a normalised exact "
             "match; step accuracy and ±k are exact on 0-based steps. Cost columns are per trace run.</p>"
         )
+        if superseded_note(manifest):
+            body.append(f"<p class=note>{_e(superseded_note(manifest))}</p>")
         body.append(html_table(head, rows, numeric_from=head.index("traces")))
         body += [f"<p class=note>{_e(n)}</p>" for n in method_notes(groups)]
         body.append("<h2>Charts</h2>")
         body.append(report_charts(groups))
         body.append(calibration_chart(records))
+        body.append(stage_table_html(records))
         if substring:
             sh, sr = substring_rows(groups)
             body.append("<h2>Who&amp;When reference scorer (substring match)</h2>")

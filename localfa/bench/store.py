@@ -40,6 +40,15 @@ class StoreError(LocatedError):
     """A results file that cannot be used; str = "path: message"."""
 
 
+class StoreWriteError(StoreError):
+    """A record that could not be written (disk full, I/O error): the run stops there, and the
+    same command resumes it once the cause is gone."""
+
+    @classmethod
+    def of(cls, path: Path, exc: OSError) -> "StoreWriteError":
+        return cls(path, f"cannot write: {exc.strerror or exc}; the records before it are kept, run the same command again to resume")
+
+
 def record_key(record: ResultRecord) -> Key:
     """The identity of a record: (trace id, method label, budget label, seed)."""
     return record.key
@@ -137,6 +146,21 @@ def drop_repaired(records: dict[Key, ResultRecord]) -> None:
     read = {(r.source, r.method, r.budget, r.seed) for r in records.values() if not r.never_read}
     for key in [k for k, r in records.items() if r.never_read and (r.source, r.method, r.budget, r.seed) in read]:
         del records[key]
+
+
+def split_superseded(records: list[ResultRecord]) -> tuple[list[ResultRecord], list[ResultRecord]]:
+    """(current, superseded): a record is superseded when its trace's content hash differs from
+    that of the trace's most recently finished record (the file was edited and the run forced on:
+    `localfa.bench.driver.select_todo`); such a record was scored against a label that is gone."""
+    latest: dict[str, tuple[float, str]] = {}
+    for r in records:
+        if r.trace_sha256 and (r.trace not in latest or _when(r.finished_at) >= latest[r.trace][0]):
+            latest[r.trace] = (_when(r.finished_at), r.trace_sha256)
+    current: list[ResultRecord] = []
+    old: list[ResultRecord] = []
+    for r in records:
+        (old if r.trace_sha256 and latest[r.trace][1] != r.trace_sha256 else current).append(r)
+    return current, old
 
 
 def read_run_records(run_dir: str | Path) -> list[ResultRecord]:
@@ -243,9 +267,12 @@ class ResultStore:
         key = record.key
         if key in self._by_key and not replace:
             return False
-        self._syncer.check()
-        self._fh.write(record.to_line().encode("utf-8"))
-        self._fh.flush()
+        try:
+            self._syncer.check()
+            self._fh.write(record.to_line().encode("utf-8"))
+            self._fh.flush()
+        except OSError as exc:
+            raise StoreWriteError.of(self.path, exc) from None
         self._syncer.request()
         kept = Kept.of(record)
         old = self._by_key.get(key)
@@ -258,8 +285,13 @@ class ResultStore:
             if self._fh is not None:
                 try:
                     self._syncer.close()  # the last fsync; raises if one failed
+                except OSError as exc:
+                    raise StoreWriteError.of(self.path, exc) from None
                 finally:
-                    self._fh.close()
+                    try:
+                        self._fh.close()  # a buffered write may still fail here
+                    except OSError:
+                        pass
                     self._fh = None
         finally:
             if self._lock_fh is not None:

@@ -40,6 +40,10 @@ CATEGORISE_HELP = (
     "(built in: trail, mast, agentrx; or a TOML file); records that already carry it are not asked again. "
     "See `localfa summarize RUN_DIR`"
 )
+ESTIMATE_HELP = (
+    "Run nothing: print each method's predicted calls, prompt tokens, uncached prefill and GPU time on "
+    "these traces for --profile (default gpu-single), from cost models measured by scripts/bench_cost.py"
+)
 SHARD_HELP = (
     "Run only shard I of N of the work units (a Slurm array task, a Kubernetes Job), "
     "into RUN_DIR/results.shard-I-of-N.jsonl; report, view and resume read every shard's file"
@@ -49,7 +53,7 @@ SHARD_HELP = (
 @with_engine_options
 def bench(
     datasets: Annotated[list[str], typer.Argument(help="Trace files or folders (e.g. a Who&When checkout)")],
-    out: Annotated[Path, typer.Option("--out", help="Run directory: results.jsonl, manifest.json, cache/")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory: results.jsonl, manifest.json, cache/")] = None,
     methods: Annotated[str, typer.Option("--methods", help=METHODS_HELP)] = DEFAULT_METHOD,
     seeds: Annotated[str, typer.Option("--seeds", help="Run seeds: 0,1,2 or 0-4")] = "0",
     budgets: Annotated[
@@ -93,12 +97,13 @@ def bench(
     workers: Annotated[int, typer.Option("--workers", min=1, help=WORKERS_HELP)] = 1,
     shard: Annotated[Optional[str], typer.Option("--shard", help=SHARD_HELP)] = None,
     categorise: Annotated[Optional[str], typer.Option("--categorise", help=CATEGORISE_HELP)] = None,
+    estimate: Annotated[bool, typer.Option("--estimate", help=ESTIMATE_HELP)] = False,
     *,
     engine_choice: EngineChoice,
 ) -> None:
     """Run methods over datasets (traces x methods x budgets x seeds), resumably, into RUN_DIR."""
     from localfa.bench.driver import run_units_sweep
-    from localfa.bench.store import StoreError
+    from localfa.bench.store import StoreError, StoreWriteError
     from localfa.bench.sweep import SweepError, load_traces, parse_budgets, parse_methods, parse_seeds
     from localfa.bench.units import Unreadable
     from localfa.cluster.runtime import ClusterError
@@ -120,7 +125,9 @@ def bench(
         fail("--budgets", str(exc))
     shard_of = parse_shard(shard, ray, workers)
     taxonomy = load_taxonomy_or_fail(categorise) if categorise else None
-    if out.exists() and not out.is_dir():
+    if out is None and not estimate:
+        fail("--out", "give the run directory (or --estimate to only predict the cost)")
+    if out is not None and out.exists() and not out.is_dir():
         fail(str(out), "--out must be a directory (the run directory), not a file")
     unreadable: list[Unreadable] = []
     try:
@@ -133,6 +140,10 @@ def bench(
         raise typer.Exit(2)
     if not traces:
         fail(" ".join(datasets), "--failed-only: no trial the harness marked failed" if failed_only else "no trace files found")
+    if estimate:
+        print_estimate(traces, [s.label for s in specs], engine_choice.profile)
+        return
+    assert out is not None  # checked above: only --estimate runs without one
     cache = None if no_cache else str(Path(engine_choice.cache_dir or out / "cache").resolve())
     choice = dataclasses.replace(engine_choice, cache_dir=cache)
     try:
@@ -153,7 +164,9 @@ def bench(
             unreadable=unreadable,
         )
     except (StoreError, SweepError, ClusterError) as exc:
-        fail(exc.path, exc.message, code=1 if isinstance(exc, ClusterError) else 2)
+        fail(exc.path, exc.message, code=1 if isinstance(exc, (ClusterError, StoreWriteError)) else 2)
+    except OSError as exc:  # disk full or an I/O error outside the results file (manifest, cache, run folder)
+        fail(str(exc.filename or out), f"cannot write: {exc.strerror or exc}; run the same command again to resume", code=1)
     except KeyboardInterrupt:
         typer.echo(f"interrupted: finished records are in {out / 'results.jsonl'}; run the same command again to resume", err=True)
         raise typer.Exit(130) from None
@@ -196,6 +209,18 @@ def run_categorise_pass(out: Path, traces: list[Any], taxonomy: "Taxonomy", choi
     )
     for line in (done.errors or [])[:5]:
         typer.echo(f"  category not found: {line.splitlines()[0]}", err=True)
+
+
+def print_estimate(traces: list, methods: list[str], profile: str | None) -> None:
+    """`--estimate`: each method's predicted cost on these traces, no model run (localfa.bench.estimate)."""
+    from localfa.bench.estimate import estimate_lines
+
+    try:
+        lines = estimate_lines(traces, methods, profile)
+    except ValueError as exc:
+        fail("--profile", str(exc))
+    for line in lines:
+        typer.echo(line)
 
 
 def make_executor(choice: EngineChoice, ray: str | None, workers: int) -> Any:

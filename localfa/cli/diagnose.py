@@ -199,9 +199,11 @@ def run_diagnoses(engine, method, traces, seed: int, budget: str | None, concurr
 
 
 def _stderr_console():
+    """Rich on stderr; lines are never hard-wrapped (piped, rich would cut them at 80 columns and a
+    log or `grep` would see half a summary)."""
     from rich.console import Console
 
-    return Console(stderr=True)
+    return Console(stderr=True, soft_wrap=True)
 
 
 def summary_line(r) -> str:

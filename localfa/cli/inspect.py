@@ -2,7 +2,8 @@
 
 Prints the detected format, steps, agents, size (lines, characters, tokens) and labels, then one
 row per step (its kind, action or observation, its size in characters and line-view lines, and
-who acted), or with ``--lines A:B`` a window of the numbered line view. Bad input exits with status 2 and one line
+who acted), or with ``--lines A:B`` a window of the numbered line view; a file of several runs (an
+inspect_ai log) gives one summary per run (``--sample`` picks one). Bad input exits with status 2 and one line
 ``error: <file>: <what is wrong, where>`` on stderr.
 """
 
@@ -17,7 +18,7 @@ import typer
 from localfa.cli.errors import fail, fail_trace
 from localfa.traces.errors import TraceError
 from localfa.traces.lineview import LineView, TokenCounter, approx_tokens
-from localfa.traces.load import FORMATS, load_trace
+from localfa.traces.load import FORMATS, load_traces
 from localfa.traces.model import Trace
 from localfa.traces.quality import empty_step_warning
 from localfa.traces.runs import with_verdict
@@ -178,7 +179,7 @@ def render_summary(info: dict[str, Any]) -> str:
 
 
 def inspect(
-    trace: str = typer.Argument(..., help="Trace file (JSON or JSON Lines)."),
+    trace: str = typer.Argument(..., help="Trace file (JSON, JSON Lines, or an inspect_ai .eval log)."),
     format: Optional[str] = typer.Option(None, "--format", help=f"Force the importer instead of detecting it: {', '.join(FORMATS)}."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary (or the lines) as JSON."),
     lines: Optional[str] = typer.Option(
@@ -186,30 +187,48 @@ def inspect(
         "--lines",
         help="Print lines A:B (numbered from 0 as the methods see them, inclusive) of the line view instead of the summary.",
     ),
+    sample: Optional[str] = typer.Option(
+        None, "--sample", help="A file holding several runs (an inspect_ai log): only the run whose id ends with this."
+    ),
     tokenizer: Optional[str] = typer.Option(
         None, "--tokenizer", help="Local Hugging Face model folder whose tokenizer.json counts tokens."
     ),
     width: int = typer.Option(200, "--width", min=20, help="Line width of the line view."),
 ) -> None:
-    """Summarise a trace (format, steps, agents, size, labels) or print part of its line view."""
+    """Summarise a trace (format, steps, agents, size, labels) or print part of its line view; a
+    file of several runs (an inspect_ai log) is summarised run by run."""
     try:
-        loaded = load_trace(trace, format=format)
+        runs = load_traces(trace, format=format)
     except TraceError as e:
         fail_trace(e)
+    if sample is not None:
+        runs = [t for t in runs if t.id == sample or t.id.endswith("/" + sample)]
+        if not runs:
+            fail(trace, f"--sample {sample!r}: no run of that id in this file")
     if lines is not None:
-        view = LineView(loaded, width=width)
-        first, last = parse_lines(lines, view.total_lines, trace)
-        if as_json:
-            rows = [{"line": n, "step": view.step_at_line(n), "text": view.lines[n]} for n in range(first, last + 1)]
-            typer.echo(json.dumps({"id": loaded.id, "total_lines": view.total_lines, "lines": rows}, ensure_ascii=False))
-        else:
-            typer.echo(view.read(first, last - first + 1))
+        if len(runs) > 1:
+            fail(trace, f"--lines: the file holds {len(runs)} runs ({', '.join(t.id for t in runs[:5])}); choose one with --sample")
+        print_lines(runs[0], lines, trace, width, as_json)
         return
     name, counter = resolve_token_counter(tokenizer)
-    view = LineView(loaded, width=width, count_tokens=counter)
-    info = summary(with_verdict(loaded, Path(trace).parent, Path(trace)), view, name)
-    info["format_source"] = "forced" if format else "detected"
+    infos = []
+    for loaded in runs:
+        view = LineView(loaded, width=width, count_tokens=counter)
+        info = summary(with_verdict(loaded, Path(trace).parent, Path(trace)), view, name)
+        info["format_source"] = "forced" if format else "detected"
+        infos.append(info)
     if as_json:
-        typer.echo(json.dumps(info, ensure_ascii=False, indent=2))
+        typer.echo(json.dumps(infos[0] if len(infos) == 1 else infos, ensure_ascii=False, indent=2))
     else:
-        typer.echo(render_summary(info))
+        typer.echo("\n\n".join(render_summary(info) for info in infos))
+
+
+def print_lines(loaded: Trace, spec: str, source: str, width: int, as_json: bool) -> None:
+    """``--lines A:B`` of one trace's line view, as text or JSON."""
+    view = LineView(loaded, width=width)
+    first, last = parse_lines(spec, view.total_lines, source)
+    if as_json:
+        rows = [{"line": n, "step": view.step_at_line(n), "text": view.lines[n]} for n in range(first, last + 1)]
+        typer.echo(json.dumps({"id": loaded.id, "total_lines": view.total_lines, "lines": rows}, ensure_ascii=False))
+    else:
+        typer.echo(view.read(first, last - first + 1))

@@ -10,6 +10,8 @@ when the committed page and the parsers disagree. Regenerate with:
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,11 +61,36 @@ def command_section(name: str, command: Any) -> str:
     return "\n".join(lines)
 
 
-def render() -> str:
-    """The whole page, commands in the order `localfa --help` lists them."""
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+def script_section(script: Path) -> str:
+    """A script of `scripts/` as its own parser prints it (`--help`, at a fixed width)."""
+    env = {**os.environ, "COLUMNS": "100"}
+    proc = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, env=env, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{script}: --help failed: {proc.stderr[-500:]}")
+    return "\n".join([f"### scripts/{script.name}", "", "```", proc.stdout.rstrip(), "```", ""])
+
+
+def scripts_with_parsers() -> list[Path]:
+    """The benchmark and soak scripts of a source checkout (none in an installed package)."""
+    if not SCRIPTS.is_dir():
+        return []
+    return sorted(p for p in SCRIPTS.glob("*.py") if "ArgumentParser(" in p.read_text(encoding="utf-8"))
+
+
+def render(scripts: bool = True) -> str:
+    """The whole page: commands in the order `localfa --help` lists them, then the scripts."""
     group = command_tree()
     ctx = typer.Context(group, info_name="localfa")
     sections = [command_section(name, group.commands[name]) for name in group.list_commands(ctx)]
+    found = scripts_with_parsers() if scripts else []
+    if found:
+        sections.append(
+            "## Scripts\n\nThe benchmark and soak scripts of a source checkout (`python scripts/NAME.py`); see\n[Benchmarks](benchmarks.md).\n"
+        )
+        sections += [script_section(p) for p in found]
     return HEADER + "\n" + "\n".join(sections)
 
 

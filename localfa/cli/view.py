@@ -32,6 +32,9 @@ def view(
     from localfa.view import write_view
     from localfa.view.records import TraceFiles, ViewError, read_results, results_path
 
+    for folder in traces or ():
+        if not folder.is_dir():
+            fail(str(folder), "--traces: not a folder")
     try:
         path = results_path(results)
         records = read_results(path)
@@ -40,7 +43,11 @@ def view(
     if trace:
         records = [r for r in records if any(t in str(r.get("trace")) for t in trace)]
     if method:
-        records = [r for r in records if str(r.get("method")) in method]
+        wanted = {method_key(m) for m in method}
+        labels = sorted({str(r.get("method")) for r in records})
+        records = [r for r in records if method_key(str(r.get("method"))) in wanted]
+        if not records:
+            fail(str(results), f"no record has method {', '.join(method)}; the methods in this file: {', '.join(labels)}")
     if not records:
         fail(str(results), "no record matches --trace/--method")
     target = out or default_output(results)
@@ -49,6 +56,17 @@ def view(
     except OSError as exc:
         fail(str(target), f"cannot write the page: {exc.strerror or exc}")
     typer.echo(f"wrote {written} ({len(records)} diagnoses)", err=True)
+
+
+def method_key(text: str) -> str:
+    """A method spec in its canonical form (options sorted by key), so ``--method`` matches however
+    its options are ordered; a spec that does not parse is compared as written."""
+    from localfa.methods.registry import MethodOptionError, MethodSpec
+
+    try:
+        return MethodSpec.parse(text).label
+    except MethodOptionError:
+        return text.strip()
 
 
 def default_output(results: Path) -> Path:

@@ -44,11 +44,12 @@ def lines_in_prompt_voice(text: str) -> list[str]:
     return out
 
 
-def hostile_trace(tid: str = "hostile") -> Trace:
+def hostile_trace(tid: str | None = None) -> Trace:
     """A labelled trace (the oracle can answer it) with a hostile value in every field a method may
     show: task, final output, answer, agents (names, prompts, tools), steps (agent, role, text, tool
-    calls, observations, inputs, span and call ids, span names) and the label's own text."""
+    calls, observations, inputs, span and call ids, span names), its id and the label's own text."""
     h = hostile_value
+    tid = tid if tid is not None else h("id")  # an id from a file's content (a sample id, an instance id)
     agents = [h("agent_a"), h("agent_b"), "Checker"]
     steps: list[Step] = []
     for i in range(10):
@@ -98,6 +99,33 @@ class Corpus:
     bad: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
 
+    def problems(self, records: list[dict[str, Any]], stderr: str, per_file: int = 1) -> list[str]:
+        """What a command's records (as JSON objects) and stderr get wrong, [] when nothing:
+        `per_file` records for each good file (none an error) and for each bad file (each an
+        ``unreadable`` error, its file named on stderr), none for a skipped link (a warning names
+        it), none for any other id, and no traceback."""
+        out: list[str] = []
+        by_id: dict[str, list[dict[str, Any]]] = {}
+        for r in records:
+            by_id.setdefault(str(r.get("trace")), []).append(r)
+        for good in self.good:
+            recs = by_id.pop(good, [])
+            if len(recs) != per_file or any(r.get("error") for r in recs):
+                out.append(f"good trace {good}: {len(recs)} records, errors {[r.get('error') for r in recs if r.get('error')]}")
+        for bad, why in self.bad.items():
+            recs = by_id.pop(bad, [])
+            if len(recs) != per_file or not all(r.get("error_kind") == "unreadable" for r in recs):
+                out.append(f"bad file {bad} ({why}): {len(recs)} records, kinds {[r.get('error_kind') for r in recs]}")
+            if f"error: {self.folder / bad}" not in stderr:
+                out.append(f"bad file {bad} ({why}): no error line names it")
+        out += [f"records for {tid}, which should have none" for tid in sorted(by_id)]
+        for link in self.skipped:
+            if f"{link}.json" not in stderr or "--follow-links" not in stderr:
+                out.append(f"link {link}: no warning names it")
+        if "Traceback" in stderr:
+            out.append("a traceback on stderr")
+        return out
+
 
 def whowhen_file(agents: list[str], question: str = "How many rows does the table have?") -> dict[str, Any]:
     """A small labelled Who&When-shaped run (the oracle answers it): the fault at step 2."""
@@ -144,7 +172,11 @@ def write_corpus(folder: Path, outside: Path | None = None) -> Corpus:
     ]
     write("deep_arguments.json", json.dumps(chat))
     corpus.bad["deep_arguments"] = "tool-call arguments nested 256 deep"
-    lines = [json.dumps({"role": "user", "content": "count"}), "[" * 100_000 + "]" * 100_000, json.dumps({"role": "assistant", "content": "41"})]
+    lines = [
+        json.dumps({"role": "user", "content": "count"}),
+        "[" * 100_000 + "]" * 100_000,
+        json.dumps({"role": "assistant", "content": "41"}),
+    ]
     write("deep_second_line.jsonl", "\n".join(lines) + "\n")
     corpus.bad["deep_second_line"] = "a JSON Lines file whose second line is nested too deep"
     write("surrogate_deep.json", '[{"role": "user", "content": "a \\ud83d b", "x": ' + "[" * 5000 + "]" * 5000 + "}]")

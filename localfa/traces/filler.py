@@ -16,7 +16,7 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Literal
 
 from localfa.traces.model import normalize_agent
 
@@ -33,7 +33,8 @@ _STOP = frozenset(
 )
 _FALLBACK_VOCAB = (
     "record entry value column source result summary report index dataset table query response archive listing "
-    "version schedule section document reference count total average filter detail field status update")
+    "version schedule section document reference count total average filter detail field status update"
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Voice:
 
     agent: str
     role: str
-    kind: str
+    kind: Literal["action", "observation"]
     name: str | None
     style: str  # "tool" | "web" | "prose"
     openers: list[str] = field(default_factory=list)  # first lines of its real steps
@@ -194,7 +195,10 @@ def tool_output(rng: random.Random, vocab: list[str]) -> str:
     kind = rng.randrange(5)
     if kind == 0:
         cols = [_ident(rng, vocab) for _ in range(rng.randint(3, 6))]
-        rows = [",".join(str(rng.randint(0, 9999)) if rng.random() < 0.5 else rng.choice(vocab) for _ in cols) for _ in range(rng.randint(3, 12))]
+        rows = [
+            ",".join(str(rng.randint(0, 9999)) if rng.random() < 0.5 else rng.choice(vocab) for _ in cols)
+            for _ in range(rng.randint(3, 12))
+        ]
         return ",".join(cols) + "\n" + "\n".join(rows)
     if kind == 1:
         return "\n".join(
@@ -210,7 +214,9 @@ def tool_output(rng: random.Random, vocab: list[str]) -> str:
             for _ in range(rng.randint(3, 10))
         )
     if kind == 3:
-        items = ", ".join(f'{{"{_ident(rng, vocab)}": "{_term(rng, vocab)}", "count": {rng.randint(0, 300)}}}' for _ in range(rng.randint(2, 6)))
+        items = ", ".join(
+            f'{{"{_ident(rng, vocab)}": "{_term(rng, vocab)}", "count": {rng.randint(0, 300)}}}' for _ in range(rng.randint(2, 6))
+        )
         return f"[{items}]"
     passed = rng.randint(3, 60)
     return f"collected {passed} items\n\n" + "." * passed + f"\n\n{passed} passed in {rng.uniform(0.1, 9.9):.2f}s"
@@ -231,11 +237,7 @@ def web_page(rng: random.Random, vocab: list[str]) -> str:
     return f"Title: {head} | {site}\nAddress: https://www.{site}.org/{_ident(rng, vocab)}\n\n{text}"
 
 
-GENERATORS: dict[str, tuple[Gen, ...]] = {
-    "tool": (tool_output,),
-    "web": (web_page, prose),
-    "prose": (prose,),
-}
+GENERATORS: dict[str, tuple[Gen, ...]] = {"tool": (tool_output,), "web": (web_page, prose), "prose": (prose,)}
 
 
 @dataclass
@@ -246,21 +248,22 @@ class FillerWriter:
     fault: FaultText
     rng: random.Random
     reuse_share: float = 0.4  # how often a paragraph comes from the agent's own earlier ones
+    originals: frozenset[str] = frozenset()  # the run's real steps: filler never repeats one whole
 
     def content(self, voice: Voice, chars: int) -> str:
         """About `chars` characters in `voice`'s style: an opening line, then paragraphs."""
         parts: list[str] = []
         total = 0
-        if voice.openers and self.rng.random() < 0.7:
-            opener = redraw_numbers(self.rng.choice(voice.openers), self.rng)
-            if not self.fault.touches(opener):
-                parts.append(opener)
-                total += len(opener)
+        if voice.openers and self.rng.random() < 0.7:  # headers ("exitcode: 0 ...") repeat as they are
+            opener = self.rng.choice(voice.openers)
+            parts.append(opener)
+            total += len(opener)
         gens = GENERATORS[voice.style]
+        reuse = self.reuse_share * min(1.0, len(voice.paragraphs) / 8)  # few of its own: mostly new text
         tries = 0
         while total < chars and tries < 1000:
             tries += 1
-            if voice.paragraphs and self.rng.random() < self.reuse_share:
+            if voice.paragraphs and self.rng.random() < reuse:
                 para = redraw_numbers(self.rng.choice(voice.paragraphs), self.rng)
             else:
                 para = self.rng.choice(gens)(self.rng, self.vocab)
@@ -268,7 +271,10 @@ class FillerWriter:
                 continue
             parts.append(para)
             total += len(para) + 2
-        return _cut("\n\n".join(parts), max(chars, 40))
+        text = _cut("\n\n".join(parts), max(chars, 40))
+        while text.strip() in self.originals:  # a detour redoes work in its own words
+            text = f"{text}\n\n{self.rng.choice(gens)(self.rng, self.vocab)}"
+        return text
 
 
 def _cut(text: str, chars: int) -> str:

@@ -13,7 +13,6 @@ from localfa.traces.errors import TraceError
 from localfa.traces.importers.common import file_stem
 from localfa.traces.model import Trace
 
-
 KEEPS_OWN_ID = {"whowhen"}  # formats whose importer names a trace by its place in a benchmark tree
 _SUFFIXES = (".traj",)  # SWE-agent / mini-swe-agent: astropy__astropy-13977.traj.json -> astropy__astropy-13977
 

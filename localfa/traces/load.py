@@ -375,7 +375,8 @@ def trace_files_with_roots(
 def _inside(root: Path, found: list[Path], warn: Callable[[str], None] | None) -> list[Path]:
     """The files of `found` that are inside `root` once links are followed; one warning for the rest."""
     top = root.resolve()
-    kept, outside = [], []
+    kept: list[Path] = []
+    outside: list[Path] = []
     for f in found:
         (kept if f.resolve().is_relative_to(top) else outside).append(f)
     if outside and warn is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from localfa.tokens import approx_tokens
 from localfa.traces.filler import FaultText, FillerWriter, Voice, paragraphs_of, style_of, vocabulary
@@ -23,7 +23,7 @@ from localfa.traces.lineview import step_record
 from localfa.traces.model import Labels, Step, Trace, normalize_agent
 
 EPISODE_TOKENS = (600, 4000)  # a detour's size range, in tokens
-MIN_STEP_CHARS = 60
+MIN_STEP_CHARS = 160
 MAX_STEP_CHARS = 24_000
 MAX_SAME_SPEAKER = 3  # turns in a row by one agent in a detour
 _HUMAN = {"human", "user"}
@@ -78,7 +78,7 @@ def voices(trace: Trace, donors: list[int], fault: FaultText) -> dict[str, Voice
             continue
         voice = out[step.agent]
         opener = step.content.strip().split("\n", 1)[0][:300]
-        if not fault.touches(opener):
+        if len(opener) >= 12 and not opener.startswith("```") and not fault.touches(opener):
             voice.openers.append(opener)
         voice.paragraphs += [p for p in paragraphs_of(step.content) if not fault.touches(p)]
     return out
@@ -136,7 +136,9 @@ class _Growth:
             voice = self.voices[agent]
             chars = int(self.rng.choice(voice.sizes) * self.rng.lognormvariate(0, 0.4))
             chars = max(MIN_STEP_CHARS, min(chars, MAX_STEP_CHARS, (tokens - used) * 4))
-            step = Step(index=0, agent=voice.agent, role=voice.role, kind=voice.kind, name=voice.name, content=self.writer.content(voice, chars))  # type: ignore[arg-type]
+            step = Step(
+                index=0, agent=voice.agent, role=voice.role, kind=voice.kind, name=voice.name, content=self.writer.content(voice, chars)
+            )
             steps.append(step)
             used += self.count(step_record(step))
         return steps, used
@@ -184,7 +186,14 @@ def lengthen(trace: Trace, length: int, depth: int | None = None, seed: int = 0,
     rng = random.Random(f"{trace.id}\x1f{length}\x1f{depth}\x1f{seed}")
     agents = speakers(trace)
     vocab = vocabulary([trace.task] + [trace.steps[i].content for i in donors_before])
-    growth = _Growth(trace, {}, turn_taking(trace, agents), FillerWriter(vocab, fault, rng), rng, count)
+    growth = _Growth(
+        trace,
+        {},
+        turn_taking(trace, agents),
+        FillerWriter(vocab, fault, rng, originals=frozenset(s.content.strip() for s in trace.steps)),
+        rng,
+        count,
+    )
     growth.voices = voices(trace, donors_before, fault)
     inserted = growth.fill(list(range(max(where.first, 1))), depth - before)
     growth.voices = voices(trace, donors_after, fault)
@@ -276,3 +285,23 @@ def long_runs(traces: list[Trace], lengths: list[int], count: int = 2, seed: int
             if group and len(chosen) < count:
                 chosen.append(group.pop(0))
     return {n: [lengthen(t, n, n // 2, seed=seed) for t in chosen] for n in sorted(lengths)}
+
+
+def as_whowhen(trace: Trace) -> dict[str, Any]:
+    """A (grown) trace as a Who&When file, which every localfa command reads back: steps as
+    ``{"name", "role", "content"}``, the mistake step and agent as labels, `long_run` kept beside
+    them. Who&When has no field for other labels (spans, high-impact steps) or for a step's
+    kind and tool calls: those stay only in the `Trace` that `lengthen` returns."""
+    labels = trace.labels or Labels()
+    data: dict[str, Any] = {
+        "question": trace.task,
+        "history": [{"name": s.agent, "role": s.role, "content": s.content} for s in trace.steps],
+        "mistake_agent": labels.mistake_agent,
+        "mistake_step": None if labels.mistake_step is None else str(labels.mistake_step),
+        "mistake_reason": labels.reason,
+    }
+    if trace.ground_truth is not None:
+        data["ground_truth"] = trace.ground_truth
+    if "long_run" in trace.metadata:
+        data["long_run"] = trace.metadata["long_run"]
+    return data

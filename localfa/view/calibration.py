@@ -3,7 +3,9 @@
 Records with a `confidence` (ensembles' agreement share, any method with a measure of its own)
 are binned by confidence; each bin's step accuracy is plotted at the bin's mean confidence, one
 curve per method, beside the ideal diagonal. A method whose curve follows the diagonal has a
-confidence one can act on (e.g. escalate below 0.6).
+confidence one can act on (e.g. escalate below 0.6). The x axis is labelled at the bin edges (the
+bins' means can sit a hair apart and their labels would overlap); each point says how many runs
+its bin holds (``n=12``): a bin of 2 runs says little.
 """
 
 from __future__ import annotations
@@ -50,7 +52,18 @@ def calibration_chart(records: Sequence[Any]) -> str:
         return ""
     series = [Series("ideal", ((0.0, 0.0), (1.0, 1.0)), "#bbbbbb")]
     series += [
-        Series(method, tuple((round(c, 3), acc) for c, acc, _ in rows), PALETTE[(i + 1) % len(PALETTE)])
+        Series(
+            method,
+            tuple((round(c, 3), acc) for c, acc, _ in rows),
+            PALETTE[(i + 1) % len(PALETTE)],
+            notes=tuple(f"n={n}" for _, _, n in rows),
+        )
         for i, (method, rows) in enumerate(sorted(table.items()))
     ]
-    return line_chart(series, title="Calibration: step accuracy by confidence", x_label="confidence (binned; mean per bin)")
+    return line_chart(
+        series,
+        title="Calibration: step accuracy by confidence",
+        x_label="confidence (binned; mean per bin; n = runs in the bin)",
+        x_prefix="",
+        x_ticks=[k / BINS for k in range(BINS + 1)],
+    )

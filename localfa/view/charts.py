@@ -45,14 +45,42 @@ class Series:
     label: str
     points: tuple[tuple[float, float | None], ...]  # (x, y); y None = no value there
     color: str = PALETTE[0]
+    notes: tuple[str, ...] = ()  # a short note written beside each point (e.g. "n=12"), if any
 
 
 def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _short(text: str, n: int = 28) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+_BREAKS = ":,>+*= "
+LINE_HEIGHT = 13
+
+
+def wrap_label(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` characters, broken after a spec's separators (``:``
+    ``,`` ``>`` ``+`` ``=``, space) where it can be, inside a word where it cannot: a label is
+    never cut, so two cascades that differ only at the end stay apart."""
+    lines: list[str] = []
+    rest = text
+    while len(rest) > width:
+        cut = max((rest.rfind(c, 0, width) for c in _BREAKS), default=-1)
+        cut = cut + 1 if cut > 0 else width
+        lines.append(rest[:cut])
+        rest = rest[cut:]
+    return [*lines, rest] if rest or not lines else lines
+
+
+def _label_svg(x: float, y: float, text: str, width: int, anchor: str = "start", size: int = 12, suffix: str = "") -> str:
+    """A label as one <text>, wrapped into <tspan> lines (`wrap_label`), the whole in its <title>;
+    `y` is the first line's baseline."""
+    lines = wrap_label(text, width)
+    lines[-1] += suffix
+    spans = "".join(f'<tspan x="{x:.1f}" dy="{0 if i == 0 else LINE_HEIGHT}">{_e(line)}</tspan>' for i, line in enumerate(lines))
+    return f'<text class="label" x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}"><title>{_e(text)}</title>{spans}</text>'
+
+
+def _lines(text: str, width: int) -> int:
+    return len(wrap_label(text, width))
 
 
 def _svg(width: int, height: int, title: str, kind: str) -> list[str]:
@@ -81,10 +109,12 @@ def _empty(parts: list[str], cx: float, cy: float) -> None:
 
 
 def bar_chart(bars: Sequence[Bar], title: str = "Step accuracy per method (95% interval)", width: int = 560, bar_height: int = 22) -> str:
-    """Horizontal bars in [0, 1], one per entry, each with its interval as a whisker."""
-    left, right, top = 170, 50, 32
+    """Horizontal bars in [0, 1], one per entry, each with its interval as a whisker; a long
+    label wraps onto more lines and its row grows to fit."""
+    left, right, top, label_chars = 170, 50, 32, 26
     pw = width - left - right
-    ph = max(1, len(bars)) * (bar_height + 8)
+    rows = [max(bar_height, _lines(b.label, label_chars) * LINE_HEIGHT + 4) for b in bars]
+    ph = sum(r + 8 for r in rows) if bars else bar_height + 8
     height = top + ph + 34
     parts = _svg(width, height, title, "bars")
     for v in (0, 0.25, 0.5, 0.75, 1.0):
@@ -93,31 +123,40 @@ def bar_chart(bars: Sequence[Bar], title: str = "Step accuracy per method (95% i
         parts.append(f'<text x="{x:.1f}" y="{top + ph + 16}" font-size="11" text-anchor="middle">{v:g}</text>')
     if not bars:
         _empty(parts, left + pw / 2, top + ph / 2)
-    for i, b in enumerate(bars):
-        y = top + 4 + i * (bar_height + 8)
-        parts.append(
-            f'<text x="{left - 8}" y="{y + bar_height * 0.7:.1f}" font-size="12" text-anchor="end">'
-            f"<title>{_e(b.label)}</title>{_e(_short(b.label))}</text>"
-        )
+    y = top + 4
+    for b, row in zip(bars, rows):
+        parts.append(_label_svg(left - 8, y + 12, b.label, label_chars, anchor="end"))
+        by = y + (row - bar_height) / 2
         if b.value is None:
-            parts.append(f'<text x="{left + 4}" y="{y + bar_height * 0.7:.1f}" font-size="11" fill="#777">no label</text>')
+            parts.append(f'<text x="{left + 4}" y="{by + bar_height * 0.7:.1f}" font-size="11" fill="#777">no label</text>')
+            y += row + 8
             continue
         w = pw * min(max(b.value, 0.0), 1.0)
         tip = f"{b.label}: {b.value:.3f}" + (f" [{b.lo:.2f}, {b.hi:.2f}]" if b.lo is not None and b.hi is not None else "")
         parts.append(
-            f'<rect class="bar" x="{left}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{b.color}" '
+            f'<rect class="bar" x="{left}" y="{by:.1f}" width="{w:.1f}" height="{bar_height}" fill="{b.color}" '
             f'fill-opacity="0.8" data-value="{b.value:.4f}"><title>{_e(tip)}</title></rect>'
         )
         if b.lo is not None and b.hi is not None:
-            x1, x2, cy = left + pw * b.lo, left + pw * b.hi, y + bar_height / 2
+            x1, x2, cy = left + pw * b.lo, left + pw * b.hi, by + bar_height / 2
             parts.append(
                 f'<g class="interval" stroke="#222" stroke-width="1.5"><line x1="{x1:.1f}" y1="{cy:.1f}" '
                 f'x2="{x2:.1f}" y2="{cy:.1f}"/><line x1="{x1:.1f}" y1="{cy - 6:.1f}" x2="{x1:.1f}" '
                 f'y2="{cy + 6:.1f}"/><line x1="{x2:.1f}" y1="{cy - 6:.1f}" x2="{x2:.1f}" y2="{cy + 6:.1f}"/></g>'
             )
-        parts.append(f'<text x="{left + pw + 6}" y="{y + bar_height * 0.7:.1f}" font-size="11">{b.value:.3f}</text>')
+        parts.append(f'<text x="{left + pw + 6}" y="{by + bar_height * 0.7:.1f}" font-size="11">{b.value:.3f}</text>')
+        y += row + 8
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _legend_rows(labels: Sequence[str], top: float, chars: int) -> list[float]:
+    """The baseline of each legend entry, each entry as tall as its wrapped label."""
+    ys, y = [], top + 14
+    for label in labels:
+        ys.append(y)
+        y += _lines(label, chars) * LINE_HEIGHT + 5
+    return ys
 
 
 # ---- accuracy against cost ---------------------------------------------------------------------
@@ -157,7 +196,9 @@ def cost_chart(
     height: int = 340,
 ) -> str:
     """Accuracy (y) against a cost (x, log scale), the cost frontier dashed through its points."""
-    left, right, top, bottom = 58, 180, 32, 46
+    left, right, top, bottom, chars = 58, 180, 32, 46, 24
+    legend = _legend_rows([p.label for p in points], top, chars)
+    height = max(height, int(legend[-1]) + bottom if legend else height)
     pw, ph = width - left - right, height - top - bottom
     parts = _svg(width, height, title, "cost")
     _y_axis(parts, left, top, pw, ph, y_label)
@@ -198,12 +239,9 @@ def cost_chart(
             f'r="{6 if best else 4.5}" fill="{p.color}" stroke="{"#111" if best else "none"}">'
             f"<title>{_e(p.label)}: {p.y:.3f} at {p.x:,.0f} tokens</title></circle>"
         )
-        ly = top + 14 + 18 * i
+        ly = legend[i]
         parts.append(f'<circle cx="{left + pw + 18}" cy="{ly - 4}" r="5" fill="{p.color}"/>')
-        parts.append(
-            f'<text x="{left + pw + 28}" y="{ly}" font-size="11"><title>{_e(p.label)}</title>'
-            f"{_e(_short(p.label, 24))}{' ★' if best else ''}</text>"
-        )
+        parts.append(_label_svg(left + pw + 28, ly, p.label, chars, size=11, suffix=" ★" if best else ""))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -219,14 +257,18 @@ def line_chart(
     width: int = 600,
     height: int = 340,
     x_prefix: str = "±",
+    x_ticks: Sequence[float] | None = None,
 ) -> str:
     """Curves in [0, 1] over a shared numeric x axis, one per series, with a legend (each point's
-    tooltip reads "label: {x_prefix}x = y")."""
-    left, right, top, bottom = 58, 180, 32, 46
+    tooltip reads "label: {x_prefix}x = y"). The x axis is labelled at `x_ticks` when given (else
+    at every x a series has); a series' `notes` are written above its points."""
+    left, right, top, bottom, chars = 58, 180, 32, 46, 24
+    legend = _legend_rows([s.label for s in series], top, chars)
+    height = max(height, int(legend[-1]) + bottom if legend else height)
     pw, ph = width - left - right, height - top - bottom
     parts = _svg(width, height, title, "lines")
     _y_axis(parts, left, top, pw, ph, y_label)
-    xs = sorted({px for s in series for px, _ in s.points}) or [0.0, 1.0]
+    xs = sorted({float(t) for t in x_ticks} if x_ticks else {px for s in series for px, _ in s.points}) or [0.0, 1.0]
     x0, x1 = xs[0], xs[-1] if xs[-1] > xs[0] else xs[0] + 1
 
     def x(v: float) -> float:
@@ -236,7 +278,7 @@ def line_chart(
         return top + ph * (1 - v)
 
     for v in xs:
-        parts.append(f'<text x="{x(v):.1f}" y="{top + ph + 16}" font-size="11" text-anchor="middle">{v:g}</text>')
+        parts.append(f'<text class="xtick" x="{x(v):.1f}" y="{top + ph + 16}" font-size="11" text-anchor="middle">{v:g}</text>')
     parts.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>')
     parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 8}" font-size="12" text-anchor="middle">{_e(x_label)}</text>')
     if not series:
@@ -251,9 +293,14 @@ def line_chart(
                 f"{_e(x_prefix)}{px:g} = {py:.3f}</title></circle>"
                 for px, py in pts
             )
-        ly = top + 14 + 18 * i
+            noted = [(px, py, n) for (px, py), n in zip(s.points, s.notes) if py is not None and n]
+            parts.extend(
+                f'<text class="pointnote" x="{x(px) + 5:.1f}" y="{y(py) - 6:.1f}" font-size="10" fill="{s.color}">{_e(n)}</text>'
+                for px, py, n in noted
+            )
+        ly = legend[i]
         parts.append(f'<line x1="{left + pw + 12}" y1="{ly - 4}" x2="{left + pw + 32}" y2="{ly - 4}" stroke="{s.color}" stroke-width="3"/>')
-        parts.append(f'<text x="{left + pw + 38}" y="{ly}" font-size="11"><title>{_e(s.label)}</title>{_e(_short(s.label, 24))}</text>')
+        parts.append(_label_svg(left + pw + 38, ly, s.label, chars, size=11))
     parts.append("</svg>")
     return "".join(parts)
 

@@ -1,6 +1,6 @@
 """FALAT's path in the trace view, drawn from the `details` the method records, stage by stage:
-prior, windows (stage summaries, step summaries, passive steps), candidates and regions, typed
-pairs and what the quotas left untyped, pruning, the judged ranking, the verdicts, the re-search,
+prior, windows (stage summaries, step summaries, passive steps by reason), candidates and regions,
+typed links (counts by label, the links around the verified candidates), pruning, the judged ranking, the verdicts, the re-search,
 then cost and every bound hit. Keys no section claims still show, under "Other details"."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _windows(d: Details, link: StepLink) -> str:
         ],
     )
     mids = _grid(
-        ["step", "agent", "action", "decision", "active", "significance", "signals"],
+        ["step", "agent", "action", "decision", "active", "signals"],
         [
             [
                 _step(m["index"], link),
@@ -53,20 +53,21 @@ def _windows(d: Details, link: StepLink) -> str:
                 _text(m.get("action")),
                 _text(m.get("decision")),
                 _yes(m.get("active", True)),
-                e(m.get("significance")),
                 e(", ".join(m.get("signals") or [])),
             ]
             for m in d.get("mid_level") or []
         ],
     )
     passive = d.get("passive") or {}
-    rows = "".join(f"<li>{_step(int(k), link)}: {e(v)}</li>" for k, v in passive.items())
+    rows = "".join(f"<li>{e(why)}: {_steps(steps, link)}</li>" for why, steps in passive.items())
+    left = d.get("mid_level_left_out")
     head = f"<p>{e(d.get('window'))} steps a window; step text capped at {e(d.get('step_token_cap'))} tokens.</p>"
     return (
         head
         + stages
         + section("step summaries (mid level)", mids, open_=False, css="sub")
-        + (f"<p>passive steps (never an answer):</p><ul>{rows}</ul>" if rows else "")
+        + (f"<p class='muted'>{e(left)} more step summaries not recorded (only the steps the search ended near).</p>" if left else "")
+        + (f"<p>passive steps:</p><ul>{rows}</ul>" if rows else "")
     )
 
 
@@ -83,17 +84,13 @@ def _pairs(d: Details, link: StepLink) -> str:
         ["i", "j", "label", "reason"],
         [[_step(p["i"], link), _step(p["j"], link), f"<b>{e(p['label'])}</b>", _text(p.get("reason"))] for p in d.get("pairs") or []],
     )
-    cut = d.get("pairs_cut") or {}
-    cut_rows = _grid(
-        ["candidate", "earlier left untyped", "later left untyped"],
-        [[_step(int(k), link), _steps(v.get("earlier", []), link), _steps(v.get("later", []), link)] for k, v in cut.items()],
+    counts = ", ".join(f"{e(label)} {e(n)}" for label, n in (d.get("pair_counts") or {}).items()) or "none"
+    head = (
+        f"<p>each candidate's links to its next {e(d.get('pair_quota'))} candidates, typed in {e(d.get('groups'))} group calls: "
+        f"{counts}; {e(d.get('pairs_untyped', 0))} pairs further apart left untyped (never evidence). "
+        "The links around the verified candidates, with their reasons:</p>"
     )
-    quota = f"<p>{e(d.get('pair_quota'))} pairs per candidate each way; {len(d.get('pairs') or [])} typed.</p>"
-    return (
-        quota
-        + table
-        + (section(f"untyped pairs ({len(cut)} candidates): unknown, never evidence", cut_rows, open_=False, css="sub") if cut else "")
-    )
+    return head + table
 
 
 def _pruning(d: Details, link: StepLink) -> str:
@@ -119,7 +116,9 @@ def _pruning(d: Details, link: StepLink) -> str:
 
 
 def _ranking(d: Details, link: StepLink) -> str:
-    return _grid(
+    left = d.get("ranking_left_out")
+    more = f"<p class='muted'>{e(left)} lower-ranked candidates not listed.</p>" if left else ""
+    return more + _grid(
         ["step", "score", "judged suspicion", "signals", "analysis"],
         [
             [
@@ -166,6 +165,8 @@ def _research(d: Details, link: StepLink) -> str:
         [[_step(int(k), link), f"<b>{e(v.get('role'))}</b>", _text(v.get("for")), _text(v.get("against"))] for k, v in roles.items()],
     )
     changed = " (replaces t̂)" if d.get("research_changed") else " (confirms t̂)"
+    if d.get("research_not_taken") is not None:
+        changed = f" (t̂ passed verification and stands; the re-search ranked {_step(d['research_not_taken'], link)} first)"
     return f"<p>ranking: {_steps(r.get('ranking') or [], link)}; answer {_step(d.get('final_step'), link)}{changed}</p>" + table
 
 
@@ -190,13 +191,17 @@ def _cost(d: Details, link: StepLink) -> str:
 Renderer = Callable[[Details, StepLink], str]
 SECTIONS: tuple[tuple[str, tuple[str, ...], Renderer | None], ...] = (
     ("Prior (expected plan and output)", ("prior", "expected_output_source", "context_window", "warnings"), None),
-    ("Windows: stage and step summaries", ("window", "windows", "step_token_cap", "stages", "mid_level", "passive"), _windows),
+    (
+        "Windows: stage and step summaries",
+        ("window", "windows", "step_token_cap", "stages", "mid_level", "mid_level_left_out", "passive"),
+        _windows,
+    ),
     ("Candidates and regions", ("candidates", "candidate_source", "regions"), _candidates),
-    ("Typed pairs", ("pair_quota", "pairs", "pairs_cut"), _pairs),
+    ("Typed pairs", ("pair_quota", "groups", "pair_counts", "pairs", "pairs_untyped"), _pairs),
     ("Pruning", ("pruned", "spared_by_inconsistency", "held_by_unknown", "follow_up_sources", "refined", "all_pruned_fallback"), _pruning),
-    ("Judged ranking", ("ranking",), _ranking),
+    ("Judged ranking", ("ranking", "ranking_left_out"), _ranking),
     ("Top candidates and verdicts", ("top", "t_hat", "t_hat_verified", "evidence_checked"), _verdicts),
-    ("Local re-search", ("research", "final_step", "research_changed"), _research),
+    ("Local re-search", ("research", "final_step", "research_changed", "research_not_taken"), _research),
     ("Cost per stage", ("cost",), _cost),
     ("Bounds hit", ("bounds_hit", "limits_hit", "budget_applied"), None),
     ("Options (and which the model's profile set)", ("options",), None),

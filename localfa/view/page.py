@@ -215,6 +215,13 @@ def diagnosis_html(
     return "".join(parts)
 
 
+def _agents(trace: Trace) -> str:
+    """The agents as `localfa inspect` counts them: those the trace names (else its speakers);
+    the user, the system and the environment are no agents."""
+    n = len(trace.agents) or len(trace.agent_names())
+    return f"{n} agent" if n == 1 else f"{n} agents"
+
+
 def trace_section(group: TraceGroup, gid: int, colors: dict[str, str]) -> str:
     """A trace's verdicts (left) beside its timeline (right)."""
     quotes = collect_quotes(group)
@@ -228,11 +235,13 @@ def trace_section(group: TraceGroup, gid: int, colors: dict[str, str]) -> str:
     )
     head = [f'<section class="trace" id="t{gid}"><h2>{e(group.trace_id)}</h2>']
     if trace is not None:
-        head.append(
-            f'<p class="muted">{e(trace.format)} · {len(trace.steps)} steps · {len(trace.agent_names())} agents · {e(group.source)}</p>'
-        )
+        head.append(f'<p class="muted">{e(trace.format)} · {len(trace.steps)} steps · {_agents(trace)} · {e(group.source)}</p>')
         if trace.task:
             head.append(f'<div class="task"><b>Task</b>{folded_text(trace.task, 400)}</div>')
+        if trace.final_output:  # a submitted patch is read whole (`code_text_html` folds no diff)
+            final = trace.final_output
+            shown = code_text_html(final, []) if is_code_heavy(final) else folded_text(final, 400)
+            head.append(f'<div class="task final"><b>Final output</b>{shown}</div>')
     if label:
         head.append(
             f'<p>Label: <a href="#t{gid}-s{e(label.get("mistake_step"))}">step {e(label.get("mistake_step"))}</a> '

@@ -202,7 +202,8 @@ def drift_prediction_html(record: dict[str, Any], link: StepLink) -> str:
     out.append(section("Error spans", f"<ol>{items}</ol>" if items else '<p class="muted">none (the prediction is empty)</p>', css="stage"))
     first = step_number(d.get("first_error_span"))
     if first is not None and 0 <= first < len(spans):
-        tracer = d.get("tracer") if isinstance(d.get("tracer"), dict) else {}
+        tracer = d.get("tracer")
+        tracer = tracer if isinstance(tracer, dict) else {}
         marks = [m for m in _list(tracer.get("marks")) if isinstance(m, dict) and m.get("span") == first]
         roles = ", ".join(f"{e(m.get('claim'))} ({e(m.get('role'))})" for m in marks) or "none"
         body = f"<p>span {first}: {_step_range(spans[first][0], spans[first][1], link)}; claims marked there: {roles}</p>"

@@ -64,7 +64,7 @@ def _new_option() -> Any:
 
 def test_an_option_added_to_a_parser_and_not_to_the_page_is_caught(monkeypatch):
     group = command_tree()
-    page = render()
+    page = render(scripts=False)
     assert missing_from_page(group, page) == []
     diagnose = group.commands["diagnose"]
     diagnose.params.append(_new_option())
@@ -72,4 +72,4 @@ def test_an_option_added_to_a_parser_and_not_to_the_page_is_caught(monkeypatch):
     from localfa.cli import reference
 
     monkeypatch.setattr(reference, "command_tree", lambda: group)
-    assert "`--brand-new-option <int>`" in _sections(reference.render())["diagnose"]  # the generator writes it
+    assert "`--brand-new-option <int>`" in _sections(reference.render(scripts=False))["diagnose"]  # the generator writes it

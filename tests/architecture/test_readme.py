@@ -96,7 +96,6 @@ def _as_scripted(line: str) -> list[str]:
     return [sys.executable, "-m", "localfa", *words[1:], *extra]
 
 
-@pytest.mark.skipif(not (REPO / "examples" / "whowhen").is_dir(), reason="examples/whowhen missing")
 def test_the_quick_start_runs_line_by_line_in_a_fresh_folder(tmp_path):
     (tmp_path / "examples").symlink_to(REPO / "examples")
     for line in quick_start_lines():
@@ -104,3 +103,10 @@ def test_the_quick_start_runs_line_by_line_in_a_fresh_folder(tmp_path):
         assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
     assert (tmp_path / "diagnosis.html").is_file()
     assert (tmp_path / "runs" / "quick" / "report.html").is_file() and (tmp_path / "runs" / "quick" / "view.html").is_file()
+
+
+@pytest.mark.parametrize("title", ["The two commands", "Quick start"])
+def test_the_getting_started_page_repeats_the_readme_word_for_word(title):
+    page = (REPO / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    there = page[page.index(f"## {title}") :]
+    assert code_blocks(there, "bash")[0] == code_blocks(section(title), "bash")[0]

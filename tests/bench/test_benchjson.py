@@ -27,6 +27,7 @@ def test_a_printed_line_gives_its_figures_as_numbers():
         "x": "y",
     }
     assert figures_of("no figure here") == {}
+    assert figures_of("by_stage={0: 0.844, 1: 0.106} n=3") == {"by_stage": "{0: 0.844, 1: 0.106}", "n": 3}
 
 
 def _fake_main(lines: list[str], status: int = 0):

@@ -205,7 +205,7 @@ def test_bench_cli_retry_errors_flag(tmp_path):
     lines = (run / "results.jsonl").read_text().splitlines()
     (run / "results.jsonl").write_text("\n".join(lines[:1]) + "\n" + rec.to_line())
     p = bench(str(data), "--methods", "random", "--out", str(run))
-    assert p.returncode == 0 and "0 new records" in p.stderr, p.stderr
+    assert p.returncode == 1 and "0 new records" in p.stderr, p.stderr  # the run still holds an error record
     p = bench(str(data), "--methods", "random", "--out", str(run), "--retry-errors")
     assert p.returncode == 0 and "1 new records (0 with errors, 1 were retries of failed records)" in p.stderr, p.stderr
     assert [r.error for r in read_records(run / "results.jsonl")] == [None, None]

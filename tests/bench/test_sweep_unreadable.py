@@ -52,7 +52,8 @@ def test_bench_records_every_unit_of_an_unreadable_file_and_a_resume_neither_red
     run = tmp_path / "run"
     args = (str(data), "--methods", "random,all-at-once", "--seeds", "0,1", "--out", str(run))
     p = bench(*args)
-    assert p.returncode == 0, p.stderr  # the sweep went on with the readable files
+    assert p.returncode == 1, p.stderr  # the sweep went on with the readable files; the run holds error records
+    assert "4 of 20 planned units hold an error record" in p.stderr
     assert f"error: {bad}: truncated JSON" in p.stderr
     assert "20 new records (4 with errors; 1 trace file could not be read: error records)" in p.stderr
     records = read_run_records(run)
@@ -72,7 +73,7 @@ def test_bench_records_every_unit_of_an_unreadable_file_and_a_resume_neither_red
 
     lines = (run / "results.jsonl").read_text().splitlines()
     again = bench(*args, "--skip-bad")  # --skip-bad: accepted, changes nothing
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 1, again.stderr
     assert "0 new records" in again.stderr and "20 already done" in again.stderr
     assert (run / "results.jsonl").read_text().splitlines() == lines  # not redone, not repeated
 

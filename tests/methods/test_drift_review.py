@@ -214,3 +214,50 @@ def test_agents_step_of_the_observation_kind_still_counts_for_own_assertion():
     support = {"C1": {"evidence": "The answer is 42", "span": 1, "reason": "said", "status": "DIRECT"}}
     diag, _ = run_one(Script(ledger=ledger, support=support), trace=trace)
     assert diag.details["support"][0]["status"] == "WEAK"
+
+
+# ---- 9. held against the authors' code ---------------------------------------------------------------
+
+
+def test_the_joint_tracer_sees_every_checked_claim_and_states_the_first_error_rule():
+    support = {"C1": {"status": "DIRECT", "evidence": "Springfield had 167,882 residents", "span": 1, "reason": "shown"}}
+    answer = {"reason": "C2 invents a figure", "harmful": ["C2"], "marks": [{"claim": "C2", "span": 2, "role": "introduce"}]}
+    diag, engine = run_one(Script(ledger=_two_claims(), support=support, tracer={"joint": answer}), tracer="joint")
+    (req,) = [r for r in engine.requests if r.key.startswith("drift/tracer")]
+    prompt = req.messages[1]["content"]
+    assert req.key == "drift/tracer/joint" and "Claim C1" in prompt and "Claim C2" in prompt  # DIRECT C1 too
+    assert "not its earliest mere mention" in prompt
+    assert diag.details["first_error_span"] == 2 and diag.details["tracer"]["mode"] == "joint"
+    # with every claim DIRECT it still traces (the ledger tracer would not)
+    direct = {c: support["C1"] for c in ("C1", "C2")}
+    _, engine = run_one(Script(ledger=_two_claims(), support=direct, tracer={"joint": {"harmful": [], "marks": []}}), tracer="joint")
+    assert [r.key for r in engine.requests if r.key.startswith("drift/tracer")] == ["drift/tracer/joint"]
+    _, engine = run_one(Script(ledger=_two_claims(), support=direct), tracer="ledger")
+    assert not [r for r in engine.requests if r.key.startswith("drift/tracer")]
+
+
+def test_telbench_cases_load_one_step_per_span_with_gold_error_spans():
+    from pathlib import Path
+
+    from localfa.traces.load import load_traces
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "telbench" / "cases.jsonl"
+    first, second = load_traces(fixture)
+    assert (first.id, first.format, len(first.steps)) == ("telbench/tb-001", "telbench", 4)
+    assert [s.span_id for s in first.steps] == ["S1", "S2", "S3", "S4"] and first.task.startswith("Which city")
+    assert first.labels.mistake_step == 2 and first.labels.fault_steps == [2, 3] and first.labels.fault_spans == [(2, 3)]
+    assert second.labels.mistake_step is None and second.labels.fault_steps == []
+    diag, _ = run_one(Script(), trace=first)  # DRIFT audits it like any trace
+    assert diag.details["spans"] == [[0, 0], [1, 1], [2, 2], [3, 3]]
+
+
+def test_a_bad_telbench_case_is_named_with_its_field(tmp_path):
+    from localfa.traces.errors import TraceError
+    from localfa.traces.load import load_traces
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        '{"id": "x", "question": "q", "spans": [{"id": "S1", "raw": "a"}], "gold": {"error_span_ids": ["S9"]}}\n', encoding="utf-8"
+    )
+    with pytest.raises(TraceError, match=r"bad.jsonl.*gold.error_span_ids.*S9"):
+        load_traces(bad)

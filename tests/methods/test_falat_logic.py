@@ -7,7 +7,8 @@ import pytest
 from localfa.engine.scripted import ScriptedEngine
 from localfa.methods.base import MethodContext
 from localfa.methods.falat.candidates import merge_regions
-from localfa.methods.falat.transitions import candidate_pairs, prune
+from localfa.methods.falat.groups import group_pairs, plan_groups
+from localfa.methods.falat.transitions import prune
 from localfa.methods.falat.windows import split_windows
 from localfa.methods.registry import MethodOptionError, get_method
 from localfa.methods.runner import Job, method_job, run_jobs
@@ -35,7 +36,6 @@ class Script:
         labels=None,
         verdicts=None,
         research_top=None,
-        significance=None,
         focus=None,
         quote="the count is",
         passive=(),
@@ -46,7 +46,6 @@ class Script:
         self.labels = labels or {}
         self.verdicts = verdicts or {}
         self.research_top = research_top
-        self.significance = significance or {}
         self.focus = focus or {}
         self.quote = quote
         self.passive = set(passive)
@@ -80,7 +79,6 @@ class Script:
                     "action": f"a{i}",
                     "decision": f"d{i}",
                     "active": fixed if fixed is not None else i not in self.passive,
-                    "significance": self.significance.get(i, 1),
                     "outcome_relevance": o,
                     "prior_inconsistency": p,
                     "execution_inconsistency": e,
@@ -89,17 +87,24 @@ class Script:
             if "stage" in props:
                 out["stage"] = self._stage(props["stage"])
             return out
-        if name == "falat_transition":
-            _, _, i, j = req.key.split("/")
-            return {"reason": f"r{i}-{j}", "label": self.labels.get((int(i), int(j)), "no_influence")}
+        if name == "falat_links":
+            links = {}
+            for key in props["links"]["properties"]:
+                i, j = (int(x) for x in key.split(">"))
+                links[key] = {"reason": f"r{i}-{j}", "label": self.labels.get((i, j), "no_influence")}
+            return {"links": links}
         if name == "falat_rank":
-            c = int(req.key.split("/")[-1])
             return {
-                "analysis": f"rated {c}",
-                "incorrect_execution": False,
-                "unsupported_information": False,
-                "affects_later": False,
-                "suspicion": self.suspicion.get(c, 5),
+                "ratings": {
+                    key: {
+                        "analysis": f"rated {key}",
+                        "incorrect_execution": False,
+                        "unsupported_information": False,
+                        "affects_later": False,
+                        "suspicion": self.suspicion.get(int(key), 5),
+                    }
+                    for key in props["ratings"]["properties"]
+                }
             }
         if name == "falat_verify":
             c = int(req.key.split("/")[-1])
@@ -108,7 +113,7 @@ class Script:
         if name == "falat_research":
             ids = [int(k) for k in props["steps"]["properties"]]
             rankable = props["ranking"]["enum"][0]
-            t_hat = int(req.messages[-1]["content"].split("points at step ")[1].split(".")[0])
+            t_hat = int(req.messages[-1]["content"].split("The search so far points at step ")[1].split(".")[0])
             top = self.research_top if self.research_top in rankable else t_hat
             ranking = [top] + [i for i in sorted(rankable) if i != top]
             return {
@@ -202,9 +207,9 @@ def test_a_region_across_a_window_boundary_is_verified_as_one_neighbourhood():
     diag, engine = run_one(Script(flags=flags, labels=labels, suspicion={4: 9, 8: 9}), make_trace(12))
     req = next(r for r in engine.requests if r.key == "falat/verify/4")
     body = req.messages[1]["content"]
-    assert all(f"<<<STEP {i}>>>" in body for i in (3, 4, 5, 6)) and "<<<STEP 2>>>" not in body
+    assert all(f"<<<STEP {i}>>>" in body for i in (3, 4, 5, 6)) and "Its neighbours are steps 3 to 6" in body
     assert next(t for t in diag.details["top"] if t["step"] == 4)["span"] == [3, 6]
-    shared = next(r for r in engine.requests if r.grammar.name == "falat_transition").messages[1]["content"]
+    shared = next(r for r in engine.requests if r.grammar.name == "falat_links").messages[1]["content"]
     assert "region 3-6 (spans a window boundary" in shared
     # a region inside one window keeps the paper's i-1 .. i+1
     diag, engine = run_one(Script(flags={1: (True, True, False), 2: (True, True, False)}), make_trace(12))
@@ -236,21 +241,23 @@ def test_step_text_is_clipped_to_the_step_token_cap_in_window_prompts():
 def test_a_passive_step_is_never_a_candidate_nor_answered():
     trace = with_steps(make_trace(8), s0={"role": "human", "agent": "human"}, s3={"kind": "observation"})
     flags = {0: (True, True, True), 3: (True, True, True), 5: (True, True, True), 2: (True, False, False)}
-    script = Script(flags=flags, passive=[5], research_top=3, focus={0: 0}, labels={(2, 4): "error_shift"})
+    script = Script(flags=flags, passive=[5], research_top=3, focus={0: 0}, labels={(2, 4): "error_shift", (2, 5): "error_shift"})
     diag, engine = run_one(script, trace)
-    assert diag.details["passive"] == {
-        "0": "human turn: the task or a person's message, not an agent's act",
-        "3": "observation: environment or tool output, no agent acted",
-        "5": "its window judged it passive: it only forwards earlier information",
+    assert diag.details["passive"] == {  # by reason, each written once (the record stays small)
+        "human turn: the task or a person's message, not an agent's act": [0],
+        "observation: environment or tool output, no agent acted": [3],
+        "its window judged it passive (only forwards earlier information): kept answerable, ranked lower": [5],
     }
-    assert diag.details["candidates"] == [2]
+    assert diag.details["candidates"] == [2, 5]  # a judged-passive step stays a candidate (issue 34)
+    # 2: 2·5 + a path; 5: 2·5 + two inconsistencies, less the passive penalty
+    assert {r["step"]: r["score"] for r in diag.details["ranking"]} == {2: 11, 5: 10}
     window0 = batches_of(engine, "falat_window")[0][0]
     steps = window0.grammar.spec["properties"]["steps"]["properties"]
     assert steps["0"]["properties"]["active"] == {"const": False} and steps["3"]["properties"]["active"] == {"const": False}
     assert steps["2"]["properties"]["active"] == {"type": "boolean"}
     assert "Steps 0, 3 are not an agent's own act" in window0.messages[1]["content"]
     research = next(r for r in engine.requests if r.grammar.name == "falat_research")
-    assert {i for p in research.grammar.spec["properties"]["ranking"]["enum"] for i in p} == {1, 2, 4}
+    assert {i for p in research.grammar.spec["properties"]["ranking"]["enum"] for i in p} == {1, 2, 4}  # 0 human, 3 observation
     assert diag.step == 2 and diag.details["research"]["ranking"][0] == 2
 
 
@@ -266,52 +273,47 @@ def test_no_passive_step_is_answered_even_when_only_passive_steps_are_flagged():
 # ---- stage 2: pairs and pruning --------------------------------------------------------------
 
 
-def test_each_candidate_gets_its_own_pair_quota_and_the_cut_is_recorded():
-    plan = candidate_pairs([1, 2, 4, 8, 9], quota=2)
-    assert plan.pairs == [(1, 2), (8, 9), (2, 4), (1, 4), (4, 8), (4, 9), (2, 8)]
-    assert plan.cut == {
-        1: {"earlier": [], "later": [8, 9]},
-        2: {"earlier": [], "later": [9]},
-        8: {"earlier": [1], "later": []},
-        9: {"earlier": [1, 2], "later": []},
-    }
-    assert plan.unknown == {(1, 8), (1, 9), (2, 9)}
+def test_groups_share_one_prefix_and_each_candidate_reaches_its_next_quota():
+    assert plan_groups([1, 2, 4, 8, 9, 11], group_size=2, quota=2) == [((1, 2), (1, 2, 4, 8)), ((4, 8), (4, 8, 9, 11)), ((9, 11), (9, 11))]
+    assert group_pairs((4, 8), [1, 2, 4, 8, 9, 11], 2) == [(4, 8), (4, 9), (8, 9), (8, 11)]
+    flags = {i: (True, False, False) for i in (1, 2, 4, 6, 7)}
+    shifts = {(1, 2): "error_shift", (2, 4): "error_shift", (4, 6): "error_shift", (6, 7): "error_shift"}
+    diag, engine = run_one(Script(flags=flags, labels=shifts), make_trace(9), pair_quota=2, group_size=2)
+    (links,) = batches_of(engine, "falat_links")
+    (rank,) = batches_of(engine, "falat_rank")
+    assert [r.key for r in links] == ["falat/links/1", "falat/links/4", "falat/links/7"][: len(links)]
+    for lk in links:  # the rating of a group reads the links call's prompt up to its question
+        rk = next(r for r in rank if r.key == lk.key.replace("links", "rank"))
+        head = lk.messages[1]["content"].split("Now say how each listed pair")[0]
+        assert rk.messages[1]["content"].startswith(head)
+    first = links[0].grammar.spec["properties"]["links"]["properties"]
+    assert list(first) == ["1>2", "1>4", "2>4", "2>6"]
+    body = links[0].messages[1]["content"]
+    assert all(f"<<<STEP {i}>>>" in body for i in (1, 2, 4, 6)) and "<<<STEP 7>>>" not in body
+    assert [r.key for r in rank] == ["falat/rank/1", "falat/rank/4", "falat/rank/7"]
+    assert diag.details["groups"] == 3 and diag.details["pair_counts"] == {"error_shift": 4, "no_influence": 3}
 
 
-def test_a_fifty_candidate_trace_types_its_late_candidates_too():
+def test_a_fifty_candidate_trace_costs_calls_linear_in_its_candidates():
     flags = {i: (True, False, False) for i in range(50)}
-    diag, engine = run_one(Script(flags=flags), make_trace(50), max_model_len=8192)  # quota 8192 // 4096 = 2
-    assert diag.details["pair_quota"] == 2 and len(diag.details["candidates"]) == 50
-    (batch,) = batches_of(engine, "falat_transition")
-    typed = {tuple(int(x) for x in r.key.split("/")[2:]) for r in batch}
-    for c in range(45, 50):  # every late candidate has its nearest earlier (and later) candidates typed
-        assert {(c - 2, c), (c - 1, c)} <= typed
-        assert {(c, d) for d in (c + 1, c + 2) if d < 50} <= typed
-    assert len(typed) == 49 + 48
-    assert diag.details["pairs_cut"]["49"] == {"earlier": list(range(47)), "later": []}
-    assert diag.details["bounds_hit"]["pair_quota"]["candidates_cut"] == 50
+    diag, engine = run_one(Script(flags=flags), make_trace(50), max_model_len=32768)
+    assert diag.details["pair_quota"] == 3 and len(diag.details["candidates"]) == 50
+    (batch,) = batches_of(engine, "falat_links")
+    assert len(batch) == 7  # groups of 8, not one call per pair (was 97 calls for 97 pairs)
+    typed = {tuple(int(x) for x in k.split(">")) for r in batch for k in r.grammar.spec["properties"]["links"]["properties"]}
+    assert typed == {(i, j) for i in range(50) for j in range(i + 1, min(50, i + 4))}
+    assert diag.details["pairs_untyped"] == 50 * 49 // 2 - len(typed)
+    assert diag.details["bounds_hit"]["pair_quota"] == {"quota": 3, "pairs_untyped": 1225 - 144, "candidates_with_untyped": 50}
+    assert "pairs_cut" not in diag.details  # counts, not every untyped pair
 
 
-def test_pair_quota_is_sized_from_the_window_and_an_unknown_window_is_a_warning():
-    flags = {i: (True, False, False) for i in range(12)}
-    diag, _ = run_one(Script(flags=flags), make_trace(12), max_model_len=32768)
-    assert diag.details["pair_quota"] == 8 and diag.details["context_window"] == {"tokens": 32768, "source": "engine"}
-    assert diag.details["warnings"] == []
-    diag, _ = run_one(Script(flags=flags), make_trace(12), max_model_len=None)
-    assert diag.details["context_window"] == {"tokens": 32768, "source": "assumed"}
-    assert "reports no context window" in diag.details["warnings"][0]
-    diag, _ = run_one(Script(flags=flags), make_trace(12), max_model_len=None, context_tokens=16384, pair_quota=3)
-    assert diag.details["context_window"]["source"] == "option" and diag.details["pair_quota"] == 3 and diag.details["warnings"] == []
-
-
-def test_no_influence_and_dead_end_never_prune_on_a_cut_pair():
+def test_no_influence_and_dead_end_never_prune_a_candidate_with_untyped_links():
     for label in ("no_influence", "dead_end"):
-        result = prune([1, 2, 3], {(1, 2): label, (2, 3): label}, {}, unknown={(1, 3)})
+        result = prune([1, 2, 3], {(1, 2): label, (2, 3): label}, {}, untyped={1})
         assert 1 in result.kept and result.held_by_unknown == {1: label}
-        assert result.pruned == {2: label}  # all of 2's later pairs were typed
+        assert result.pruned == {2: label}
     flags = {i: (True, False, False) for i in (1, 2, 3)}
     diag, _ = run_one(Script(flags=flags), make_trace(6), pair_quota=1)
-    assert diag.details["pairs_cut"] == {"1": {"earlier": [], "later": [3]}, "3": {"earlier": [1], "later": []}}
     assert diag.details["held_by_unknown"] == {"1": "no_influence"} and diag.details["pruned"] == {"2": "no_influence"}
     assert diag.details["refined"] == [1, 3]
 
@@ -340,26 +342,28 @@ def test_follow_up_from_a_clean_step_marks_no_carrier():
     assert prune([0, 5], {(0, 5): "follow_up"}, {}).kept == [0, 5]
 
 
-def test_follow_up_from_a_suspect_step_prunes_a_clean_carrier_only():
+def test_follow_up_from_a_suspect_step_prunes_its_carrier():
     result = prune([2, 5], {(2, 5): "follow_up"}, {2: True})
     assert result.kept == [2] and result.sources == {5: 2} and result.pruned == {5: "follow_up carrier of step 2"}
-    assert prune([2, 5], {(2, 5): "follow_up"}, {2: True, 5: True}).kept == [2, 5]  # 5 errs on its own
+    # a carrier that repeats the wrong value is flagged inconsistent too: it is still a carrier,
+    # and is not recorded as spared (issue 34, point 2)
+    repeated = prune([2, 5], {(2, 5): "follow_up"}, {2: True, 5: True})
+    assert repeated.kept == [2] and repeated.spared == {} and repeated.sources == {5: 2}
     # the source of an error_shift is suspect too
     shifted = prune([1, 2, 6], {(1, 2): "error_shift", (1, 6): "follow_up", (2, 6): "no_influence"}, {})
     assert shifted.sources == {6: 1} and shifted.kept == [1, 2]
 
 
-def test_attribution_is_traced_back_only_through_carrier_links():
-    labels = {(2, 5): "follow_up", (5, 8): "follow_up", (2, 8): "no_influence"}
-    # 5 is a carrier of 2; 5 is not suspect, so its follow_up to 8 marks no carrier
-    result = prune([2, 5, 8], labels, {2: True})
-    assert result.sources == {5: 2} and result.kept == [2, 8]
-    # with 5 suspect (and so not a carrier), 8 is 5's carrier, not 2's
-    result = prune([2, 5, 8], labels, {2: True, 5: True})
-    assert result.sources == {8: 5} and result.kept == [2, 5]
-    # a chain of carriers through suspect links goes back to its source
+def test_follow_up_chains_are_traced_transitively_to_their_source():
+    labels = {(2, 5): "follow_up", (5, 8): "follow_up", (8, 11): "follow_up", (2, 8): "no_influence"}
+    # 5 carries 2's error, so 5 is corrupted for the next hop: 8 and 11 are carriers of 2 too
+    result = prune([2, 5, 8, 11], labels, {2: True})
+    assert result.kept == [2] and result.sources == {5: 2, 8: 2, 11: 2}
+    # a chain broken by a clean step marks nothing after it
+    assert prune([2, 5, 8], {(2, 5): "no_influence", (5, 8): "follow_up"}, {2: True}).sources == {}
+    # error_shift endpoints stay whatever else holds
     chain = prune([1, 3, 5], {(1, 3): "follow_up", (3, 5): "error_shift", (1, 5): "follow_up"}, {1: True})
-    assert chain.kept == [1, 3, 5]  # error_shift endpoints stay whatever else holds
+    assert chain.kept == [1, 3, 5]
 
 
 def test_pruning_order_and_the_all_pruned_fallback():
@@ -388,20 +392,22 @@ def test_labels_and_verdicts_reason_first_at_the_judge_temperature():
     flags = {i: (True, False, False) for i in (2, 4, 6)}
     diag, engine = run_one(Script(flags=flags, labels={(2, 4): "error_shift", (4, 6): "error_shift"}), make_trace(8))
     by_grammar = {r.grammar.name: r for r in engine.requests}
-    assert list(by_grammar["falat_transition"].grammar.spec["properties"]) == ["reason", "label"]
+    links = by_grammar["falat_links"].grammar.spec["properties"]["links"]["properties"]
+    assert all(list(node["properties"]) == ["reason", "label"] for node in links.values())
     assert list(by_grammar["falat_verify"].grammar.spec["properties"]) == [
         "analysis",
         "error_independence",
         "counterfactual_sufficiency",
         "quote",
     ]
-    assert list(by_grammar["falat_rank"].grammar.spec["properties"])[0] == "analysis"
+    ratings = by_grammar["falat_rank"].grammar.spec["properties"]["ratings"]["properties"]
+    assert all(list(node["properties"])[0] == "analysis" for node in ratings.values())
     temps = {name: r.sampling.temperature for name, r in by_grammar.items()}
-    assert temps == {
+    assert temps == {  # every call that decides which steps stay in the search is a judge's (issue 34)
         "falat_prior": 0.7,
-        "falat_stage": 0.7,
-        "falat_window": 0.7,
-        "falat_transition": 0.2,
+        "falat_stage": 0.2,
+        "falat_window": 0.2,
+        "falat_links": 0.2,
         "falat_rank": 0.2,
         "falat_verify": 0.2,
         "falat_research": 0.2,
@@ -418,16 +424,14 @@ def test_the_judged_ranking_leads_and_ties_go_to_the_earlier_step():
     labels = {p: "error_shift" for p in [(1, 3), (3, 5), (5, 8)]}
     script = Script(flags=flags, labels=labels, suspicion={1: 2, 3: 6, 5: 7, 8: 7}, verdicts={3: (True, True), 5: (True, True)})
     diag, engine = run_one(script, make_trace(10))
-    (batch,) = batches_of(engine, "falat_rank")
-    assert [r.key for r in batch] == ["falat/rank/1", "falat/rank/3", "falat/rank/5", "falat/rank/8"]
-    shared = {r.messages[1]["content"].split("You now rate one suspect step")[0] for r in batch}
-    assert len(shared) == 1  # one shared prefix; the candidate comes last
+    ((req,),) = batches_of(engine, "falat_rank")  # one group: one call rates all four
+    assert list(req.grammar.spec["properties"]["ratings"]["properties"]) == ["1", "3", "5", "8"]
     # score = 2·suspicion + signals: 5 has a path (14+1), 3 an execution inconsistency and a path
     # (12+2), 8 none (14), 1 a path (4+1); 3 and 8 tie and the earlier goes first
     assert [(r["step"], r["score"]) for r in diag.details["ranking"]] == [(5, 15), (3, 14), (8, 14), (1, 5)]
     assert diag.details["ranking"][0]["signals"] == ["affects_later"] and diag.details["ranking"][0]["analysis"] == "rated 5"
     assert diag.details["t_hat"] == 3 and diag.step == 3  # the earliest passing of the top 3
-    assert diag.details["bounds_hit"]["top_k"] == {"limit": 3, "not_verified": [1]}
+    assert diag.details["bounds_hit"]["top_k"] == {"limit": 3, "not_verified": 1}
     flags = {2: (True, False, False), 6: (True, False, True)}
     even = run_one(Script(flags=flags, labels={(2, 6): "error_shift"}, suspicion={2: 4, 6: 4}), make_trace(8))[0]
     assert [(r["step"], r["score"]) for r in even.details["ranking"]] == [(2, 9), (6, 9)]
@@ -447,12 +451,14 @@ def test_none_passing_takes_the_best_ranked_and_says_so():
 
 
 def test_verification_sees_neighbours_in_full_and_the_pair_labels():
-    flags = {4: (False, True, True), 7: (True, False, False)}
-    diag, engine = run_one(Script(flags=flags, labels={(4, 7): "error_shift"}), make_trace(10, long=300))
-    req = next(r for r in engine.requests if r.key == "falat/verify/4")
+    flags = {1: (True, False, False), 6: (False, True, True)}
+    diag, engine = run_one(Script(flags=flags, labels={(1, 6): "error_shift"}, suspicion={1: 1, 6: 9}), make_trace(10, long=300), top_k=1)
+    req = next(r for r in engine.requests if r.key == "falat/verify/6")
     body = req.messages[1]["content"]
-    assert "<<<STEP 3>>>" in body and "<<<STEP 5>>>" in body and "<<<STEP 6>>>" not in body
-    assert "step 4 -> step 7: error_shift" in body
+    assert all(f"<<<STEP {i}>>>" in body for i in (5, 6, 7)) and "Its neighbours are steps 5 to 7" in body
+    # the linked step further back than i-2, in full, and the relation with its reason (issue 34, point 3)
+    assert "<<<STEP 1>>>" in body and "link it to are also above: 1" in body
+    assert "step 1 -> step 6: error_shift (r1-6)" in body
     assert "chars cut" not in body
 
 
@@ -501,11 +507,11 @@ def test_an_expected_output_equal_to_the_wrong_one_is_flagged():
     diag, engine = run_one(Script(flags=flags, answer=" 4. "), make_trace(6))  # the run's final output is "4"
     assert diag.details["prior"]["expected_equals_wrong"] is True
     verify = next(r for r in engine.requests if r.grammar.name == "falat_verify")
-    assert "is the same as what the run produced" in verify.messages[1]["content"]
+    assert "says the same as what the run produced" in verify.messages[1]["content"]
     diag, engine = run_one(Script(flags=flags), make_trace(6))
     assert diag.details["prior"]["expected_equals_wrong"] is False
     assert (
-        "is the same as what the run produced"
+        "says the same as what the run produced"
         not in next(r for r in engine.requests if r.grammar.name == "falat_verify").messages[1]["content"]
     )
 
@@ -523,7 +529,7 @@ def test_cost_is_recorded_per_stage():
     diag, engine = run_one(Script(flags=flags, labels={(1, 2): "error_shift", (2, 5): "error_shift"}), make_trace(10))
     cost = diag.details["cost"]
     assert list(cost) == ["prior", "stages", "windows", "transitions", "ranking", "verify", "research"]
-    assert [cost[s]["batches"] for s in cost] == [[1], [1], [2], [3], [3], [3], [1]]
+    assert [cost[s]["batches"] for s in cost] == [[1], [1], [2], [1], [1], [3], [1]]
     assert sum(c["calls"] for c in cost.values()) == len(engine.requests) == diag.usage["calls"]
     assert sum(c["prompt_tokens"] for c in cost.values()) == diag.usage["prompt_tokens"]
 
@@ -562,7 +568,7 @@ def test_defaults_are_sized_for_a_strong_model_and_every_bound_is_an_option():
     assert (d["step_tokens"], d["pair_step_tokens"], d["pair_quota"], d["answer_chars"], d["analysis_chars"]) == (
         2048,
         1024,
-        None,
+        3,
         600,
         1200,
     )

@@ -26,7 +26,7 @@ def turn(tool: dict, stm: dict | None = None, action: str = "next") -> dict:
     out = {"next_action": action, "tool": tool}
     if stm is not None:
         out = {"stm": stm, **out}
-    return out
+    return {"analysis": "Thinking it through.", **out}
 
 
 READ = {"name": "read", "offset": 0, "limit": 5}
@@ -176,7 +176,7 @@ def test_eviction_keeps_head_and_stm():
     trace = make_trace(40, long=30)
     reads = [turn({"name": "read", "offset": 10 * i, "limit": 5}, {"still_need": [f"item {i}"]}) for i in range(8)]
     diag, engine = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="14000c")
-    assert diag.details["evicted_turns"] > 0
+    assert diag.details["summarised_results"] + diag.details["evicted_turns"] > 0  # older results summarised first
     last = [r for r in engine.requests if r.grammar.name == "safari_turn"][-1]
     total = sum(len(m["content"]) for m in last.messages)
     assert total <= 14000 + 2000  # the budget (plus the newest turn, which always stays)
@@ -242,8 +242,9 @@ def test_scale_budget_is_fault_position_over_factor():
     diag, _ = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="scale:2")
     pos = LineView(trace, count_tokens=engine_counter).token_position_of_step(50)
     assert diag.details["budget"] == "scale:2"
-    assert diag.details["budget_limit"] == pos // 2  # no hidden floor
-    assert diag.details["evicted_turns"] > 0
+    assert diag.details["investigation_budget"] == pos // 2  # no hidden floor
+    assert diag.details["budget_limit"] > pos // 2  # on top of the fixed opening prompt
+    assert diag.details["summarised_results"] + diag.details["evicted_turns"] > 0
 
 
 @pytest.mark.real

@@ -119,16 +119,18 @@ def _words(n: int, w: str) -> str:
 def test_every_prompt_sent_fits_the_budget_shrinking_the_newest_result_when_it_must():
     trace, budget = _dense_trace(), 2400
     spare = budget - _head_size(trace, budget)
-    # ~150 words of notes, in the turn's text and again in the STM, leave ~200 of the spare room:
-    # a 10-line read (~300 tokens) no longer fits whole
-    notes = {"task_goal": _words(75, "g"), "final_output": _words(75, "f")}
-    reads = [turn({"name": "read", "offset": 10 * i, "limit": 10}, notes if i == 0 else {}) for i in range(6)]
+    # ~220 words of notes, in the turn's text and again in the STM: with older results summarised
+    # and old turns evicted, a 14-line read (~400 tokens) still does not fit whole
+    notes = {"task_goal": _words(110, "g"), "final_output": _words(110, "f")}
+    reads = [turn({"name": "read", "offset": 10 * i, "limit": 14}, notes if i == 0 else {}) for i in range(6)]
     engine = _Tokens(Script(reads + [turn(EVAL, {})], final_step=0))
     diag = _run(engine, trace, budget=str(budget), max_turns=8)
-    assert diag.error is None and diag.details["max_read_lines"] >= 10 and 400 < spare < 600
+    assert diag.error is None and diag.details["max_read_lines"] >= 14 and 400 < spare < 600
     sizes = [engine.count_prompt_tokens(r.messages) for r in turns_of(engine) + [engine.requests[-1]]]
     assert max(sizes) <= budget and diag.details["largest_prompt"] == max(sizes)
-    assert diag.details["prompt_measure"] == "chat_template" and diag.details["token_unit"] == "tokens"
+    # near the cap the prompt is counted in full with the template; below it the estimate decides
+    # near the cap the prompt is counted in full with the template; below it the estimate decides
+    assert diag.details["prompt_measure"].get("chat_template", 0) >= 1 and diag.details["token_unit"] == "tokens"
     assert diag.details["shrunk_observations"] >= 1
     assert any("shortened to fit the context budget" in o for o in observations(engine))
 
@@ -142,13 +144,14 @@ def test_a_prompt_that_cannot_fit_ends_the_search_with_a_forced_answer():
     diag = _run(engine, trace, budget=str(budget), max_turns=10)
     assert 400 < spare < 600
     assert diag.error is None and diag.stop_reason == "forced" and diag.details["forced_by"] == "budget"
-    assert diag.details["budget_stop"]["turn"] == 2 and diag.details["final_stm_trimmed"] >= 1
+    # older results are summarised before the search ends: one more turn fits than with eviction alone
+    assert diag.details["budget_stop"]["turn"] in (2, 3)
     assert "context budget is full" in engine.requests[-1].messages[-1]["content"]
     assert max(engine.count_prompt_tokens(r.messages) for r in engine.requests) <= budget
 
 
 def test_the_whole_run_fits_compares_characters_with_characters():
-    trace = make_trace(20)
+    trace = make_trace(80)  # long enough that the end read alone cannot show all of it
     view_chars = len(LineView(trace).read(0, LineView(trace).total_lines))
     engine = ScriptedEngine(Script([turn(EVAL, {}), turn(SUBMIT, {})]))
     probe = _run(engine, trace, budget="1000000c")
@@ -179,7 +182,8 @@ def test_the_fits_test_counts_the_whole_view_in_one_call():
     view = LineView(trace).read(0, LineView(trace).total_lines)
     diag = _run(engine, trace, budget="100000")
     assert diag.stop_reason == "submitted" and diag.details["trace_fits"] is True
-    assert engine.counted.count(view) == 1  # the view, once, whole
+    assert engine.counted.count(view) == 0  # never tokenised whole: estimated from a sample (issue 35.6)
+    assert set(diag.details["prompt_measure"]) == {"estimate"}  # far below the cap: nothing counted in full
     assert not set(LineView(trace).lines) & set(engine.counted)  # never line by line
 
 
@@ -285,7 +289,8 @@ def test_forced_finalisation_names_only_a_seen_action_step():
     diag = _run(engine, trace, budget="2500", max_turns=2)
     final = engine.requests[-1]
     allowed = final.grammar.spec["properties"]["step_id"]["enum"]
-    assert 20 in allowed and 39 in allowed and 38 not in allowed and 10 not in allowed  # STM, seen; observation; unseen
+    # seen; observation; unseen; only in the STM (not shown: not answerable, issue 35.4)
+    assert 39 in allowed and 38 not in allowed and 10 not in allowed and 20 not in allowed
     assert 0 in allowed  # READ showed step 0
     assert diag.stop_reason == "forced" and diag.step == 39
 

@@ -15,6 +15,7 @@ from localfa.methods.fencing import fenced_blocks
 from localfa.methods.registry import get_method
 from localfa.methods.runner import method_job, run_jobs
 from localfa.methods.safari.history import History
+from localfa.methods.safari.meter import NEAR_CAP
 from localfa.traces.lineview import LineView
 from localfa.traces.model import Step, Trace
 from tests.methods.test_safari_logic import EVAL, READ, SEARCH, SUBMIT, Script, make_trace, observations, run_one, turn
@@ -163,10 +164,10 @@ def test_without_a_budget_the_window_still_evicts_and_the_record_says_so():
     trace = make_trace(60, long=40)
     engine = ScriptedEngine(
         Script([turn({"name": "read", "offset": 9 * i, "limit": 9}, {}) for i in range(10)] + [turn(EVAL, {}), turn(SUBMIT, {})]),
-        max_model_len=6000,
+        max_model_len=7000,
     )
     diag, _ = run_error(trace, None, engine=engine)
-    limit = 6000 - 2 * SafariLimits().turn_max_tokens() - 64
+    limit = 7000 - 2 * SafariLimits().turn_max_tokens() - 64
     assert diag.error is None
     assert diag.details["budget"] == "window" and diag.details["budget_limit"] == limit
     assert diag.details["evicted_turns"] > 0 and diag.details["trace_fits"] is False
@@ -181,12 +182,12 @@ def test_the_read_it_all_advice_only_where_nothing_can_be_evicted():
     small = make_trace(6)
     _, engine = run_one(Script([turn(EVAL, {}), turn(SUBMIT, {})]), trace=small)  # no window, no budget
     first = turns_of(engine)[0]
-    assert "no cap for this run" in first.messages[1]["content"]
+    assert "has been read for you, every line of it" in first.messages[1]["content"]
     assert "silently dropped" not in first.messages[0]["content"]
     diag, engine = run_one(Script([turn(EVAL, {}), turn(SUBMIT, {})]), trace=small, budget="100k")
     assert diag.details["trace_fits"] is True and diag.details["budget"] == "100000"
     user = turns_of(engine)[0].messages[1]["content"]
-    assert "The whole run fits in your context (100000 tokens)" in user
+    assert "The whole run fits in your context and has been read for you" in user
     assert "silently dropped" in turns_of(engine)[0].messages[0]["content"]  # a cap exists: the warning stays
 
 
@@ -199,9 +200,10 @@ def test_a_token_budget_counts_the_chat_template_per_message():
     trace = make_trace(40, long=30)
     reads = [turn({"name": "read", "offset": 10 * i, "limit": 5}, {}) for i in range(8)]
     diag, engine = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="2500")
-    assert diag.details["evicted_turns"] >= 4
+    assert diag.details["summarised_results"] + diag.details["evicted_turns"] >= 4
     sizes = [sum(engine.count_tokens(m["content"]) + TEMPLATE_TOKENS_PER_MESSAGE for m in req.messages) for req in turns_of(engine)]
-    assert max(sizes) <= 2500 and max(sizes) > 2500 - 100  # filled to the budget, never past it
+    # filled to just under the budget (estimates aim NEAR_CAP below it), never past it
+    assert max(sizes) <= 2500 and max(sizes) > 2500 * (1 - 2 * NEAR_CAP)
 
 
 def test_a_budget_below_the_fixed_head_is_that_traces_error_record():
@@ -325,7 +327,8 @@ def test_with_stm_the_past_tool_calls_ride_inside_the_memory():
 
 def test_evaluate_waits_for_the_minimum_investigating_turns():
     reads = [turn({"name": "read", "offset": i, "limit": 3}, {}) for i in range(3)]
-    diag, engine = run_one(Script([turn(EVAL, {})] + reads + [turn(EVAL, {}), turn(SUBMIT, {})]), min_investigate_turns=3)
+    long = make_trace(300)  # not shown whole by the first read (a run shown whole meets the minimum)
+    diag, engine = run_one(Script([turn(EVAL, {})] + reads + [turn(EVAL, {}), turn(SUBMIT, {})]), long, min_investigate_turns=3)
     obs = observations(engine)
     assert "evaluate refused" in obs[1] and "At least 3 turns of read or search" in obs[1]
     assert "average confidence" in obs[5]
@@ -415,7 +418,7 @@ def test_the_user_prompt_keeps_the_traces_agent_spelling():
 
 def test_in_window_mode_traces_share_one_system_prompt_for_the_prefix_cache():
     # b's step 4 is never shown, so its submit is refused and it ends forced on a step it saw
-    engine = ScriptedEngine(Script([turn(EVAL, {}), turn(SUBMIT, {})], final_step=59), max_model_len=6000)
+    engine = ScriptedEngine(Script([turn(EVAL, {}), turn(SUBMIT, {})], final_step=59), max_model_len=7000)
     method = get_method("safari", min_investigate_turns=0)
     short, long = make_trace(8, tid="a"), make_trace(60, tid="b", long=40)
     long.steps[3].content = "数字 " * 400  # a different characters-per-token ratio

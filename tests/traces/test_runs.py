@@ -144,3 +144,67 @@ def test_harness_traces_is_the_one_loader_of_diagnose_and_bench(tmp_path: Path) 
     shutil.copy(one, copy)
     with pytest.raises(TraceError, match="also the id of"):  # the same trial id from two folders
         harness_traces([(JOB, one), (tmp_path, copy)], load_trace, on_error, [JOB, tmp_path], False, said.append)
+
+
+def _results_json_run(tmp_path: Path) -> Path:
+    """The SWE-bench run with its reports replaced by the older ``results/results.json`` summary."""
+    run = tmp_path / "run"
+    shutil.copytree(SWE, run, ignore=shutil.ignore_patterns("gpt-5-mini.run1.json", "logs", "preds.json"))
+    (run / "results").mkdir()
+    summary = {
+        "no_generation": [],
+        "generated": ["example__calc-101", "example__calc-202"],
+        "applied": ["example__calc-101", "example__calc-202"],
+    }
+    (run / "results" / "results.json").write_text(json.dumps({**summary, "resolved": ["example__calc-202"]}))
+    return run
+
+
+def test_a_results_json_summary_is_a_verdict(tmp_path: Path) -> None:
+    run = _results_json_run(tmp_path)
+    files = [f.relative_to(run).as_posix() for _, f in trace_files_with_roots([run])]
+    assert files == ["example__calc-101/example__calc-101.traj.json", "example__calc-202/example__calc-202.traj.json"]  # not the summary
+    failed = verdict_of(run, run / files[0])
+    assert failed is not None and failed.failed is True and failed.why == "not resolved in results.json (listed as generated)"
+    passed = verdict_of(run, run / files[1])
+    assert passed is not None and passed.failed is False
+
+
+def test_bench_failed_only_on_a_results_json_run(tmp_path: Path) -> None:
+    run = _results_json_run(tmp_path)
+    proc = localfa("bench", str(run), "--failed-only", "--methods", "random", "--out", str(tmp_path / "out"), "--no-progress")
+    assert "--failed-only: 1 of 2 trials kept as failed by the harness; 1 skipped as passed (resolved: true)" in proc.stderr
+    assert "no harness verdict" not in proc.stderr
+    records = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert [r["trace"] for r in records] == ["example__calc-101"] and not any(r.get("error") for r in records)
+
+
+def test_bench_failed_only_on_inspect_ai_logs(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "fixtures" / "agent_logs" / "inspect_ai" / "sums.eval", logs)
+    proc = localfa("bench", str(logs), "--failed-only", "--methods", "random", "--out", str(tmp_path / "out"), "--no-progress")
+    assert "1 of 2 trials kept as failed by the harness; 1 skipped as passed (full score)" in proc.stderr
+    records = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert [r["trace"] for r in records] == ["sums/sum-2"]
+
+
+def test_a_trial_without_a_trajectory_is_reported_whatever_its_result_json_holds(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    shutil.copytree(JOB, job)
+    (job / "crashed__X1").mkdir()
+    (job / "crashed__X1" / "result.json").write_text("{not json")
+    said: list[str] = []
+    traces = [t for _, _, t in harness_traces(trace_files_with_roots([job]), load_traces_of, _raise, [job], True, said.append)]
+    assert [t.id for t in traces] == ["fix-dates__A1b2C"]
+    assert said[0].endswith("; 2 trials without agent/trajectory.json"), said  # setup-db and the crashed trial
+
+
+def load_traces_of(f: Path) -> list:
+    from localfa.traces.load import load_traces as read
+
+    return read(f)
+
+
+def _raise(root: Path, f: Path, exc: Exception) -> None:
+    raise exc

@@ -43,7 +43,7 @@ def hostile_run(tmp_path: Path) -> tuple[Path, Path]:
     secret.write_text(json.dumps([{"role": "user", "content": SECRET}, {"role": "assistant", "name": "A", "content": SECRET}]))
     results = tmp_path / "run" / "diag.jsonl"
     results.parent.mkdir()
-    localfa("diagnose", str(trace), "--engine", "scripted", "--max-turns", "2", "--quiet", "--out", str(results))
+    localfa("diagnose", str(trace), "--method", "all-at-once", "--engine", "scripted", "--quiet", "--out", str(results))
     (good,) = [json.loads(line) for line in results.read_text().splitlines()]
 
     def hostile(trace_id: str, source: str, method: str) -> dict:
@@ -108,7 +108,9 @@ def test_hostile_results_in_chromium(browser, tmp_path):  # noqa: F811 - the fix
     page.wait_for_timeout(1500)  # a meta refresh of 0 s would have fired by now
     assert page.url == page_path.resolve().as_uri() and navigations == []
     assert page.evaluate(f"document.querySelectorAll({json.dumps(FOREIGN)}).length") == 0
-    metas = page.evaluate("[...document.querySelectorAll('meta')].map(m => m.getAttribute('http-equiv') || m.getAttribute('name') || 'charset')")
+    metas = page.evaluate(
+        "[...document.querySelectorAll('meta')].map(m => m.getAttribute('http-equiv') || m.getAttribute('name') || 'charset')"
+    )
     assert sorted(metas) == ["Content-Security-Policy", "charset", "viewport"]  # only the page's own
     assert len(page.frames) == 1
     assert SECRET not in page.evaluate("document.body.innerText")

@@ -328,7 +328,7 @@ class Audit:
         """Run text for the tracer: the support checks' own (their cached prefix) where the
         tracer's largest real prompt fits beside it, else cut further."""
         n = len(spans)
-        if self.opts.tracer == "ledger":
+        if self.opts.tracer != "per-claim":
             ids = {c.id: c.introduced for c, _ in risky}
             max_marks, max_tokens = self._tracer_ledger_room(n, ids, record=False)
             room = "x" * (self.opts.excerpt_chars // len(risky))
@@ -403,7 +403,10 @@ class Audit:
         )
 
     def _tracer_ledger_prompt(self, run: RunText, n: int, items: list[dict[str, Any]], max_marks: int) -> Messages:
-        return self._user("drift/tracer_ledger.j2", run.note, run=run.text, n_spans=n, limits=self.limits, items=items, max_marks=max_marks)
+        joint = self.opts.tracer == "joint"
+        return self._user(
+            "drift/tracer_ledger.j2", run.note, run=run.text, n_spans=n, limits=self.limits, items=items, max_marks=max_marks, joint=joint
+        )
 
     def _tracer_ledger_room(self, n: int, ids: dict[str, int], record: bool = True) -> tuple[int, int]:
         """(marks allowed in all, answer tokens) for the one-call tracer: `marks_per_claim` per
@@ -422,7 +425,7 @@ class Audit:
         self, spans: list[Span], ledger: Ledger, risky: list[tuple[Claim, SupportCheck]], run: RunText
     ) -> Stage[tuple[list[str], list[Mark], dict[str, str]]]:
         """(harmful claim ids, marks, the tracer's reasons) by the configured tracer mode."""
-        if self.opts.tracer == "ledger":
+        if self.opts.tracer != "per-claim":
             return (yield from self._trace_over_ledger(len(spans), risky, run))
         return (yield from self._trace_per_claim(len(spans), ledger, risky, run))
 
@@ -436,7 +439,7 @@ class Audit:
         messages = self._tracer_ledger_prompt(run, n, items, max_marks)
         grammar = tracer_ledger_grammar(ids, n, max_marks, self.limits)
         (resp,) = yield from self._ask(
-            "tracer", [self.ctx.request("drift/tracer/ledger", messages, grammar, self._sampling(max_tokens, "tracer"))]
+            "tracer", [self.ctx.request(f"drift/tracer/{self.opts.tracer}", messages, grammar, self._sampling(max_tokens, "tracer"))]
         )
         if len(resp.value["marks"]) >= max_marks:
             self._bound("tracer_ledger_marks", "reached")
@@ -486,7 +489,8 @@ class Audit:
         if checked:
             support_run = self._support_run(spans, checked)
             checks = yield from self._seek_support(spans, checked, support_run)
-            risky = [(c, k) for c, k in zip(checked, checks) if k.risky]
+            # the joint tracer (the authors') sees every checked claim and traces even with none risky
+            risky = [(c, k) for c, k in zip(checked, checks) if k.risky or self.opts.tracer == "joint"]
             if risky:
                 tracer_run = self._tracer_run(spans, ledger, risky, support_run)
                 harmful, marks, reasons = yield from self._trace_dependencies(spans, ledger, risky, tracer_run)

@@ -36,7 +36,9 @@ class Found:
 
 
 def _windows(text: str, lo: int, hi: int, wanted: frozenset[str]) -> list[tuple[int, int, frozenset[str]]]:
-    """(start, end, terms inside) around every mention of a wanted term in text[lo:hi]."""
+    """(start, end, terms inside) around every mention of a wanted term in text[lo:hi]; a window
+    may reach back into the shown head or on into the shown tail, so a sentence the cut splits
+    reads whole in its passage."""
     folded = text.casefold()
     hits: list[tuple[int, str]] = []
     for term in wanted:
@@ -48,7 +50,7 @@ def _windows(text: str, lo: int, hi: int, wanted: frozenset[str]) -> list[tuple[
     hits.sort()
     out: list[tuple[int, int, frozenset[str]]] = []
     for at, term in hits:
-        a, b = max(lo, at - RADIUS), min(hi, at + RADIUS)
+        a, b = max(0, at - RADIUS), min(len(text), at + RADIUS)
         if out and a <= out[-1][1]:
             pa, _, pt = out[-1]
             out[-1] = (pa, b, pt | {term})

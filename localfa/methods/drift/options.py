@@ -13,7 +13,7 @@ from typing import Literal, get_args
 from localfa.engine.types import Sampling
 from localfa.grammars.drift import DriftLimits
 
-Tracer = Literal["per-claim", "ledger"]
+Tracer = Literal["per-claim", "ledger", "joint"]
 TRACERS: tuple[str, ...] = get_args(Tracer)
 SamplingStage = Literal["keeper", "check", "tracer"]
 
@@ -27,7 +27,9 @@ class DriftOptions(DriftLimits):
     per chunk (a chunk is sized by tokens alone). `excerpt_chars`: room after each claim for the
     passages of shortened steps that mention it. `order_retries`: how many times a ledger answer
     whose spans break introduced <= consequential <= use is asked again before it is repaired. `tracer`: ``per-claim`` (one request per risky
-    claim, all in one batch) or ``ledger`` (one request over every risky claim). The ledger
+    claim, all in one batch), ``ledger`` (one request over every risky claim) or ``joint`` (the
+    authors' tracer: one request over every checked claim, DIRECT ones too, with the explicit
+    first-error rule; it traces even when no claim is risky). The ledger
     decides everything downstream, so the keeper and the tracer sample at their own, low,
     temperatures; `check_temperature` serves segmentation and the support checks.
     """

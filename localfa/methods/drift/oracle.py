@@ -34,6 +34,7 @@ from typing import Any
 from localfa.methods.baselines import HUMAN_NAMES
 from localfa.methods.drift.spans import step_text
 from localfa.methods.fencing import fenced_blocks
+from localfa.oracle.mutants import Mutant, patched
 from localfa.oracle.policy import Ask, Policy, PolicyError, Rule, clip, max_length, nearby_other, node_ints, schema_field
 from localfa.traces.model import Trace, normalize_agent
 
@@ -50,6 +51,7 @@ PHRASE_CHARS = 120  # at most this long, inside every claim_chars bound
 SCAN_WINDOWS = 400  # windows tried per step for words no earlier step says
 QUOTE_WORDS = 12
 SHARED_KEYS = 3  # key terms two steps share for one to use the other's claim
+PASSAGE_RUN_CHARS = 25000  # the no-passages mutant's support and tracer run text (steps get cut)
 CORROBORATION = 0.6  # share of a claim's key terms another step must hold to corroborate it
 
 
@@ -103,15 +105,32 @@ def first_new_words(text: str, earlier: list[str]) -> str:
 _PHRASES: dict[tuple[str, str, int], str] = {}
 
 
+def best_window(text: str, earlier: list[str], reason: str) -> str:
+    """The window of `text` no earlier text states that shares the most key terms with the
+    label's `reason` (at least `SHARED_KEYS - 1`; ties: the earliest), else `first_new_words`."""
+    want = keys(reason)
+    best, best_score = "", SHARED_KEYS - 2
+    for piece in _CUT.split(text):
+        words = piece.split()
+        for k in range(0, max(1, len(words) - PHRASE_WORDS + 1), 2):
+            cand = _window(words, k)
+            score = len(keys(cand) & want)
+            if score > best_score and not (k > 0 and words[k - 1][-1:] in _QUOTES) and not any(states(t, fold(cand)) for t in earlier):
+                best, best_score = cand, score
+    return best or first_new_words(text, earlier)
+
+
 def fault_phrase(trace: Trace, step: int) -> str:
-    """What the labelled step newly says: its first words no earlier step says (from the trace;
-    computed once per trace and step)."""
+    """Where the labelled step's fault sits: the window of its words that the label's reason
+    points at (shares the most key terms with it), among the windows no earlier step states; with
+    no reason to go by, its first new words. From the trace; computed once per trace and step."""
     key = (trace.id, trace.source, step)
     if key not in _PHRASES:
         if len(_PHRASES) > 1024:
             _PHRASES.clear()
         earlier = [fold(step_text(s)) for s in trace.steps[:step]]
-        _PHRASES[key] = first_new_words(step_text(trace.steps[step]), earlier)
+        reason = (trace.labels.reason if trace.labels else None) or ""
+        _PHRASES[key] = best_window(step_text(trace.steps[step]), earlier, reason)
     return _PHRASES[key]
 
 
@@ -437,12 +456,143 @@ POLICY = Policy(
         ),
         Rule(
             "tracer-ledger",
-            r"drift/tracer/ledger",
+            r"drift/tracer/(ledger|joint)",
             _tracer_ledger,
             _tracer_ledger_wrong,
-            "as per claim, over every risky claim at once",
+            "as per claim, over every risky claim at once (joint: every checked claim)",
             "as per claim",
         ),
     ],
     dropped_at=dropped_at,
 )
+
+
+# ---- mutants: one deliberate break per stage or rule, which the policy above must notice ---------
+
+
+def _no_support(self: Any, spans: Any, checked: Any, run: Any) -> Any:
+    """Support checks removed: nothing is checked, so nothing is risky or traced."""
+    return []
+    yield  # a generator stage that asks nothing
+
+
+def _finalized_last(self: Any) -> list[Any]:
+    return sorted((c for c in self.claims if c.committed), key=lambda c: (c.status == "finalized", c.type != "decision"))
+
+
+def _no_passages(self: Any, claim: Any, cuts: Any, room: int) -> str:
+    return ""
+
+
+def _demote_direct(claim: Any, answer: dict[str, Any], view: Any, spans: Any, verify: bool = True) -> Any:
+    from localfa.methods.drift import support
+
+    check = support.check_from_answer(claim, answer, view, spans, verify)
+    if check.status == "DIRECT":
+        check.status, check.demoted = "WEAK", "mutant: every DIRECT demoted"
+    return check
+
+
+def _view_cut_to(chars: int, view: Any) -> Any:
+    """`SpanView.view` with every run text cut to at most `chars` characters."""
+
+    def cut(self: Any, spans: Any, char_budget: int | None, tags: bool = True) -> Any:
+        return view(self, spans, chars if char_budget is None else min(char_budget, chars), tags)
+
+    return cut
+
+
+def _checks_run_cut_to(chars: int, fit_run: Any) -> Any:
+    """`Audit._fit_run` with the support and tracer run text fitted from `chars` characters at most
+    (the keeper's chunks untouched): a run that no longer fits, where passages must show the
+    hidden parts of cut steps."""
+
+    def cut(self: Any, stage: str, spans: Any, prompt_with: Any, max_tokens: int, start: int) -> Any:
+        return fit_run(self, stage, spans, prompt_with, max_tokens, min(start, chars))
+
+    return cut
+
+
+def _keep_nothing(self: Any, answer: dict[str, Any], chunk: int = 0) -> list[str]:
+    return []
+
+
+def _tracer_silent_claim(claim: Any, answer: dict[str, Any]) -> tuple[bool, list[Any]]:
+    return False, []
+
+
+def _tracer_silent_ledger(claims: Any, answer: dict[str, Any]) -> tuple[set[str], list[Any]]:
+    return set(), []
+
+
+def _all_missing(claim: Any, answer: dict[str, Any], view: Any, spans: Any, verify: bool = True) -> Any:
+    from localfa.methods.drift import support
+
+    check = support.check_from_answer(claim, answer, view, spans, verify)
+    check.status = "MISSING"
+    return check
+
+
+def _all_harmful(claim: Any, answer: dict[str, Any]) -> tuple[bool, list[Any]]:
+    from localfa.methods.drift.tracer import Mark
+
+    return True, [Mark(claim.id, claim.introduced, "introduce")]
+
+
+def _all_harmful_ledger(claims: Any, answer: dict[str, Any]) -> tuple[set[str], list[Any]]:
+    from localfa.methods.drift.tracer import Mark
+
+    return {c.id for c in claims}, [Mark(c.id, c.introduced, "introduce") for c in claims]
+
+
+def _last_first(marks: list[Any]) -> list[int]:
+    return sorted({m.span for m in marks}, reverse=True)
+
+
+def _no_weakest(checked: Any, checks: Any) -> None:
+    return None
+
+
+def _mutants() -> list[Mutant]:
+    from localfa.methods.drift import audit, ledger, spans, verdict
+
+    silent = patched((audit, "marks_for_claim", _tracer_silent_claim), (audit, "marks_for_ledger", _tracer_silent_ledger))
+    return [
+        Mutant("no-support-no-tracer", "support seeker and tracer", "p1", patched((audit.Audit, "_seek_support", _no_support))),
+        # The check order matters only where `max_checked_claims` binds (never on the dev split at
+        # 32 checks): measured at 4 checks, where intact DRIFT keeps its ceiling (0.983).
+        Mutant(
+            "finalized-checked-last",
+            "support seeker: riskiest claims first (at max_checked_claims=4)",
+            "p1",
+            patched((ledger.Ledger, "committed", _finalized_last)),
+            spec="max_checked_claims=4",
+        ),
+        # Passages act only where the run text is cut (2 dev traces at 32k): measured with the
+        # support and tracer run text held to 25,000 characters, where intact DRIFT scores 0.967.
+        Mutant(
+            "no-passages",
+            "passages of cut steps (support and tracer run text held to 25,000 characters)",
+            "p1",
+            patched((audit.Audit, "_fit_run", _checks_run_cut_to(PASSAGE_RUN_CHARS, audit.Audit._fit_run)), (audit.Audit, "_passages", _no_passages)),
+        ),
+        Mutant("direct-demoted", "support verdict DIRECT", "cost", patched((audit, "check_from_answer", _demote_direct))),
+        Mutant("run-text-256", "run text shown to every stage", "p1", patched((spans.SpanView, "view", _view_cut_to(256, spans.SpanView.view)))),
+        Mutant("keeper-records-nothing", "claim keeper (ledger)", "p1", patched((ledger.Ledger, "merge", _keep_nothing))),
+        Mutant("tracer-silent", "dependency tracer verdicts", "p1", silent),
+        Mutant(
+            "verdicts-ignored",
+            "support and tracer verdicts (every claim risky and harmful)",
+            "p1",
+            patched(
+                (audit, "check_from_answer", _all_missing),
+                (audit, "marks_for_claim", _all_harmful),
+                (audit, "marks_for_ledger", _all_harmful_ledger),
+            ),
+        ),
+        Mutant("first-error-latest", "first-error pick (earliest marked span)", "p1", patched((verdict, "error_spans", _last_first))),
+        Mutant("fallback-last-span", "no-error fallback (weakest support)", "p07", patched((verdict, "weakest_claim", _no_weakest))),
+    ]
+
+
+MUTANTS = _mutants()

@@ -52,7 +52,9 @@ def group_pairs(members: Sequence[int], candidates: Sequence[int], quota: int) -
     return [(i, j) for i in members for j in c[at[i] + 1 : at[i] + 1 + quota]]
 
 
-def build_groups(g: Ground, shared: str, candidates: Sequence[int], group_size: int, quota: int, answer_tokens: int) -> tuple[list[Group], list[int]]:
+def build_groups(
+    g: Ground, shared: str, candidates: Sequence[int], group_size: int, quota: int, answer_tokens: int
+) -> tuple[list[Group], list[int]]:
     """The groups with their rendered blocks (a member's text within `rank_step_tokens`, a
     lookahead step's within `pair_step_tokens`), and the steps whose text was cut further so a
     group's view fits the model's window."""

@@ -9,7 +9,8 @@ what it shows, for every step:
 - prior (``falat/prior``): a plan; the expected answer only where the prompt shows the correct
   one, else "unknown";
 - windows (``falat/stage/w``, ``falat/window/w``): *passive* where a step only repeats what the
-  prompt showed before it (the task, an earlier step of the window: `_forwards`); *outcome
+  prompt showed before it (the task, an earlier step of the window) or passes the task on (a
+  CaptainAgent task message quoting it: `_forwards`); *outcome
   relevance* where a step shares a number or a name with the run's wrong result, or hands over
   the result (the run's last step); both inconsistencies only at a recognised fault; the stage's
   focus is a recognised fault, else the step sharing most with the wrong result;
@@ -24,10 +25,12 @@ what it shows, for every step:
 - re-search (``falat/research``): a recognised fault first where it may be ranked, else the step
   the search points at (the prompt names it), else the nearest rankable one.
 
-Wrong answers are of the same kind, drawn through `Ask.wrong_step` (a plausible other step) and
-the request's own rng: another focus, a nearby step recognised instead of the fault, flipped
-links, the scale turned over, the opposite verdicts, a nearby step first, an expected answer
-taken from the wrong result.
+Wrong answers are plausible ones of the same kind, drawn through `Ask.wrong_step` (the error
+model's plausible other step) and the request's own rng: another focus; a plausible step
+recognised instead of the fault; one link misread; a plausible step rated as the error and the
+fault left unsure; a verdict that misses the fault or takes a carrier (a step after it, which
+shows the error) for its source, while a step before the fault is at worst half-passed; a
+plausible step first in the re-search; an expected answer taken from the wrong result.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ QUOTE_CHARS = 80
 RECOGNISE_CHARS = 300  # a fault is recognised where at least half of its opening is shown
 REPEATS = 0.8  # share of a step's words already shown before it: it only forwards them
 REUSES = 0.3  # share of j's words that come from i: j builds on i
+TASK_OPENING = 120  # characters of the task a step that passes it on quotes
 _WORD = re.compile(r"[\p{L}\p{N}][\p{L}\p{N}_.'-]*")
 _SALIENT = re.compile(r"\b\d[\d,.]*\d\b|\b\d\d+\b|(?<=\S\s+)\p{Lu}[\p{L}\p{N}'-]+")
 _POINTS_AT = re.compile(r"The search so far points at step (\d+)\.")
@@ -83,8 +87,12 @@ def _recognised(ask: Ask, shown: dict[int, str]) -> set[int]:
     return {i for i in shown if _visible(ask, i, shown)}
 
 
-def _forwards(text: str, before: str) -> bool:
-    """Does `text` only repeat what `before` already said (the definition of a passive step)?"""
+def _forwards(text: str, before: str, task: str = "") -> bool:
+    """Does `text` only repeat what `before` already said, or pass the task on (a task message
+    that wraps it): the prompt's definition of a passive step?"""
+    opening = " ".join(task.split())[:TASK_OPENING]
+    if len(opening) >= 40 and opening in " ".join(text.split()):
+        return True
     words = _words(text)
     return bool(words) and len(words & _words(before)) >= REPEATS * len(words)
 
@@ -155,7 +163,7 @@ def _window(ask: Ask, honest: bool = True) -> dict[str, Any]:
     shown = ask.shown_steps()
     faults = _window_faults(ask, shown, honest)
     result = _fenced(ask, "RESULT")
-    before = _fenced(ask, "TASK")
+    task = before = _fenced(ask, "TASK")
     last = len(ask.trace.steps) - 1
     steps = {}
     for key, node in schema_field(ask.grammar, "steps")["properties"].items():
@@ -167,7 +175,7 @@ def _window(ask: Ask, honest: bool = True) -> dict[str, Any]:
             "agent": props["agent"]["const"],
             "action": clip_to(props["action"], " ".join(text.split()[:12]) or f"step {i}"),
             "decision": clip_to(props["decision"], "an error: " + " ".join(text.split()[:8]) if hit else "carries on"),
-            "active": fixed if fixed is not None else not _forwards(text, before),
+            "active": fixed if fixed is not None else not _forwards(text, before, task),
             "outcome_relevance": hit or i == last or _relevant(text, result),
             "prior_inconsistency": hit,
             "execution_inconsistency": hit,
@@ -199,16 +207,18 @@ def _links(ask: Ask, honest: bool = True) -> dict[str, Any]:
     shown = ask.shown_steps()
     faults = _recognised(ask, shown)
     node = schema_field(ask.grammar, "links")
-    out = {}
     keys = list(node["properties"])
-    flip = set(keys) if honest else {k for k in keys if ask.rng.random() < 0.5} or {ask.rng.choice(keys)}
-    for key in keys:
-        i, j = (int(x) for x in key.split(">"))
-        label = _link(i, j, shown, faults)
-        if not honest and key in flip:
-            label = ask.rng.choice([lab for lab in TRANSITION_LABELS if lab != label])
+    labels = {key: _link(*(int(x) for x in key.split(">")), shown, faults) for key in keys}
+    if not honest:  # one link misread: one that touches a plausible wrong step, else any
+        wrong = ask.wrong_step(sorted({int(x) for k in keys for x in k.split(">")}))
+        key = ask.rng.choice([k for k in keys if str(wrong) in k.split(">")] or keys)
+        labels[key] = ask.rng.choice([lab for lab in TRANSITION_LABELS if lab != labels[key]])
+    out = {}
+    for key, label in labels.items():
+        i, j = key.split(">")
         reason = node["properties"][key]["properties"]["reason"]
-        out[key] = {"reason": clip_to(reason, f"step {j} {'builds on' if label == 'follow_up' else 'is ' + label + ' to'} step {i}"), "label": label}
+        says = f"step {j} builds on step {i}" if label == "follow_up" else f"step {i} -> step {j}: {label}"
+        out[key] = {"reason": clip_to(reason, says), "label": label}
     return {"links": out}
 
 
@@ -230,14 +240,14 @@ def _rank(ask: Ask, honest: bool = True) -> dict[str, Any]:
     shown = ask.shown_steps()
     faults = _recognised(ask, shown)
     node = schema_field(ask.grammar, "ratings")
-    out = {}
-    for key, rating in node["properties"].items():
-        r = _rating(int(key), faults, rating)
-        if not honest:
-            r["suspicion"] = SUSPICION_MAX - r["suspicion"]
-            r.update({s: not r[s] for s in RANK_SIGNALS})
-        out[key] = r
-    return {"ratings": out}
+    out = {int(key): _rating(int(key), faults, rating) for key, rating in node["properties"].items()}
+    if not honest:  # a plausible wrong step rated as the error, a recognised fault left unsure
+        wrong = ask.wrong_step(sorted(out))
+        for c in out:
+            if c in faults and c != wrong:
+                out[c].update({"suspicion": SUSPICION_MAX // 2, **{s: False for s in RANK_SIGNALS}})
+        out[wrong].update({"suspicion": SUSPICION_MAX, **{s: True for s in RANK_SIGNALS}})
+    return {"ratings": {str(c): r for c, r in out.items()}}
 
 
 def _rank_wrong(ask: Ask) -> dict[str, Any]:
@@ -247,12 +257,22 @@ def _rank_wrong(ask: Ask) -> dict[str, Any]:
 def _verify(ask: Ask, honest: bool = True) -> dict[str, Any]:
     (c,) = ask.key_ints()
     shown = ask.shown_steps()
-    verdict = _visible(ask, c, shown) == honest
+    faults = _recognised(ask, shown)
+    found = c in faults
+    if honest:
+        independent = sufficient = found
+    elif found or not faults or any(f < c for f in faults):
+        # the fault missed, or a step that shows the error (a carrier) taken for its source
+        independent = sufficient = not found
+    else:  # nothing wrong in c, the fault shown later: it sees no inheritance, but no recovery either
+        independent, sufficient = True, False
     text = shown.get(c, "").strip() or ask.trace.steps[c].content.strip() or ask.trace.steps[c].agent
     return {
-        "analysis": _text(ask, "analysis", f"step {c} {'introduces' if verdict else 'does not introduce'} the decisive error"),
-        "error_independence": verdict,
-        "counterfactual_sufficiency": verdict,
+        "analysis": _text(
+            ask, "analysis", f"step {c} {'introduces' if independent and sufficient else 'does not introduce'} the decisive error"
+        ),
+        "error_independence": independent,
+        "counterfactual_sufficiency": sufficient,
         "quote": clip(text, min(QUOTE_CHARS, max_length(ask.grammar, "quote"))),
     }
 
@@ -289,9 +309,9 @@ def _research_wrong(ask: Ask) -> dict[str, Any]:
 def dropped_at(details: dict[str, Any], step: int) -> str:
     """The stage where the labelled step dropped out of FALAT's search, in words."""
     key = str(step)
-    passive = details.get("passive") or {}
-    if key in passive and step not in (details.get("candidates") or []):
-        return f"passive: {passive[key]}"
+    passive = {s: why for why, steps in (details.get("passive") or {}).items() for s in steps}
+    if step in passive and step not in (details.get("candidates") or []):
+        return f"passive: {passive[step]}"
     if step not in (details.get("candidates") or []):
         return f"not a candidate (candidates from {details.get('candidate_source')}: {details.get('candidates')})"
     if key in (details.get("pruned") or {}):
@@ -305,8 +325,22 @@ def dropped_at(details: dict[str, Any], step: int) -> str:
 
 POLICY = Policy(
     [
-        Rule("prior", r"falat/prior", _prior, lambda ask: _prior(ask, honest=False), "a plan; the correct answer only where shown", "the wrong result's value as expected"),
-        Rule("stage", r"falat/stage/\d+", _stage_only, _stage_wrong, "a recognised fault, else the step sharing most with the result", "focus on a nearby step"),
+        Rule(
+            "prior",
+            r"falat/prior",
+            _prior,
+            lambda ask: _prior(ask, honest=False),
+            "a plan; the correct answer only where shown",
+            "the wrong result's value as expected",
+        ),
+        Rule(
+            "stage",
+            r"falat/stage/\d+",
+            _stage_only,
+            _stage_wrong,
+            "a recognised fault, else the step sharing most with the result",
+            "focus on a nearby step",
+        ),
         Rule(
             "window",
             r"falat/window/\d+",
@@ -315,10 +349,31 @@ POLICY = Policy(
             "passive where a step repeats what was shown; outcome relevance by the result's numbers and names; inconsistencies at a recognised fault",
             "a nearby step recognised instead",
         ),
-        Rule("links", r"falat/links/\d+", _links, _links_wrong, "follow_up from a recognised fault; else by the texts", "flipped labels"),
-        Rule("ranking", r"falat/rank/\d+", _rank, _rank_wrong, "10 at a recognised fault, 2 after it, 3 elsewhere", "the scale turned over"),
-        Rule("verify", r"falat/verify/\d+", _verify, _verify_wrong, "both true only at a recognised fault", "the opposite verdicts"),
-        Rule("re-search", r"falat/research", _research, _research_wrong, "a recognised fault first, else the step searched", "a nearby step first"),
+        Rule("links", r"falat/links/\d+", _links, _links_wrong, "follow_up from a recognised fault; else by the texts", "one link misread"),
+        Rule(
+            "ranking",
+            r"falat/rank/\d+",
+            _rank,
+            _rank_wrong,
+            "10 at a recognised fault, 2 after it, 3 elsewhere",
+            "a plausible step rated 10, the fault 5",
+        ),
+        Rule(
+            "verify",
+            r"falat/verify/\d+",
+            _verify,
+            _verify_wrong,
+            "both true only at a recognised fault",
+            "the fault missed, or a carrier passed",
+        ),
+        Rule(
+            "re-search",
+            r"falat/research",
+            _research,
+            _research_wrong,
+            "a recognised fault first, else the step searched",
+            "a nearby step first",
+        ),
     ],
     dropped_at=dropped_at,
 )
@@ -356,10 +411,25 @@ MUTANTS = [
         "p1",
         patched((method, "prune", _old_follow_up_prune)),
     ),
-    Mutant("no_pruning", "pruning: every candidate kept", "p07", patched((method, "prune", lambda c, *_a, **_k: transitions.Pruning(kept=sorted(c))))),
+    Mutant(
+        "no_pruning",
+        "pruning: every candidate kept",
+        "p07",
+        patched((method, "prune", lambda c, *_a, **_k: transitions.Pruning(kept=sorted(c)))),
+    ),
     Mutant("no_pairs_typed", "transitions: no link typed", "p07", patched((method, "links_requests", lambda *_a, **_k: ([], [])))),
-    Mutant("verdicts_ignored", "verification: t̂ is the best-ranked whatever the verdicts", "p07", patched((method, "choose", lambda v: (v[0].step, False)))),
-    Mutant("latest_passing", "verification: the latest passing candidate, not the earliest", "p07", patched((method, "choose", _latest_passing))),
+    Mutant(
+        "verdicts_ignored",
+        "verification: t̂ is the best-ranked whatever the verdicts",
+        "p07",
+        patched((method, "choose", lambda v: (v[0].step, False))),
+    ),
+    Mutant(
+        "latest_passing",
+        "verification: the latest passing candidate, not the earliest",
+        "p07",
+        patched((method, "choose", _latest_passing)),
+    ),
     Mutant("verify_top1", "top-k: only the best-ranked candidate verified", "p07", spec="top_k=1"),
     Mutant(
         "every_active_candidate",
@@ -367,13 +437,20 @@ MUTANTS = [
         "cost",
         patched((method, "select_candidates", lambda f, focus, active: candidates.Candidates(tuple(sorted(active)), "active_steps"))),
     ),
-    Mutant("reversed_ranking", "ranking: the order turned over", "p1", patched((method, "rank", lambda *a: list(reversed(ranking.rank(*a)))))),
-    Mutant("prior_hides_result", "prior: the wrong result left out of the prior block", "p07", patched((prior.Prior, "block", _block_without_result))),
+    Mutant(
+        "reversed_ranking", "ranking: the order turned over", "p1", patched((method, "rank", lambda *a: list(reversed(ranking.rank(*a)))))
+    ),
+    Mutant(
+        "prior_hides_result",
+        "prior: the wrong result left out of the prior block",
+        "p07",
+        patched((prior.Prior, "block", _block_without_result)),
+    ),
     Mutant("windows_clip_steps", "windows: each step cut to 16 tokens", "p1", spec="step_tokens=16"),
     Mutant(
         "candidates_from_focus_only",
         "candidates: the stage focus only, the windows' signals ignored",
-        "p1",
+        "p07",
         patched((method, "select_candidates", lambda f, focus, active: candidates.select_candidates([], focus, active))),
     ),
     Mutant(
@@ -383,5 +460,7 @@ MUTANTS = [
         patched((method, "JUDGED_PASSIVE_STAYS", False)),
     ),
     Mutant("one_candidate_per_group", "transitions and ranking: a group of one (no shared prefix)", "cost", spec="group_size=1"),
-    Mutant("no_research", "re-search: t̂ kept whatever the ±2 re-search ranks first", "p07", patched((method, "parse_research", _keep_t_hat))),
+    Mutant(
+        "no_research", "re-search: t̂ kept whatever the ±2 re-search ranks first", "p07", patched((method, "parse_research", _keep_t_hat))
+    ),
 ]

@@ -114,7 +114,9 @@ def rank_requests(
             "falat/rank.j2",
             limits=g.limits,
             scale=SUSPICION_MAX,
-            suspects=[{"index": c, "agent": g.view.agent(c), "mid": mids[c], "passive": c in passive, "transitions": links.of(c)} for c in members],
+            suspects=[
+                {"index": c, "agent": g.view.agent(c), "mid": mids[c], "passive": c in passive, "transitions": links.of(c)} for c in members
+            ],
         )
         messages = [g.system, {"role": "user", "content": group.block + "\n\n" + body}]
         sampling = g.opts.sampling(rank_max_tokens(len(members), g.limits), judge=True)
@@ -135,11 +137,7 @@ def signals_of(step: int, mid: StepSummary, rating: Rating | None, links: LinkIn
 
 
 def rank(
-    refined: Sequence[int],
-    mids: Mapping[int, StepSummary],
-    links: LinkIndex,
-    sources: Mapping[int, int],
-    ratings: Mapping[int, Rating],
+    refined: Sequence[int], mids: Mapping[int, StepSummary], links: LinkIndex, sources: Mapping[int, int], ratings: Mapping[int, Rating]
 ) -> list[Ranked]:
     """Refined candidates by score, highest first; ties to the earlier step."""
     ranked = []

@@ -42,7 +42,13 @@ def research_window(t_hat: int, n_steps: int) -> range:
 
 
 def research_request(
-    g: Ground, t_hat: int, links: LinkIndex, mids: Mapping[int, StepSummary], answerable: Collection[int], same_as_wrong: bool, evidence: Evidence
+    g: Ground,
+    t_hat: int,
+    links: LinkIndex,
+    mids: Mapping[int, StepSummary],
+    answerable: Collection[int],
+    same_as_wrong: bool,
+    evidence: Evidence,
 ) -> Request:
     """The re-search on the verification's evidence block (it holds t̂-2..t̂+2)."""
     ctx, view, opts, limits, system, _ = g.unpack()

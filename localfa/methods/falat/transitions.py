@@ -114,7 +114,9 @@ def follow_up_source(step: int, links: Mapping[int, Sequence[int]]) -> int:
         seen.add(step)
 
 
-def prune(candidates: Sequence[int], labels: Mapping[Pair, str], inconsistent: Mapping[int, bool], untyped: Collection[int] = ()) -> Pruning:
+def prune(
+    candidates: Sequence[int], labels: Mapping[Pair, str], inconsistent: Mapping[int, bool], untyped: Collection[int] = ()
+) -> Pruning:
     """The refined set C' from the pair labels (rules in the module docstring).
 
     `inconsistent`: candidate -> it has a prior or execution inconsistency of its own.

@@ -119,7 +119,10 @@ def verify_requests(
     shown = full_steps(g, new, [system, {"role": "user", "content": block([]) + longest}], max_tokens)
     head = block(shown)
     sampling = opts.sampling(max_tokens, judge=True)
-    reqs = [ctx.request(f"falat/verify/{c}", [system, {"role": "user", "content": head + "\n\n" + q}], grammar, sampling) for c, q in questions.items()]
+    reqs = [
+        ctx.request(f"falat/verify/{c}", [system, {"role": "user", "content": head + "\n\n" + q}], grammar, sampling)
+        for c, q in questions.items()
+    ]
     return reqs, Evidence(head, tuple(union))
 
 

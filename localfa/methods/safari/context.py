@@ -23,6 +23,7 @@ class ContextPlan:
     unit: str = "tokens"
     cap: int | None = None
     budget: Budget = field(default_factory=Budget)
+    window: int | None = None  # the model's window in `unit`, where it has one (a cap never passes it)
 
     @property
     def label(self) -> str:
@@ -64,14 +65,15 @@ def plan_context(ctx: MethodContext, view: LineView, turn_max_tokens: int) -> tu
         unit, cap = budget.unit, budget.limit
         if unit == "tokens" and not exact:
             unit, cap = "chars", as_chars(cap, f"budget {budget.label}")
-        if window is not None:
-            cap = min(cap, window if unit == "tokens" else int(window * chars_per_token()))
-        plan = ContextPlan("budget", unit, cap, budget)
+        window_cap = None if window is None else (window if unit == "tokens" else int(window * chars_per_token()))
+        if window_cap is not None:
+            cap = min(cap, window_cap)
+        plan = ContextPlan("budget", unit, cap, budget, window_cap)
     elif window is not None:
         plan = (
-            ContextPlan("window", "tokens", window, budget)
+            ContextPlan("window", "tokens", window, budget, window)
             if exact
-            else ContextPlan("window", "chars", as_chars(window, "the window"), budget)
+            else ContextPlan("window", "chars", (chars := as_chars(window, "the window")), budget, chars)
         )
     else:
         plan = ContextPlan("none", "tokens" if exact else "chars", None, budget)

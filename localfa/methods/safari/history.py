@@ -1,12 +1,16 @@
-"""The investigator's conversation: append-only, with the paper's eviction of old turns.
+"""The investigator's conversation: append-only while it fits; older tool results summarised,
+then the oldest turns evicted, when it does not.
 
-The fixed head (system prompt, user prompt, bootstrap read) always stays. When a limit is set
-and the prompt would pass it, the oldest turn pairs (model turn + tool result) are dropped. The
-STM is not part of the stored history: it is appended to the last message at call time.
+The fixed head (system prompt, user prompt) always stays; so does the bootstrap read when it
+shows the whole run. Past the cap, the oldest raw tool results are first replaced by their
+summary line (what was called, which lines and steps it showed: the model's own analysis and STM
+after it keep what mattered, as the paper's tool results arrive as summaries); the newest result
+always stays raw. Only if that is not enough are the oldest turn pairs dropped. The STM is not
+part of the stored history: it is appended to the last message at call time.
 
-Sizes are what the budget counts: characters, or tokens of each message's content plus what the
-chat template adds around every message (`per_message`), so a token budget is the prompt's
-length as the model sees it, not the bare text's.
+Each entry remembers the steps whose lines it shows, so the steps a prompt shows are known
+without reading its text again. Sizes are what the budget counts (`measure` of the content plus
+`per_message` for the chat template around it).
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from localfa.engine.types import Message
 class _Entry:
     message: Message
     size: int
+    steps: frozenset[int] = frozenset()  # steps whose lines the message shows
+    summary: str | None = None  # what replaces it once summarised (None: it stays as it is)
+    is_summary: bool = False  # it is the summary of a result, no longer the result
 
 
 @dataclass
@@ -30,20 +37,34 @@ class History:
     head: list[_Entry] = field(default_factory=list)
     turns: list[tuple[int, _Entry, _Entry]] = field(default_factory=list)  # (turn id, model, result)
     evicted: int = 0
+    summarised: int = 0
 
-    def _entry(self, role: str, content: str) -> _Entry:
-        return _Entry({"role": role, "content": content}, self.measure(content) + self.per_message)
+    def _entry(self, role: str, content: str, steps: frozenset[int] = frozenset(), summary: str | None = None) -> _Entry:
+        return _Entry({"role": role, "content": content}, self.measure(content) + self.per_message, steps, summary)
 
-    def add_head(self, role: str, content: str) -> None:
-        self.head.append(self._entry(role, content))
+    def add_head(self, role: str, content: str, steps: frozenset[int] = frozenset(), summary: str | None = None) -> None:
+        self.head.append(self._entry(role, content, steps, summary))
 
-    def add_turn(self, model_text: str, observation: str, turn: int | None = None) -> None:
+    def add_turn(
+        self, model_text: str, observation: str, turn: int | None = None, steps: frozenset[int] = frozenset(), summary: str | None = None
+    ) -> None:
         turn_id = turn if turn is not None else (self.turns[-1][0] + 1 if self.turns else 1)
-        self.turns.append((turn_id, self._entry("assistant", model_text), self._entry("user", observation)))
+        self.turns.append((turn_id, self._entry("assistant", model_text), self._entry("user", observation, steps, summary)))
 
     def holds(self, turn: int) -> bool:
-        """Is the result of `turn` still in the conversation? Turn 0 (the bootstrap) always is."""
-        return turn == 0 or any(t == turn for t, _, _ in self.turns)
+        """Is the raw result of `turn` still in the conversation? Turn 0 is the bootstrap read."""
+        if turn == 0:
+            return bool(self.head) and not self.head[-1].is_summary
+        return any(t == turn and not r.is_summary for t, _, r in self.turns)
+
+    def shown_steps(self) -> set[int]:
+        """Steps whose lines the conversation shows now."""
+        out: set[int] = set()
+        for e in self.head:
+            out |= e.steps
+        for _, _, r in self.turns:
+            out |= r.steps
+        return out
 
     def head_size(self, tail: str = "") -> int:
         """The part that is never evicted (plus `tail`, which rides on the last message)."""
@@ -53,14 +74,36 @@ class History:
         return self.head_size(tail) + sum(a.size + b.size for _, a, b in self.turns)
 
     def evict_to(self, limit: int | None, tail: str) -> int:
-        """Drop the oldest turns until the estimated prompt plus `tail` fits; keep the latest
-        turn (the caller measures the prompt exactly and shrinks that one if it must)."""
+        """Summarise the oldest raw results, then drop the oldest turns, until the estimated
+        prompt plus `tail` fits; keep the latest turn (the caller measures the prompt and
+        shrinks that one if it must). Returns the turns dropped."""
         if limit is None:
             return 0
         dropped = 0
+        while self.size(tail) > limit and self.summarise_oldest():
+            pass
         while len(self.turns) > 1 and self.size(tail) > limit:
             dropped += self.evict_oldest()
         return dropped
+
+    def summarise_oldest(self) -> bool:
+        """Replace the oldest raw result that has a summary, except the newest result, by its
+        summary; False when none is left."""
+        head = self.head if self.turns else self.head[:-1]  # the bootstrap read is the newest result until a turn
+        candidates = [(i, e) for i, e in enumerate(head) if e.summary is not None]
+        candidates += [(len(self.head) + k, r) for k, (_, _, r) in enumerate(self.turns[:-1]) if r.summary is not None]
+        if not candidates:
+            return False
+        i, old = candidates[0]
+        new = self._entry(old.message["role"], old.summary or "")
+        new.is_summary = True
+        if i < len(self.head):
+            self.head[i] = new
+        else:
+            turn_id, model, _ = self.turns[i - len(self.head)]
+            self.turns[i - len(self.head)] = (turn_id, model, new)
+        self.summarised += 1
+        return True
 
     def evict_oldest(self) -> int:
         """Drop the oldest turn pair; 1 if one was dropped."""
@@ -73,10 +116,10 @@ class History:
     def newest_observation(self) -> str | None:
         return self.turns[-1][2].message["content"] if self.turns else None
 
-    def replace_newest_observation(self, content: str) -> None:
+    def replace_newest_observation(self, content: str, steps: frozenset[int] = frozenset()) -> None:
         """Put a shortened version of the newest tool result in place of the original."""
-        turn_id, model, _ = self.turns[-1]
-        self.turns[-1] = (turn_id, model, self._entry("user", content))
+        turn_id, model, old = self.turns[-1]
+        self.turns[-1] = (turn_id, model, self._entry("user", content, steps, old.summary))
 
     def messages(self, tail: str = "") -> list[Message]:
         """The prompt: head, turns, and `tail` (STM etc.) appended to the last user message.

@@ -18,9 +18,8 @@ than the fixed head) fails inside its own program, which the runner records for 
 from __future__ import annotations
 
 import json
-import re
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from localfa.engine.errors import ContextLengthError, InvalidOutputError, TruncatedOutputError
@@ -32,19 +31,23 @@ from localfa.methods.budget import CHARS_PER_TOKEN, BudgetError
 from localfa.methods.evidence import quoted_evidence, verify_quotes
 from localfa.methods.safari.context import plan_context
 from localfa.methods.safari.history import History
-from localfa.methods.safari.meter import token_unit
+from localfa.methods.safari.meter import NEAR_CAP, token_unit
 from localfa.methods.safari.stm import ShortTermMemory
 from localfa.templates import render
 from localfa.tokens import approx_tokens
-from localfa.traces.lineview import LineView
+from localfa.traces.lineview import LineView, Shown
 
 METHOD = "safari"
 TASK_MAX_CHARS = 4000
 #: Engine failures of one turn that end the investigation (forced finalisation), not the trace.
 TURN_FAILURES = (TruncatedOutputError, InvalidOutputError, ContextLengthError)
-#: A line of a tool result: ``  12 (step 3)| text``; the step is what the model has now seen.
-#: (The standard `re`: this fixed pattern runs over every tool result, 2.5x faster than `regex`.)
-SHOWN_LINE = re.compile(r"^\s*\d+ \(step (\d+)\)\| ", re.MULTILINE)
+#: Said under every read/search result while evaluate is still closed (the minimum of read/search
+#: turns not met); what a reader of the conversation recognises the closed state by.
+EVALUATE_CLOSED = "evaluate opens after"
+#: Past tool calls the STM lists (the latest ones; older ones are counted, not listed).
+PAST_CALLS_SHOWN = 12
+#: Model turns the room must keep beside a bootstrap read that shows the whole run.
+WHOLE_RUN_RESERVE_TURNS = 2
 
 
 @dataclass
@@ -110,6 +113,18 @@ def _ranges(ids: list[int]) -> str:
     return ", ".join(out)
 
 
+def evaluator_messages(reasoning: str, question: str, limits: SafariLimits) -> list[Message]:
+    """What one evaluator call sees: the investigator's reasoning and one claim, never the run."""
+    system = {"role": "system", "content": render("safari/evaluator_system.j2", limits=limits)}
+    return [system, {"role": "user", "content": render("safari/evaluator_user.j2", reasoning=reasoning, question=question)}]
+
+
+def _summary(call: str, shown: Shown) -> str:
+    """The line that replaces an older tool result once the context needs its room."""
+    steps = _ranges(sorted(shown.steps)) or "none"
+    return f"[{call}: its result (steps {steps}) was summarised away to keep room; your analyses and STM keep what mattered; call it again to see it]"
+
+
 class _OutOfBudget(Exception):
     """The next prompt cannot be made to fit the cap: the search ends (forced finalisation)."""
 
@@ -130,6 +145,7 @@ class Investigation:
         self.view = LineView(ctx.trace, width=opts.line_width, count_tokens=self.count, count_many=ctx.count_tokens_many)
         self.turn_max_tokens = opts.limits.turn_max_tokens(opts.use_stm)
         self.plan, self.meter = plan_context(ctx, self.view, self.turn_max_tokens)
+        self.meter.calibrate(self.view.text())
         self.history = History(measure=self.meter.text, per_message=self.meter.per_message)
         # Sized with the shared constant, not this trace's ratio: in window mode every trace then
         # gets the same system prompt, which the prefix cache shares across traces.
@@ -149,7 +165,8 @@ class Investigation:
         self.seen_calls: dict[str, int] = {}  # call -> turn whose result holds it (0 = bootstrap)
         self.call_log: list[str] = []  # every read/search call, in order
         self.reminded: list[str] = []  # calls repeated while their result was still in context
-        self.seen_steps: set[int] = set()  # steps whose lines appeared in a tool result sent
+        self.seen_steps: set[int] = set()  # steps whose lines appeared in a prompt sent
+        self.whole_run_shown = False  # the bootstrap read showed every line: the minimum is met
         self.investigated = 0  # read/search turns that returned a result
         self.evaluations: list[dict[str, Any]] = []
         self.transcript: list[dict[str, Any]] = []
@@ -158,24 +175,21 @@ class Investigation:
         self.largest_prompt = 0
         self.shrunk = 0
         self.final_stm_trimmed = 0
-        self._newest: tuple[int, str, dict[str, Any], dict[str, Any]] | None = None  # turn, kind, kw, entry
+        self._newest: tuple[int, str, dict[str, Any], dict[str, Any], Shown] | None = None  # turn, kind, kw, entry, result
 
     # ------------------------------------------------------------------ setup
     def _output_room(self) -> int:
         """A turn's output in the plan's unit: it joins the history once answered."""
         return self.turn_max_tokens * (OUTPUT_CHARS_PER_TOKEN if self.plan.unit == "chars" else 1)
 
-    def _trace_fits(self, room: int) -> bool:
-        """Does the whole numbered view fit in `room` units? Counted in one call: a tokenizer over
-        HTTP is asked once per view, not once per line."""
-        if room <= 0:
-            return False
-        text = self.view.read(0, self.view.total_lines)
-        if self.plan.unit == "chars":
-            return len(text) <= room
-        # No tokenizer packs 16 characters a token: past that much text it cannot fit, and only
-        # that much need be counted.
-        return self.meter.text(text[: room * 16]) <= room
+    def _whole_run(self, room: int | None) -> Shown | None:
+        """The whole numbered view, if it fits in `room` units (no cap: if one read may show it)."""
+        if room is None:
+            return self.view.read_shown(0, self.view.total_lines) if self.view.total_lines <= self.max_read else None
+        if room <= 0 or self.view.total_chars > room * 16:  # no tokenizer packs 16 characters a token
+            return None
+        whole = self.view.read_shown(0, self.view.total_lines)
+        return whole if self.meter.text(whole.text) <= room else None
 
     def _bootstrap_read(self) -> dict[str, Any]:
         """The read of the run's end: as many final lines as fit in a tool result's room (a cut
@@ -189,9 +203,24 @@ class Investigation:
             limit = max(1, min(limit - 1, int(limit * self.obs_room / size)))
         return {"name": "read", "offset": total - limit, "limit": limit}
 
+    def _on_top_of_opening(self, system: str, user: str) -> None:
+        """A `scale:` budget caps the investigation, on top of the fixed opening prompt (the paper
+        capped the conversation; on Who&When the fault's position / K is below any opening prompt)."""
+        plan = self.plan
+        if plan.mode != "budget" or plan.budget.scale is None or plan.cap is None:
+            return
+        opening = self.meter.prompt([{"role": "system", "content": system}, {"role": "user", "content": user}])
+        cap = opening + (plan.budget.limit or 0)
+        self.plan = replace(plan, cap=min(cap, plan.window) if plan.window is not None else cap)
+        if self.obs_room is not None and self.plan.cap is not None:
+            self.obs_room = max(self.obs_room, self.plan.cap // 3)
+
     def _start(self) -> None:
         trace, opts, plan = self.ctx.trace, self.opts, self.plan
         limit_text = plan.describe()
+        if plan.mode == "budget" and plan.budget.scale is not None and plan.cap is not None:
+            unit = "characters" if plan.unit == "chars" else "tokens"
+            limit_text = f"these opening instructions plus {plan.budget.limit} {unit} of investigation"
         system = render(
             "safari/system.j2",
             max_read=self.max_read,
@@ -224,25 +253,40 @@ class Investigation:
                 observation_steps=observation_steps,
             )
 
-        fits = True
-        if plan.cap is not None:  # the paper's "read it all" advice only where nothing can be evicted
+        self._on_top_of_opening(system, user(True))
+        plan = self.plan
+        room = None
+        if plan.cap is not None:  # the whole run, if it leaves room for the investigation beside it
             fixed = self.meter.prompt([{"role": "system", "content": system}, {"role": "user", "content": user(True)}])
-            fits = self._trace_fits(plan.cap - fixed - self._output_room())
+            room = plan.cap - fixed - WHOLE_RUN_RESERVE_TURNS * self._output_room()
+        whole = self._whole_run(room)
+        if whole is not None:
+            tool: dict[str, Any] = {"name": "read", "offset": 0, "limit": self.view.total_lines}
+            action = "Read the whole run: it fits in the context."
+            shown = whole
+        else:
+            tool = self._bootstrap_read()
+            action = "Read the final part of the run to see its final output."
+            shown = self._run_tool(tool)
+            if len(shown.line_steps) == self.view.total_lines:  # the end was all of it
+                whole = shown
+        self.fits = self.whole_run_shown = whole is not None
         self.history.add_head("system", system)
-        self.history.add_head("user", user(fits))
-        self.fits = fits
-        tool = self._bootstrap_read()
-        boot: dict[str, Any] = {"next_action": "Read the final part of the run to see its final output.", "tool": tool}
+        self.history.add_head("user", user(self.fits))
+        boot: dict[str, Any] = {"next_action": action, "tool": tool}
         if opts.use_stm:
             boot = {"stm": {}, **boot}
-        body = self._run_tool(tool)
+        call = _call_text(tool)
         self.history.add_head("assistant", json.dumps(boot, ensure_ascii=False))
-        self.history.add_head("user", self._observation(0, "result", tool_call=_call_text(tool), body=body))
-        self._saw(body)
+        # A partial bootstrap read is summarised like any result once the room is needed.
+        summary = None if whole is not None else _summary(call, shown)
+        self.history.add_head("user", self._observation(0, "result", tool_call=call, body=shown.text), shown.steps, summary)
         self._log_call(tool, 0)
-        self.call_log.append(_call_text(tool))
+        self.call_log.append(call)
         if plan.cap is not None:
-            head = max(self.meter.prompt(self.history.messages(t)) for t in (self._tail(1), self._final_text(self.stm.render_json())))
+            head = max(
+                self.meter.prompt(self.history.messages(t), plan.cap) for t in (self._tail(1), self._final_text(self.stm.render_json()))
+            )
             if head > plan.cap:
                 what = (
                     f"budget {plan.budget.label} ({limit_text})"
@@ -262,29 +306,37 @@ class Investigation:
             head = head[:nl]
         return (head + "\n" if head else "") + note
 
-    def _cap(self, text: str) -> str:
+    @staticmethod
+    def _kept(shown: Shown, head: str) -> Shown:
+        """`shown` cut to `head` (a prefix of its text): the steps of the lines still there."""
+        lines = head.count("\n") + (1 if head and not head.endswith("\n") else 0)
+        return Shown(head, shown.line_steps[:lines])
+
+    def _cap(self, shown: Shown) -> Shown:
         """A tool result of at most a third of the room, measured in the budget's unit."""
         if self.obs_room is None:
-            return text
-        size = self.meter.text(text)
+            return shown
+        size = self.meter.text(shown.text)
         if size <= self.obs_room:
-            return text
-        keep = int(len(text) * self.obs_room / size * 0.95)
-        return self._cut(
-            text, keep, f"[... cut: longer than a third of your context ({self.obs_room} {self.plan.unit}); read a smaller range]"
-        )
+            return shown
+        keep = int(len(shown.text) * self.obs_room / size * 0.95)
+        note = f"[... cut: longer than a third of your context ({self.obs_room} {self.plan.unit}); read a smaller range]"
+        cut = self._cut(shown.text, keep, note)
+        return Shown(cut, self._kept(shown, cut[: len(cut) - len(note)]).line_steps)
 
-    def _run_tool(self, tool: dict[str, Any]) -> str:
+    def _run_tool(self, tool: dict[str, Any]) -> Shown:
         if tool["name"] == "read":
-            return self._cap(self.view.read(int(tool["offset"]), int(tool["limit"])))
-        return self._cap(self.view.search(str(tool["pattern"])))
-
-    def _saw(self, body: str) -> None:
-        self.seen_steps.update(int(m) for m in SHOWN_LINE.findall(body))
+            return self._cap(self.view.read_shown(int(tool["offset"]), int(tool["limit"])))
+        return self._cap(self.view.search_shown(str(tool["pattern"])))
 
     def _log_call(self, tool: dict[str, Any], turn: int) -> None:
         self.seen_calls[_call_text(tool)] = turn
         self.stm.past_tool_calls.append(_short_call(tool))
+
+    @property
+    def evaluate_open(self) -> bool:
+        """The paper's RULE 5 minimum of read/search turns is met (a run shown whole meets it)."""
+        return self.whole_run_shown or self.investigated >= self.min_investigate
 
     def _loop(self, call: str) -> str | None:
         """The repeated calls when the model goes round in circles, else None. Only repeats whose
@@ -301,6 +353,7 @@ class Investigation:
     def _observation(self, turn: int, kind: str, **kw: Any) -> str:
         kw.setdefault("loop", None)
         kw.pop("full_body", None), kw.pop("kept_chars", None)  # bookkeeping of a shortened result
+        closed = kind == "result" and not self.evaluate_open
         return render(
             "safari/observation.j2",
             turn=turn,
@@ -313,19 +366,18 @@ class Investigation:
             min_investigate=self.min_investigate,
             investigated=self.investigated,
             refetched=kw.pop("refetched", False),
+            closed=EVALUATE_CLOSED if closed else None,
             **kw,
         )
 
     def _tail(self, turn: int) -> str:
         if not self.opts.use_stm:
             return ""
-        return render(
-            "safari/stm.j2",
-            stm=self.stm.render_json(),
-            past_calls="; ".join(self.stm.past_tool_calls) or "none",
-            turn=turn,
-            max_turns=self.opts.max_turns,
-        )
+        calls = self.stm.past_tool_calls
+        shown = "; ".join(calls[-PAST_CALLS_SHOWN:]) or "none"
+        if len(calls) > PAST_CALLS_SHOWN:
+            shown = f"({len(calls) - PAST_CALLS_SHOWN} earlier calls not listed) " + shown
+        return render("safari/stm.j2", stm=self.stm.render_json(), past_calls=shown, turn=turn, max_turns=self.opts.max_turns)
 
     # ------------------------------------------------------------------ the budget
     def _shrink_newest(self, over: int) -> bool:
@@ -333,7 +385,7 @@ class Investigation:
         this ends), saying so in it; False when nothing is left to shorten."""
         if self._newest is None:
             return False
-        turn, kind, kw, entry = self._newest
+        turn, kind, kw, entry, result = self._newest
         shown = str(kw.get("body") or "")
         full = str(kw.get("full_body", shown))  # always cut from the original result
         kept = int(kw.get("kept_chars", len(full)))
@@ -345,8 +397,8 @@ class Investigation:
         lines = full.count("\n") + 1
         note = f"[... shortened to fit the context budget: {head.count(chr(10))} of {lines} lines shown; read a smaller range for the rest]"
         new_kw = dict(kw, body=head + note, full_body=full, kept_chars=len(head.rstrip(chr(10))) if keep > 0 else 0)
-        self.history.replace_newest_observation(self._observation(turn, kind, **new_kw))
-        self._newest = (turn, kind, new_kw, entry)
+        self.history.replace_newest_observation(self._observation(turn, kind, **new_kw), self._kept(result, head).steps)
+        self._newest = (turn, kind, new_kw, entry, result)
         entry["shrunk"] = entry.get("shrunk", 0) + 1
         self.shrunk += 1
         return True
@@ -356,13 +408,17 @@ class Investigation:
         first, then the newest tool result is shortened (or, for the final answer, dropped).
         Returns (messages, turns evicted); raises _OutOfBudget when nothing more can go."""
         cap = self.plan.cap
-        dropped = self.history.evict_to(cap, tail)
+        # Estimates aim a little under the cap, where the prompt need not be counted in full.
+        dropped = self.history.evict_to(None if cap is None else int(cap * (1 - NEAR_CAP)) - self.meter.fixed, tail)
         while True:
             msgs = self.history.messages(tail)
-            size = self.meter.prompt(msgs)
+            size = self.meter.prompt(msgs, cap)
             if cap is None or size <= cap:
                 self.largest_prompt = max(self.largest_prompt, size)
+                self.seen_steps |= self.history.shown_steps()  # what this prompt shows, the newest result included
                 return msgs, dropped
+            if self.history.summarise_oldest():
+                continue
             if len(self.history.turns) > 1 or (drop_newest and self.history.turns):
                 dropped += self.history.evict_oldest()
             elif not (self.history.turns and self._shrink_newest(size - cap)):
@@ -372,14 +428,12 @@ class Investigation:
         """Ask the evaluator about each question in one batch; the observation's kind and fields."""
         questions = list(tool["questions"])
         n = len(self.evaluations)
-        system = {"role": "system", "content": render("safari/evaluator_system.j2", limits=self.opts.limits)}
         reqs = []
         for i, q in enumerate(questions):
-            user = {"role": "user", "content": render("safari/evaluator_user.j2", reasoning=tool["reasoning"], question=q)}
             reqs.append(
                 self.ctx.request(
                     f"eval/{n}/{i}",
-                    [system, user],
+                    evaluator_messages(tool["reasoning"], q, self.opts.limits),
                     self.eval_grammar,
                     self.opts.sampling(max_tokens=self.opts.limits.verdict_max_tokens(), temperature=self.opts.evaluator_temperature),
                 )
@@ -402,12 +456,14 @@ class Investigation:
         None on an accepted submit."""
         opts = self.opts
         tail = self._tail(turn)
+        before = dict(self.meter.measured)
         msgs, dropped = self._fit(tail)
-        if self._newest is not None:
-            self._saw(str(self._newest[2].get("body") or ""))  # the newest result, as sent
+        measured = sorted(k for k, v in self.meter.measured.items() if v != before.get(k, 0))
         req = self.ctx.request(f"turn/{turn}", msgs, self.turn_grammar, opts.sampling(self.turn_max_tokens))
         (resp,) = yield [req]
         self.meter.check_unit(f"turn {turn}")
+        if measured == ["estimate"] and not resp.retried:
+            self.meter.correct(self.meter.estimate(msgs), resp.usage.prompt_tokens)
         out = resp.value
         changed = self.stm.merge(out.get("stm")) if opts.use_stm else []
         tool = out["tool"]
@@ -417,11 +473,14 @@ class Investigation:
             "output": out,
             "stm_changed": changed,
             "evicted": dropped,
+            "prompt_measure": measured[-1] if measured else None,
             "prompt_tokens": resp.usage.prompt_tokens,
             "cached_tokens": resp.usage.cached_tokens,
         }
         kind: str | None = None
         kw: dict[str, Any] = {}
+        result = Shown("")
+        summary: str | None = None
         if name in ("read", "search"):
             loop = self._loop(call)
             first = self.seen_calls.get(call)
@@ -432,8 +491,10 @@ class Investigation:
                 entry["reminder"] = True
             else:
                 kind = "result"
-                kw = {"tool_call": call, "body": self._run_tool(tool), "loop": loop, "refetched": first is not None}
+                result = self._run_tool(tool)
+                summary = _summary(call, result)
                 self.investigated += 1
+                kw = {"tool_call": call, "body": result.text, "loop": loop, "refetched": first is not None}
                 entry["refetched"] = first is not None
                 self._log_call(tool, turn)
             if loop:
@@ -441,7 +502,7 @@ class Investigation:
         elif name == "evaluate":
             if len(self.evaluations) >= opts.max_evaluations:
                 kind = "evaluate_exhausted"
-            elif not self.evaluations and self.investigated < self.min_investigate and turn < opts.max_turns - 1:
+            elif not self.evaluations and not self.evaluate_open and turn < opts.max_turns - 1:
                 kind = "refused_evaluate"
                 entry["refused"] = True
             else:
@@ -460,8 +521,8 @@ class Investigation:
         entry["observation"] = obs
         self.transcript.append(entry)
         if obs is not None:
-            self.history.add_turn(resp.text, obs, turn)
-            self._newest = (turn, kind or "", dict(kw), entry)
+            self.history.add_turn(resp.text, obs, turn, result.steps, summary)
+            self._newest = (turn, kind or "", dict(kw), entry, result)
         return entry
 
     def run(self) -> Program:
@@ -492,30 +553,32 @@ class Investigation:
             with_stm=self.opts.use_stm,
             stm=stm_json,
             limits=self.opts.limits,
-            steps=_ranges(self._answerable()),
+            steps=_ranges(self._answerable(self.history.shown_steps())),
         )
 
-    def _answerable(self) -> list[int]:
-        """What a forced answer may name: an action step seen in a tool result or kept in the STM."""
-        known = self.seen_steps | {f.step_id for f in self.stm.faults}
-        return [s for s in self.actions if s in known]
+    def _answerable(self, showing: set[int] | None = None) -> list[int]:
+        """What a forced answer may name: an action step whose lines a prompt has shown, or the
+        prompt being built shows (`showing`: the last result included). A step the model only
+        wrote into its STM is not one it has seen."""
+        seen = self.seen_steps | (showing or set())
+        return [s for s in self.actions if s in seen]
 
     def _forced(self) -> Program:
         """Forced finalisation: the model must name a step it has seen, from what it has gathered."""
         opts = self.opts
         turns = (self.failure or self.budget_stop or {}).get("turn", opts.max_turns)
-        steps = self._answerable()
-        if not steps:
-            return self._finish(None, "No step appeared in a tool result or the STM: nothing to answer.", "no_seen_step", turns)
         msgs = None
         for stm in self.stm.shrinking_json():  # the full STM first; trimmed only if it cannot fit
             try:
-                msgs, _ = self._fit(self._final_text(stm), drop_newest=True)
+                msgs, _ = self._fit(self._final_text(stm), drop_newest=True)  # what it shows counts as seen
                 break
             except _OutOfBudget:
                 self.final_stm_trimmed += 1
         if msgs is None:
             raise BudgetError(f"SAFARI's forced final prompt does not fit {self.plan.describe()} even with an empty STM")
+        steps = self._answerable()
+        if not steps:
+            return self._finish(None, "No step appeared in a tool result: nothing to answer.", "no_seen_step", turns)
         req = self.ctx.request("final", msgs, final_grammar(steps, opts.limits), opts.sampling(opts.limits.final_max_tokens()))
         responses: list[Response] = yield [req]
         self.meter.check_unit("final")
@@ -544,10 +607,13 @@ class Investigation:
             "evicted_turns": self.history.evicted,
             "budget": self.plan.label,
             "budget_limit": self.plan.cap,
+            "investigation_budget": self.plan.budget.limit if self.plan.budget.scale is not None else None,
             "budget_unit": self.plan.unit,
             "token_unit": token_unit(self.ctx),
             "largest_prompt": self.largest_prompt,
-            "prompt_measure": self.meter.how,
+            "prompt_measure": dict(self.meter.measured),
+            "summarised_results": self.history.summarised,
+            "whole_run_shown": self.whole_run_shown,
             "shrunk_observations": self.shrunk,
             "final_stm_trimmed": self.final_stm_trimmed,
             "warnings": list(self.meter.warnings),

@@ -1,29 +1,109 @@
-"""SAFARI's oracle policy (`localfa.oracle.policy`): what a careful investigator that knows the
-labelled decisive step does at each turn, what a careful evaluator answers, and their wrong twins.
+"""SAFARI's oracle policy (`localfa.oracle.policy`): a careful investigator and evaluator that
+recognise the labelled decisive step only where their prompt shows it, and their wrong twins.
 
-- investigator turn (``turn/K``): the K-th distinct read or search of the run (a search for the
-  labelled step's record first, then its neighbours', then single-line reads), until the system
-  prompt's minimum of read/search turns is met; then ``evaluate`` with three claims about the
-  labelled step, quoting it verbatim; once the evaluation passed, ``submit_step`` of the labelled
-  step (reasoning first). Every turn notes the labelled step in the STM with a verbatim quote, once
-  a tool result has shown it. Wrong: the same move about a nearby step.
-- evaluator (``eval/E/Q``): a claim about the labelled step scores 90, a claim about any other
-  step 15 (the labels decide). Wrong: the opposite score.
-- forced final (``final``): the labelled step if the grammar admits it (a step seen), else the
-  nearest one admitted. Wrong: another admitted step nearby.
+- investigator turn (``turn/K``): the step counts as recognised once a *read* result in the
+  prompt shows its lines (a search hit is a pointer, RULE 4: read before judging). Until then it
+  investigates as the paper's STEP 2 says, from what it has been shown: it reads the earliest step
+  a search pointed to and has not read, else searches a term taken from what it was shown (the
+  final lines first, then the task, then earlier results; never the labelled step's record),
+  else traces backwards by reading the lines before the earliest it has read. Recognised and
+  evaluate open (the newest result does not say it is closed), it evaluates, quoting the lines it
+  was shown; after a pass it submits that step. Its STM notes the step with the shown quote.
+  Wrong: the same, with a step near the labelled one taken for the fault.
+- evaluator (``eval/E/Q``): judges the reasoning in its prompt: a quote verbatim from the
+  labelled step's record, attributed to the step the claim is about, scores 90; a quote from
+  elsewhere 20; no reasoning or no quote 30 (no confident verdict). Wrong: the opposite call.
+- forced final (``final``): the labelled step if the prompt shows its lines, else the nearest
+  step the prompt shows. Wrong: another admitted step nearby.
+
+`MUTANTS` break one stage or rule each (`localfa.oracle.mutants`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from localfa.oracle.policy import Ask, Policy, Rule, clip, clip_to, nearby_other, nearest, node_ints, schema_ints
+import regex
 
-_MIN_INVESTIGATE = re.compile(r"you need at least (\d+) turns of read or search before your first evaluate")
-_SHOWN = re.compile(r"^\s*\d+ \(step (\d+)\)\| ", re.MULTILINE)
+from localfa.engine.types import Message
+from localfa.methods.fencing import fenced_blocks
+from localfa.methods.safari import investigator
+from localfa.methods.safari.history import History
+from localfa.methods.safari.investigator import EVALUATE_CLOSED, Investigation
+from localfa.oracle.mutants import Mutant, patched
+from localfa.oracle.policy import Ask, Policy, Rule, clip, clip_to, nearby_other, nearest, node_ints, schema_ints
+from localfa.traces.lineview import LineView, SearchResult, Shown, shown_lines, step_record
+
+QUOTE_CHARS = 200
+_QUOTED = re.compile(r"“([^”]{12,})”")
 _STEP_IN = re.compile(r"\bstep (\d+)\b", re.IGNORECASE)
-QUOTE_CHARS = 160
+_TERM = re.compile(r"\b(?:\d[\d.,:/-]*\d|[A-Z][A-Za-z0-9_-]{4,}|[a-z][a-z0-9_-]{7,})\b")
+_NOT_TERMS = {"step_id", "assistant", "observation", "content", "tool_calls", "parent_span_id", "function"}
+# Wording of SAFARI's own tool results (prompts/safari/observation.j2), as a model reads them.
+_PASSED = "Your hypothesis holds"
+_NO_EVALUATIONS_LEFT = ("You have no evaluations left", "You have used all")
+_REFUSED = "evaluate refused"
+_FAILED = "Evaluation: average confidence"
+
+
+# ---- what the prompt shows --------------------------------------------------------------------
+
+
+def _exchanges(messages: list[Message]) -> list[tuple[dict[str, Any], str]]:
+    """(tool call the investigator made, the result that followed) for every turn the prompt holds."""
+    out = []
+    for a, b in zip(messages, messages[1:]):
+        if a.get("role") == "assistant":
+            try:
+                call = json.loads(a.get("content", "")).get("tool") or {}
+            except (json.JSONDecodeError, AttributeError):
+                call = {}
+            out.append((call, b.get("content", "")))
+    return out
+
+
+class _Shown:
+    """What one investigator prompt shows: lines read, search hits, calls made, the last result."""
+
+    def __init__(self, ask: Ask) -> None:
+        messages = list(ask.request.messages)
+        self.exchanges = _exchanges(messages)
+        self.read: dict[int, list[tuple[int, str]]] = {}  # step -> (line, text) shown by reads
+        self.hits: list[tuple[int, int, str]] = []  # (line, step, snippet) shown by searches
+        self.calls = [c for c, _ in self.exchanges]
+        for call, result in self.exchanges:
+            for line, step, text in shown_lines(result):
+                if call.get("name") == "read":
+                    self.read.setdefault(step, []).append((line, text))
+                else:
+                    self.hits.append((line, step, text))
+        self.last = self.exchanges[-1][1] if self.exchanges else ""
+        self.task = messages[1].get("content", "") if len(messages) > 1 else ""
+
+    def read_lines(self) -> set[int]:
+        return {line for rows in self.read.values() for line, _ in rows}
+
+    def quote(self, step: int) -> str:
+        """A verbatim piece of what the reads showed of `step`."""
+        rows = self.read.get(step, [])
+        text = rows[0][1] if rows else ""
+        return clip(text.split("“")[0].split("”")[0].strip(), QUOTE_CHARS)
+
+    def searched(self) -> set[str]:
+        return {str(c.get("pattern", "")) for c in self.calls if c.get("name") == "search"}
+
+    def terms(self) -> list[str]:
+        """Search terms from what was shown: the final lines first, then the task, then the rest."""
+        texts = []
+        for _, result in self.exchanges[:1]:
+            texts += [t for _, _, t in reversed(shown_lines(result))]
+        texts.append(self.task)
+        for _, result in self.exchanges[1:]:
+            texts += [t for _, _, t in shown_lines(result)]
+        found = dict.fromkeys(m.group(0) for t in texts for m in _TERM.finditer(t))
+        return [t for t in found if t.lower() not in _NOT_TERMS]
 
 
 def _tool_schema(ask: Ask, name: str) -> dict[str, Any]:
@@ -33,78 +113,125 @@ def _tool_schema(ask: Ask, name: str) -> dict[str, Any]:
     raise ValueError(f"the turn grammar has no {name} tool")
 
 
-def _quote(ask: Ask, step: int) -> str:
-    """A verbatim piece of the step's own text (what a careful model quotes)."""
-    content = ask.trace.steps[step].content.strip() or ask.trace.steps[step].agent or f"step {step}"
-    return clip(content, QUOTE_CHARS)
+def _evaluate_closed(shown: _Shown) -> bool:
+    return EVALUATE_CLOSED in shown.last or _REFUSED in shown.last
 
 
-def _seen(ask: Ask) -> set[int]:
-    """Steps whose lines the conversation shows (tool results still in the prompt)."""
-    return {int(m) for m in _SHOWN.findall(ask.text)}
-
-
-def _investigation(ask: Ask, index: int, target: int) -> dict[str, Any]:
-    """The `index`-th distinct read/search around `target`: its record, then its neighbours'."""
-    n = len(ask.trace.steps)
-    order = sorted(range(n), key=lambda s: (abs(s - target), s))
-    if index < len(order):
-        pattern = clip_to(_tool_schema(ask, "search")["properties"]["pattern"], f'"step_id": {order[index]},')
-        return {"name": "search", "pattern": pattern}
+def _explore(ask: Ask, shown: _Shown) -> dict[str, Any]:
+    """The next investigating move, built only from what the prompt shows."""
     read = _tool_schema(ask, "read")["properties"]
-    offset = min(index - len(order), node_ints(read["offset"])[-1])
-    return {"name": "read", "offset": offset, "limit": 1}
+    limit = node_ints(read["limit"])[-1]
+    last_line = node_ints(read["offset"])[-1]
+    read_lines = shown.read_lines()
+    made = {json.dumps(c, sort_keys=True) for c in shown.calls}
+
+    def fresh(call: dict[str, Any]) -> bool:
+        return json.dumps(call, sort_keys=True) not in made
+
+    pointed = sorted((line, step) for line, step, _ in shown.hits if step not in shown.read)
+    for line, _ in pointed:  # the earliest step a search pointed to: read around it
+        call = {"name": "read", "offset": max(0, line - limit // 4), "limit": limit}
+        if fresh(call):
+            return call
+    searched = shown.searched()
+    pattern_node = _tool_schema(ask, "search")["properties"]["pattern"]
+    for term in shown.terms():  # STEP 2: search before reading on (PROHIBITION G: no scanning)
+        pattern = clip_to(pattern_node, regex.escape(term))
+        if pattern not in searched:
+            return {"name": "search", "pattern": pattern}
+    earliest = min(read_lines, default=last_line + 1)
+    if earliest > 0:  # trace backwards: the lines before the earliest read
+        return {"name": "read", "offset": max(0, earliest - limit), "limit": limit}
+    gaps = [n for n in range(0, last_line + 1) if n not in read_lines]
+    for n in gaps:
+        call = {"name": "read", "offset": n, "limit": limit}
+        if fresh(call):
+            return call
+    return {"name": "search", "pattern": clip_to(pattern_node, f"no-such-text-{len(shown.calls)}")}
 
 
-def _stm(ask: Ask, step: int) -> dict[str, Any]:
-    """The STM update: the step noted with a verbatim quote once a tool result has shown it."""
-    if "stm" not in ask.grammar.spec["properties"] or step not in _seen(ask):
+def _stm(ask: Ask, shown: _Shown, step: int) -> dict[str, Any]:
+    """The STM update: the step noted with the quote the reads showed of it."""
+    if "stm" not in ask.grammar.spec["properties"] or step not in shown.read:
         return {}
     fault = ask.grammar.spec["properties"]["stm"]["properties"]["faults_identified_so_far"]["items"]["properties"]
     if step not in node_ints(fault["step_id"]):
         return {}
+    reason = f"Step {step} is where the run first went wrong; nothing later corrected it."
     return {
         "faults_identified_so_far": [
-            {
-                "step_id": step,
-                "reason": clip_to(fault["reason"], f"Step {step} is where the run first went wrong; nothing later corrected it."),
-                "evidence": clip_to(fault["evidence"], _quote(ask, step)),
-            }
+            {"step_id": step, "reason": clip_to(fault["reason"], reason), "evidence": clip_to(fault["evidence"], shown.quote(step))}
         ]
     }
 
 
+def _noted(ask: Ask) -> set[int]:
+    """The fault steps the STM shown at the end of the prompt notes."""
+    for label, text in fenced_blocks(ask.prompt):
+        if label == "STM":
+            try:
+                stm = json.loads(text.split("\npast_tool_calls", 1)[0])
+            except json.JSONDecodeError:
+                return set()
+            return {int(f["step_id"]) for f in stm.get("faults_identified_so_far", [])}
+    return set()
+
+
+def _recall(ask: Ask, shown: _Shown, step: int) -> dict[str, Any] | None:
+    """A step the STM notes but the prompt no longer shows: find its lines again (RULE 4's
+    search for '"step_id": N'), then read them."""
+    if step in shown.read or step not in _noted(ask):
+        return None
+    if any(s == step for _, s, _ in shown.hits):
+        return None  # a hit points to it: the exploration reads it next
+    pattern = clip_to(_tool_schema(ask, "search")["properties"]["pattern"], f'"step_id": {step},')
+    return None if pattern in shown.searched() else {"name": "search", "pattern": pattern}
+
+
+def _last_evaluated(shown: _Shown) -> int | None:
+    for call in reversed(shown.calls):
+        if call.get("name") == "evaluate":
+            found = _STEP_IN.findall(" ".join(call.get("questions", [])))
+            return int(found[0]) if found else None
+    return None
+
+
 def _turn_for(ask: Ask, step: int) -> dict[str, Any]:
-    """An investigator turn about `step`: investigate, then evaluate, then submit."""
-    last = ask.prompt
-    k = ask.key_ints()[-1]
-    m = _MIN_INVESTIGATE.search(ask.text)
-    needed = int(m.group(1)) if m else 0
-    if "Your hypothesis holds" in last or "evaluations. Submit your best answer" in last:
+    """An investigator turn that takes `step` for the fault once a read shows it."""
+    shown = _Shown(ask)
+    recognised = step in shown.read
+    if _PASSED in shown.last or any(s in shown.last for s in _NO_EVALUATIONS_LEFT):
         submit = _tool_schema(ask, "submit_step")["properties"]
-        target = nearest(node_ints(submit["step_id"]), step)
-        reasoning = clip_to(submit["reasoning"], f"Step {step} is the decisive mistake; the evaluation confirmed it.")
+        hypothesis = step if recognised else _last_evaluated(shown)
+        seen = sorted(set(shown.read) | {s for _, s, _ in shown.hits})
+        target = nearest(node_ints(submit["step_id"]), hypothesis if hypothesis is not None else nearest(seen or [step], step))
+        reasoning = clip_to(submit["reasoning"], f"Step {target} is the decisive mistake; the evaluation confirmed it.")
         tool: dict[str, Any] = {"name": "submit_step", "reasoning": reasoning, "step_id": target}
-        action = f"Submit step {target}."
-    elif k > needed and "evaluate refused" not in last:
+        action, analysis = f"Submit step {target}.", f"The evaluation backs step {target}."
+    elif recognised and not _evaluate_closed(shown) and _FAILED not in shown.last:
         ev = _tool_schema(ask, "evaluate")["properties"]
-        quote = _quote(ask, step)
+        quote = shown.quote(step)
         questions = [
             f"Does the quoted action at step {step} show the decisive mistake?",
             f"Is step {step} the first wrong step of the run?",
             f"Was the error at step {step} never corrected by a later step?",
         ][: int(ev["questions"].get("maxItems", 3))]
         questions = [clip_to(ev["questions"]["items"], q) for q in questions]
-        reasoning = clip_to(ev["reasoning"], f"At step {step} the agent wrote '{quote}'. That is the decisive error at step {step}.")
+        reasoning = clip_to(ev["reasoning"], f"At step {step} the run shows: “{quote}”. That is the decisive error at step {step}.")
         tool = {"name": "evaluate", "questions": questions, "reasoning": reasoning}
-        action = f"Evaluate the hypothesis that step {step} is the mistake."
+        action, analysis = f"Evaluate the hypothesis that step {step} is the mistake.", f"Step {step} reads: {quote}"
     else:
-        tool = _investigation(ask, k - 1, step)
-        action = f"Look at the steps around step {step}."
+        recall = None if _evaluate_closed(shown) else _recall(ask, shown, step)
+        tool = recall or _explore(ask, shown)
+        action = "Trace the failure back through the run."
+        analysis = "The final output was: as the last lines show. The task required: as stated. The failure is: to be traced."
     out: dict[str, Any] = {}
-    if "stm" in ask.grammar.spec["properties"]:
-        out["stm"] = _stm(ask, step)
-    out["next_action"] = clip_to(ask.grammar.spec["properties"]["next_action"], action)
+    props = ask.grammar.spec["properties"]
+    if "analysis" in props:
+        out["analysis"] = clip_to(props["analysis"], analysis)
+    if "stm" in props:
+        out["stm"] = _stm(ask, shown, step)
+    out["next_action"] = clip_to(props["next_action"], action)
     out["tool"] = tool
     return out
 
@@ -117,25 +244,29 @@ def _turn_wrong(ask: Ask) -> dict[str, Any]:
     return _turn_for(ask, nearby_other(range(len(ask.trace.steps)), ask.mistake_step, ask.rng))
 
 
-def _question_true(ask: Ask) -> bool:
-    """Is the claim about the labelled step? (The question names the step it is about.)"""
-    question = ask.prompt.rsplit("Question to check:", 1)[-1]
-    steps = {int(s) for s in _STEP_IN.findall(question)}
-    return ask.mistake_step in steps
-
-
-def _verdict(ask: Ask, true: bool) -> dict[str, Any]:
-    feedback = ask.grammar.spec["properties"]["feedback"]
-    text = "The reasoning quotes the step and supports the claim." if true else "The claim is about a step the evidence does not implicate."
-    return {"feedback": clip_to(feedback, text), "score": 90 if true else 15}
+def _judged(ask: Ask) -> tuple[int, str]:
+    """(score, feedback) for the claim, from the reasoning and quotes the prompt holds."""
+    prompt = ask.prompt
+    reasoning, _, question = prompt.rpartition("Question to check:")
+    quotes = [q.strip(" .") for q in _QUOTED.findall(reasoning)]
+    if not quotes:
+        return 30, "The reasoning quotes nothing from the run: the claim cannot be checked."
+    fault = step_record(ask.trace.steps[ask.mistake_step])
+    named = {int(s) for s in _STEP_IN.findall(question)}
+    if any(q in fault for q in quotes) and (not named or ask.mistake_step in named):
+        return 90, "The quoted evidence is specific and supports the claim."
+    return 20, "The quoted evidence does not show the mistake the claim asserts."
 
 
 def _eval(ask: Ask) -> dict[str, Any]:
-    return _verdict(ask, _question_true(ask))
+    score, text = _judged(ask)
+    return {"feedback": clip_to(ask.grammar.spec["properties"]["feedback"], text), "score": score}
 
 
 def _eval_wrong(ask: Ask) -> dict[str, Any]:
-    return _verdict(ask, not _question_true(ask))
+    score, _ = _judged(ask)
+    flipped = 20 if score >= 70 else 90
+    return {"feedback": clip_to(ask.grammar.spec["properties"]["feedback"], "A verdict the evidence does not bear out."), "score": flipped}
 
 
 def _final_answer(ask: Ask, step: int) -> dict[str, Any]:
@@ -144,7 +275,12 @@ def _final_answer(ask: Ask, step: int) -> dict[str, Any]:
 
 
 def _final(ask: Ask) -> dict[str, Any]:
-    return _final_answer(ask, nearest(schema_ints(ask.grammar, "step_id"), ask.mistake_step))
+    admitted = schema_ints(ask.grammar, "step_id")
+    shown = _Shown(ask)
+    visible = [s for s in admitted if s in shown.read or any(s == h for _, h, _ in shown.hits)]
+    if ask.mistake_step in visible:
+        return _final_answer(ask, ask.mistake_step)
+    return _final_answer(ask, nearest(visible or admitted, ask.mistake_step))
 
 
 def _final_wrong(ask: Ask) -> dict[str, Any]:
@@ -165,25 +301,89 @@ POLICY = Policy(
             r"turn/\d+",
             _turn,
             _turn_wrong,
-            says="distinct searches around the labelled step until the minimum is met, then evaluate it, then submit it",
-            wrong_says="the same move about a step within 3 of it",
+            says="recognises the labelled step once a read shows it; until then reads what searches pointed to, searches terms it was shown, traces backwards; then evaluates quoting what it read, then submits",
+            wrong_says="the same, taking a step within 3 of it for the fault",
         ),
         Rule(
             "evaluator",
             r"eval/\d+/\d+",
             _eval,
             _eval_wrong,
-            says="90 for a claim about the labelled step, 15 for any other",
-            wrong_says="the opposite score",
+            says="90 for a quote verbatim from the labelled step attributed to the claimed step, 20 for other quotes, 30 with no quote",
+            wrong_says="the opposite call",
         ),
         Rule(
             "forced final",
             r"final",
             _final,
             _final_wrong,
-            says="the labelled step if seen, else the nearest step seen",
-            wrong_says="another seen step within 3 of it",
+            says="the labelled step if its lines are shown, else the nearest step shown",
+            wrong_says="another admitted step within 3 of it",
         ),
     ],
     dropped_at=_dropped,
 )
+
+
+# ---- mutants: one break per stage or rule ------------------------------------------------------
+
+
+def _read_shows_nothing(self: LineView, offset: int, limit: int) -> Shown:
+    return Shown(f"[shown lines {offset}-{offset + limit - 1}]")
+
+
+_search_hits = LineView.search_hits
+
+
+def _search_literal_only(self: LineView, pattern: str, max_results: int = 50, timeout_s: float = 1.0) -> SearchResult:
+    if re.fullmatch(r'"step_id": \d+,?', str(pattern)):
+        return _search_hits(self, pattern, max_results, timeout_s)
+    return SearchResult(pattern=str(pattern))
+
+
+_evaluator_messages = investigator.evaluator_messages
+
+
+def _evaluator_blind(reasoning: str, question: str, limits: Any) -> list[Message]:
+    return _evaluator_messages("", question, limits)
+
+
+def _first_line_only(self: Investigation) -> dict[str, Any]:
+    return {"name": "read", "offset": 0, "limit": 1}
+
+
+MUTANTS = [
+    Mutant("read_shows_no_lines", "read: its lines never reach the model", "p1", patched((LineView, "read_shown", _read_shows_nothing))),
+    Mutant(
+        "evaluator_without_reasoning",
+        "evaluate: the evaluator never sees the reasoning",
+        "cost",
+        patched((investigator, "evaluator_messages", _evaluator_blind)),
+    ),
+    Mutant(
+        "search_literal_step_id_only",
+        'search: only a literal "step_id": N matches',
+        "cost",
+        patched((LineView, "search_hits", _search_literal_only)),
+    ),
+    Mutant(
+        "no_bootstrap_read",
+        "bootstrap read: neither the whole run nor its end is shown first",
+        "cost",
+        patched((Investigation, "_whole_run", lambda self, room: None), (Investigation, "_bootstrap_read", _first_line_only)),
+    ),
+    Mutant(
+        "busywork_when_shown_whole",
+        "RULE 5 minimum: demanded even when the whole run was shown",
+        "cost",
+        patched((Investigation, "evaluate_open", property(lambda self: self.investigated >= self.min_investigate))),
+    ),
+    Mutant("threshold_zero", "evaluate threshold θ=70: every evaluation passes", "p07", spec="threshold=0"),
+    Mutant(
+        "no_result_summaries",
+        "context: older results are never summarised, whole turns are evicted instead",
+        "cost",
+        patched((History, "summarise_oldest", lambda self: False)),
+    ),
+    Mutant("no_stm", "short-term memory: none", "p07", spec="use_stm=false"),
+]

@@ -24,6 +24,7 @@ from localfa.traces.importers import (
     openinference,
     otel_genai,
     swe_agent,
+    telbench,
     vercel_ai,
     whowhen,
 )
@@ -43,6 +44,7 @@ ORDER: tuple[ModuleType, ...] = (
     openhands,
     inspect_ai,
     whowhen,
+    telbench,
     vercel_ai,
     openinference,
     otel_genai,

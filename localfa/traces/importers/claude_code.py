@@ -363,4 +363,3 @@ def parse(data: Any, path: Path, source: str) -> Trace:
         final_output=final,
         metadata=metadata,
     )
-

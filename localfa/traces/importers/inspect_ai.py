@@ -26,7 +26,7 @@ from typing import Any
 
 from localfa.traces.errors import TraceError
 from localfa.traces.importers import coding
-from localfa.traces.importers.common import content_text, object_items, type_name
+from localfa.traces.importers.common import content_text, first_line, object_items, type_name
 from localfa.traces.model import AgentInfo, Step, Trace
 
 NAME = "inspect_ai"
@@ -103,7 +103,9 @@ def read_archive(raw: bytes, source: str) -> dict[str, Any]:
             header = _member(z, infos["header.json"], source)
         if not isinstance(header, dict):
             raise TraceError(source, f"header.json: expected an object, got {type_name(header)}")
-        samples = [_member(z, info, source) for name, info in sorted(infos.items()) if name.startswith("samples/") and name.endswith(".json")]
+        samples = [
+            _member(z, info, source) for name, info in sorted(infos.items()) if name.startswith("samples/") and name.endswith(".json")
+        ]
     return {**header, "samples": samples}
 
 
@@ -129,7 +131,7 @@ def verdict(sample: dict[str, Any]) -> dict[str, Any]:
     """The sample's scores as a harness verdict (``metadata["harness"]``)."""
     if sample.get("error"):
         message = sample["error"].get("message") if isinstance(sample["error"], dict) else sample["error"]
-        return {"harness": NAME, "why": f"sample error: {coding.first_line(str(message), 80)}"}
+        return {"harness": NAME, "why": f"sample error: {first_line(str(message), 80)}"}
     scores = sample.get("scores") if isinstance(sample.get("scores"), dict) else {}
     read = {name: _score_value(s.get("value") if isinstance(s, dict) else s) for name, s in scores.items()}
     known = {k: v for k, v in read.items() if v is not None}
@@ -158,7 +160,7 @@ def _steps(messages: list[tuple[str, dict[str, Any]]], agent: str, source: str) 
         text, reasoning = _text(m.get("content"))
         if role == "assistant":
             calls = []
-            for at, c in object_items(m.get("tool_calls"), f"{where}.tool_calls", source):
+            for _, c in object_items(m.get("tool_calls"), f"{where}.tool_calls", source):
                 call = {"id": c.get("id"), "name": c.get("function"), "arguments": c.get("arguments")}
                 if isinstance(call["id"], str) and isinstance(call["name"], str):
                     names[call["id"]] = call["name"]

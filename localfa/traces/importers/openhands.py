@@ -122,7 +122,9 @@ class _Build:
             if named:
                 self.task = text
             agent = coding.USER if who == "user" else coding.ENVIRONMENT
-            self.steps.append(coding.observation(len(self.steps), text, agent=agent, role="user" if who == "user" else "tool", name=named or kind))
+            self.steps.append(
+                coding.observation(len(self.steps), text, agent=agent, role="user" if who == "user" else "tool", name=named or kind)
+            )
             return
         calls = [] if kind in ("message", "finish", "think") else [_call(event)]
         if kind == "think":
@@ -159,7 +161,9 @@ def parse(data: Any, path: Path, source: str) -> Trace:
     """An OpenHands trajectory (events, or an evaluation record) as a Trace."""
     events = _events(data)
     if events is None:
-        raise TraceError(source, f"not an OpenHands trajectory: expected an array of events or an object with 'history', got {type_name(data)}")
+        raise TraceError(
+            source, f"not an OpenHands trajectory: expected an array of events or an object with 'history', got {type_name(data)}"
+        )
     label = "history" if isinstance(data, dict) else "events"
     items = object_items(events, label, source, "an event object")
     model = next((m for _, e in items if (m := _model(e))), None)

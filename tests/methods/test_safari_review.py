@@ -1,0 +1,81 @@
+"""Issue 35's review points: what a forced answer may name, no busywork when the run was shown
+whole, scaled budgets on top of the opening prompt, a bounded call list, the honest oracle."""
+
+from __future__ import annotations
+
+from localfa.grammars.safari import SafariLimits
+from localfa.methods.safari.oracle import MUTANTS
+from localfa.oracle.mutants import registered_mutants
+from localfa.traces.lineview import LineView, steps_shown
+from localfa.traces.model import Labels
+from tests.methods.test_safari_logic import EVAL, READ, SUBMIT, Script, make_trace, run_one, turn
+
+
+def _final_grammar_steps(engine) -> list[int]:
+    (final,) = [r for r in engine.requests if r.key == "final"]
+    node = final.grammar.spec["properties"]["step_id"]
+    return node.get("enum") or list(range(node["minimum"], node["maximum"] + 1))
+
+
+def test_a_forced_answer_may_name_a_step_the_last_result_showed():
+    trace = make_trace(n=300)  # 300 lines: the bootstrap read shows only the end
+    script = Script([turn({"name": "read", "offset": 4, "limit": 3}, {})], final_step=4)
+    diag, engine = run_one(script, trace, max_turns=1)
+    assert 4 in _final_grammar_steps(engine)
+    assert (diag.error, diag.step, diag.stop_reason) == (None, 4, "forced")
+
+
+def test_a_step_only_written_into_the_stm_is_not_answerable():
+    trace = make_trace(n=300)
+    note = {"faults_identified_so_far": [{"step_id": 2, "reason": "r", "evidence": "e"}]}
+    diag, engine = run_one(Script([turn({"name": "read", "offset": 50, "limit": 3}, note)], final_step=50), trace, max_turns=1)
+    assert 2 not in _final_grammar_steps(engine)
+    assert diag.step == 50
+
+
+def test_a_run_shown_whole_meets_the_minimum_of_investigating_turns():
+    diag, engine = run_one(Script([turn(EVAL, {}), turn(SUBMIT, {})]), make_trace(), min_investigate_turns=10)
+    assert diag.details["whole_run_shown"] and diag.details["trace_fits"]
+    assert (diag.step, diag.details["turns_used"]) == (4, 2)
+    assert not any("evaluate refused" in r.messages[-1]["content"] for r in engine.requests)
+
+
+def test_a_run_not_shown_whole_still_waits_for_the_minimum():
+    diag, engine = run_one(Script([turn(EVAL, {})] + [turn(READ, {})] * 3), make_trace(n=300), min_investigate_turns=3, max_turns=6)
+    assert "evaluate refused" in engine.requests[1].messages[-1]["content"]
+
+
+def test_the_turn_grammar_thinks_first_within_a_stated_bound():
+    diag, engine = run_one(Script([turn(EVAL, {}), turn(SUBMIT, {})]), make_trace())
+    spec = engine.requests[0].grammar.spec
+    assert list(spec["properties"])[0] == "analysis"
+    assert spec["properties"]["analysis"]["maxLength"] == SafariLimits().analysis_chars
+    assert f"at most {SafariLimits().analysis_chars} characters" in engine.requests[0].messages[0]["content"]
+
+
+def test_a_scaled_budget_applies_on_top_of_the_opening_prompt():
+    trace = make_trace(n=300)
+    trace.labels = Labels(mistake_agent="Coder", mistake_step=250, fault_steps=[250], reason="r")
+    diag, engine = run_one(Script([turn(EVAL, {}), turn(SUBMIT, {})]), trace, budget="scale:2", min_investigate_turns=0)
+    opening = sum(len(m["content"].split()) for m in engine.requests[0].messages[:2])
+    assert diag.error is None
+    assert diag.details["budget_limit"] >= opening
+
+
+def test_the_past_calls_listed_are_bounded():
+    reads = [turn({"name": "read", "offset": i, "limit": 1}, {}) for i in range(20)]
+    _, engine = run_one(Script(reads), make_trace(n=300), max_turns=20)
+    last = engine.requests[-2].messages[-1]["content"]
+    assert "earlier calls not listed" in last
+
+
+def test_read_and_search_return_the_steps_they_show_in_the_one_line_format():
+    view = LineView(make_trace(n=30))
+    for shown in (view.read_shown(3, 4), view.search_shown("step 1[0-2] ")):
+        assert set(shown.steps) == steps_shown(shown.text)
+
+
+def test_safari_registers_its_mutants_with_every_one_issue_32_lists():
+    names = {m.name for m in registered_mutants()["safari"]}
+    assert {"read_shows_no_lines", "evaluator_without_reasoning", "search_literal_step_id_only"} <= names
+    assert len(MUTANTS) >= 6

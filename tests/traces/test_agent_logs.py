@@ -1,0 +1,244 @@
+"""The runs developers have (issue 37): Claude Code session logs and stream-json, Codex rollouts,
+OpenHands trajectories, inspect_ai logs, history-only SWE-agent trajectories and Vercel AI SDK
+spans, each read from a public sample (tests/fixtures/agent_logs/README.md says where from)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from localfa.traces.errors import TraceError
+from localfa.traces.load import load_trace, load_traces, trace_files_with_roots
+from localfa.traces.model import Trace
+from localfa.traces.runs import harness_traces
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "agent_logs"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "coding-agents"
+SWE_AGENT = SHARED / "6e44b9__sweagenttestrepo-1c2844.traj"
+
+
+def _kinds(trace: Trace) -> str:
+    return "".join("A" if s.kind == "action" else "o" for s in trace.steps)
+
+
+def _blameable(trace: Trace) -> set[str]:
+    """The agents that acted somewhere: what a method may answer."""
+    return {s.agent for s in trace.steps if s.kind == "action"}
+
+
+def _joined(trace: Trace) -> None:
+    """Every observation that names a call answers a call an earlier action made, of that tool."""
+    calls = {c["id"]: c["name"] for s in trace.steps if s.kind == "action" for c in s.tool_calls if c.get("id")}
+    for s in trace.steps:
+        if s.kind == "observation" and s.call_id is not None:
+            assert s.call_id in calls, (s.index, s.call_id)
+            assert s.name == calls[s.call_id], (s.index, s.name)
+
+
+def test_claude_code_session_log() -> None:
+    t = load_trace(FIX / "claude_code" / "e9fb405b-169f-40eb-9396-7e75076f045d.jsonl")
+    assert t.format == "claude-code" and t.task.startswith('@"solution-architect (agent)" analyze existing CLI')
+    assert [a.name for a in t.agents] == ["Claude Code (claude-sonnet-4-5-20250929)"]
+    # three streamed answers (thinking, text, tool use written line by line) are three steps
+    assert _kinds(t) == "oAoAoA"
+    assert (
+        t.steps[1].content.startswith("<reasoning>\nThe user is asking") and "I'll use the solution-architect agent" in t.steps[1].content
+    )
+    assert [c["name"] for c in t.steps[1].tool_calls] == ["Task"] and t.steps[1].tool_calls[0]["arguments"][
+        "subagent_type"
+    ] == "solution-architect"
+    assert (t.steps[4].call_id, t.steps[4].name) == ("toolu_bdrk_01APXZu7yB82EDMJwYR5jwSQ", "Bash") and "tech-spec" in t.steps[4].content
+    assert (
+        t.final_output
+        == "The solution-architect agent has completed the analysis. Let me retrieve the specification document that was created."
+    )
+    assert t.metadata["skipped_records"] == {"file-history-snapshot": 1, "summary": 1}
+    _joined(t)
+
+
+def test_claude_code_sidechain_is_a_sub_agent_placed_before_its_task_result() -> None:
+    t = load_trace(FIX / "claude_code" / "sidechain_integrated.jsonl")
+    lead, sub = "Claude Code (claude-sonnet-4-5-20250929)", "general-purpose (claude-sonnet-4-5-20250929)"
+    assert [a.name for a in t.agents] == [lead, sub]
+    assert [(s.kind, s.agent) for s in t.steps if s.kind == "action"] == [("action", lead), ("action", sub), ("action", lead)]
+    task_result = next(s for s in t.steps if s.name == "Task")
+    sub_steps = [s.index for s in t.steps if s.agent == sub]
+    assert max(sub_steps) < task_result.index < t.steps[-1].index  # the sub-agent's work, then what it returned
+    assert t.steps[sub_steps[0]].tool_calls[0]["name"] == "Grep"  # one streamed answer: text and the Grep call
+    assert _blameable(t) == {lead, sub}
+
+
+def test_claude_code_stream_json_with_a_sub_agent() -> None:
+    t = load_trace(FIX / "claude_code" / "stream.jsonl")
+    assert t.format == "claude-code" and t.task.startswith("Fix the failing test")
+    assert [a.name for a in t.agents] == ["Claude Code (claude-sonnet-4-5-20250929)", "Explore (claude-sonnet-4-5-20250929)"]
+    assert _kinds(t) == "oAoAAoAoAoA"
+    assert [s.agent.split(" ")[0] for s in t.steps if s.kind == "action"] == ["Claude", "Claude", "Explore", "Explore", "Claude", "Claude"]
+    assert t.final_output == "Fixed: days above 30 are now rejected."
+    assert t.metadata["exit_status"] == "success" and t.metadata["num_turns"] == 6
+    assert _blameable(t) == {a.name for a in t.agents}
+    _joined(t)
+
+
+def test_codex_rollouts() -> None:
+    real = load_trace(FIX / "codex" / "rollout-2026-06-05T04-58-20-019e9625-802f-7e91-840a-cfe88d14117a.jsonl")
+    assert real.format == "codex" and [a.name for a in real.agents] == ["Codex (gpt-5.5)"]
+    assert (real.task, real.final_output, _kinds(real)) == ("[REDACTED_PROMPT]", "[REDACTED_ASSISTANT_TEXT]", "oooA")
+    assert [s.agent for s in real.steps[:2]] == ["system", "system"]  # developer message, environment context
+    tools = load_trace(FIX / "codex" / "rollout-tools.jsonl")
+    assert _kinds(tools) == "ooAoAoA" and [c["name"] for s in tools.steps for c in s.tool_calls] == ["shell", "apply_patch"]
+    assert tools.steps[3].content.startswith("F\nFAILED tests/test_dates.py") and tools.steps[3].name == "shell"
+    assert "+    if not 1 <= day <= 30:" in tools.steps[4].tool_calls[0]["arguments"]
+    assert tools.final_output.startswith("Days above 30 are now rejected")
+    _joined(tools)
+
+
+def test_openhands_observations_are_never_agent_steps() -> None:
+    t = load_trace(FIX / "openhands" / "basic.json")
+    assert t.format == "openhands" and t.task.startswith("Please create a simple 2048 game")
+    assert [a.name for a in t.agents] == ["OpenHands (claude-3-5-sonnet-20241022)"] and _blameable(t) == {t.agents[0].name}
+    assert _kinds(t) == "oAoAoA"  # events 4 and 6 say source "agent" but are observations
+    edit = t.steps[1].tool_calls[0]
+    assert edit["name"] == "str_replace_editor" and json.loads(edit["arguments"])["file_text"].startswith("import random")
+    assert t.steps[2].content.startswith("--- /workspace/game_2048.py") and t.steps[2].agent == "environment"
+    assert t.final_output == "I have created the 2048 game in /workspace/game_2048.py."
+    assert t.metadata["skipped_events"] == {"agent_state_changed": 2}
+    _joined(t)
+
+
+def test_openhands_delegate_is_an_agent_of_its_own(tmp_path: Path) -> None:
+    events = json.loads((FIX / "openhands" / "basic.json").read_text())
+    delegate = [
+        {
+            "id": 10,
+            "source": "agent",
+            "action": "delegate",
+            "args": {"agent": "BrowsingAgent", "inputs": {"task": "look it up"}, "thought": "Delegating."},
+        },
+        {"id": 11, "source": "agent", "action": "browse", "args": {"url": "https://example.org", "thought": "Opening the page."}},
+        {"id": 12, "source": "agent", "observation": "browse", "cause": 11, "content": "Example Domain"},
+        {"id": 13, "source": "agent", "observation": "delegate", "cause": 10, "content": "BrowsingAgent finishes task with content: done"},
+    ]
+    p = tmp_path / "delegated.json"
+    p.write_text(json.dumps(events[:3] + delegate + events[3:]))
+    t = load_trace(p)
+    assert [a.name for a in t.agents] == ["OpenHands (claude-3-5-sonnet-20241022)", "BrowsingAgent"]
+    assert [s.agent for s in t.steps if s.kind == "action"][-3:] == [
+        "BrowsingAgent",
+        "OpenHands (claude-3-5-sonnet-20241022)",
+        "OpenHands (claude-3-5-sonnet-20241022)",
+    ]
+    browse = next(s for s in t.steps if s.kind == "observation" and s.content == "Example Domain")
+    assert browse.call_id == "11" and browse.name == "browse"
+
+
+@pytest.mark.parametrize("name", ["sums.eval", "sums.json"])
+def test_inspect_ai_logs_one_trace_per_sample_with_its_score(name: str) -> None:
+    traces = load_traces(FIX / "inspect_ai" / name)
+    assert [t.id for t in traces] == ["sums/sum-1", "sums/sum-2"]
+    right, wrong = traces
+    assert right.format == "inspect_ai" and [a.name for a in right.agents] == ["sums agent (mockllm/model)"]
+    assert _kinds(wrong) == "ooAoAo" and wrong.task.startswith("What is 3 + 4?")
+    assert [c["name"] for s in wrong.steps for c in s.tool_calls] == ["add", "submit"]
+    assert (wrong.steps[3].content, wrong.steps[3].name, wrong.final_output, wrong.ground_truth) == ("7", "add", "10", "7")
+    assert right.metadata["harness"]["failed"] is False and wrong.metadata["harness"] == {
+        "harness": "inspect_ai",
+        "failed": True,
+        "why": "score match='I'",
+        "reward": 0.0,
+    }
+    _joined(wrong)
+    with pytest.raises(TraceError, match="holds 2 runs"):
+        load_trace(FIX / "inspect_ai" / name)
+
+
+def test_swe_agent_history_only_traj(tmp_path: Path) -> None:
+    if not SWE_AGENT.is_file():
+        pytest.skip("the shared SWE-agent sample is not on this machine")
+    data = json.loads(SWE_AGENT.read_text())
+    data.pop("trajectory")
+    p = tmp_path / "6e44b9__sweagenttestrepo-1c2844.traj"
+    p.write_text(json.dumps(data))
+    t = load_trace(p)
+    assert t.format == "swe-agent" and [a.name for a in t.agents] == ["SWE-agent (gpt-4o)"]
+    assert t.task.startswith("SyntaxError: invalid syntax") and t.final_output.lstrip().startswith("diff --git")
+    assert _kinds(t) == "ooAoAoAoAo" and [c["name"] for s in t.steps for c in s.tool_calls][:2] == ["find_file", "open"]
+    assert load_trace(p, format="swe-agent").steps == t.steps
+    _joined(t)
+
+
+def test_vercel_ai_sdk_spans() -> None:
+    t = load_trace(FIX / "vercel_ai" / "weather_spans.json")
+    assert t.format == "vercel-ai" and t.task == "What should I wear in Paris today?"
+    assert [a.name for a in t.agents] == ["weather-agent"]
+    assert [(s.name, [c["name"] for c in s.tool_calls]) for s in t.steps] == [
+        ("ai.generateText.doGenerate", ["weather"]),
+        ("weather", []),
+        ("ai.generateText.doGenerate", []),
+    ]
+    assert '"tempC": 31' in (t.steps[1].observation or "") and t.final_output == "It is cold in Paris (31°F): wear a warm coat."
+
+
+def test_inspect_ai_scores_are_the_verdict_for_failed_only(tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    shutil.copy(FIX / "inspect_ai" / "sums.eval", folder)
+    said: list[str] = []
+
+    def fail(root: Path, f: Path, exc: TraceError) -> None:
+        raise exc
+
+    kept = harness_traces(trace_files_with_roots([folder]), load_traces, fail, [folder], True, said.append)
+    assert [t.id for _, _, t in kept] == ["sums/sum-2"]
+    assert said == ["--failed-only: 1 of 2 trials kept as failed by the harness; 1 skipped as passed (full score)"]
+
+
+def test_two_runs_of_one_instance_are_two_traces_and_ids_follow_one_rule(tmp_path: Path) -> None:
+    src = SHARED / "astropy__astropy-14182.traj.json"
+    if not src.is_file():
+        pytest.skip("the shared mini-swe-agent sample is not on this machine")
+    for run in ("run1", "run2"):
+        (tmp_path / run).mkdir()
+        shutil.copy(src, tmp_path / run / src.name)
+    (tmp_path / "trajs").mkdir()
+    shutil.copy(src, tmp_path / "trajs" / "astropy__astropy-7606.traj.json")
+    (tmp_path / "astropy__astropy-1.traj.json").write_bytes(src.read_bytes())
+    kept = harness_traces(trace_files_with_roots([tmp_path]), load_traces, lambda r, f, e: None, [tmp_path], False, print)
+    assert sorted(t.id for _, _, t in kept) == [
+        "astropy__astropy-1",
+        "run1/astropy__astropy-14182",
+        "run2/astropy__astropy-14182",
+        "trajs/astropy__astropy-7606",
+    ]
+    assert {t.metadata["instance_id"] for _, _, t in kept} == {"astropy__astropy-14182"}  # what the file says stays in metadata
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "agents", "steps"),
+    [
+        ("claude_code/e9fb405b-169f-40eb-9396-7e75076f045d.jsonl", "claude-code", 1, "6 (3 action, 3 observation)"),
+        ("claude_code/stream.jsonl", "claude-code", 2, "11 (6 action, 5 observation)"),
+        ("codex/rollout-2026-06-05T04-58-20-019e9625-802f-7e91-840a-cfe88d14117a.jsonl", "codex", 1, "4 (1 action, 3 observation)"),
+        ("openhands/basic.json", "openhands", 1, "6 (3 action, 3 observation)"),
+        ("inspect_ai/sums.eval", "inspect_ai", 1, "6 (2 action, 4 observation)"),
+        ("vercel_ai/weather_spans.json", "vercel-ai", 1, "3"),
+    ],
+)
+def test_localfa_inspect_detects_and_reads_each_format(
+    name: str, fmt: str, agents: int, steps: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import localfa.cli as cli
+
+    assert cli.main(["inspect", str(FIX / name), "--json"]) in (0, None)
+    info = json.loads(capsys.readouterr().out)
+    first = info[0] if isinstance(info, list) else info
+    assert (first["format"], first["format_source"], len(first["agents"])) == (fmt, "detected", agents)
+    assert first["task"] and first["final_output"]
+    n, _, rest = steps.partition(" ")
+    assert first["steps"] == int(n) and (
+        not rest or rest == f"({first['action_steps']} action, {first['steps'] - first['action_steps']} observation)"
+    )
+    assert all(r["agent"] in first["agents"] for r in first["per_step"] if r["kind"] == "action")  # only real agents act
