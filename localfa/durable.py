@@ -72,3 +72,13 @@ def replace_durably(path: str | Path, data: bytes | str) -> Path:
     with replacing(path) as tmp:
         tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
     return Path(path)
+
+
+def move_aside(path: str | Path, tag: str) -> Path:
+    """Rename `path` to ``NAME.TAG`` beside it (a damaged file kept for a look, out of the way of
+    the one that replaces it), durably; returns the new path."""
+    source = Path(path)
+    target = source.with_name(f"{source.name}.{tag}")
+    os.replace(source, target)
+    fsync_dir(source.parent)
+    return target

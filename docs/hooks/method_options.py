@@ -16,7 +16,7 @@ from typing import Any
 from localfa.engine.settings import list_profiles, load_profile
 from localfa.methods.registry import method_class
 
-MARKER = re.compile(r"<!-- method-options: ([\w-]+) -->")
+MARKER = re.compile(r"^<!-- method-options: ([\w-]+) -->$", re.M)  # alone on its line: a mention in text stays
 
 
 def _flat(prefix: str, value: Any) -> dict[str, Any]:

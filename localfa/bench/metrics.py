@@ -49,8 +49,17 @@ METRICS: tuple[str, ...] = (
     "span_f1",
     "first_error",
     "step_substring",
+    "fallback",
+    "step_found",
+    "step_fallback",
 )
+# A method that answers a step even when it found no error (DRIFT's fallback: `details.step_is_fallback`)
+# is scored apart: the share of its answers that are fallbacks, and step accuracy over found errors
+# and over fallback answers separately (a fallback that lands is a judgement, not a found error).
 METRIC_TITLES: dict[str, str] = {
+    "fallback": "fallback share",
+    "step_found": "step acc (found)",
+    "step_fallback": "step acc (fallback)",
     "agent": "agent acc",
     "step": "step acc",
     **{f"tol_{k}": f"±{k}" for k in TOLERANCES},
@@ -136,6 +145,10 @@ def score_record(record: ResultRecord, span_method: bool = False) -> dict[str, f
         for k in TOLERANCES:
             scores[f"tol_{k}"] = float(pred is not None and abs(pred - gold) <= k)
         scores["step_substring"] = float(substring_match(gold, pred))
+        fallback = (record.details or {}).get("step_is_fallback")
+        if isinstance(fallback, bool) and not record.error:
+            scores["fallback"] = float(fallback)
+            scores["step_fallback" if fallback else "step_found"] = scores["step"]
     if label.fault_steps:
         scores["precision"] = float(pred is not None and pred in label.fault_steps)
     if label.high_impact_steps:

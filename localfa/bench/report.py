@@ -111,6 +111,8 @@ def metric_columns(groups: list[GroupSummary]) -> list[str]:
         if any(g.metrics["span_f1"].n for g in groups if g.spans and "span_f1" in g.metrics):
             cols += ["span_precision", "span_recall", "span_f1"]
         cols.append("first_error")
+    if any(g.metrics["fallback"].n for g in groups if "fallback" in g.metrics):  # a method that answers even with no error found
+        cols += ["fallback", "step_found", "step_fallback"]
     return cols
 
 

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from localfa.durable import replacing
+from localfa.durable import move_aside, replacing
 from localfa.engine.errors import CacheError
 
 MAIN = "responses.sqlite"
@@ -249,8 +249,7 @@ def _set_aside_damaged(paths: list[Path], warn: Warn) -> bool:
         why = damage(path)
         if why is None:
             continue
-        aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")  # out of PART_GLOB's reach
-        os.replace(path, aside)
+        aside = move_aside(path, f"corrupt-{time.strftime('%Y%m%dT%H%M%S')}")  # NAME.corrupt-TIME: out of PART_GLOB's reach
         for extra in ("-wal", "-shm"):
             path.with_name(path.name + extra).unlink(missing_ok=True)
         warn(

@@ -29,9 +29,9 @@ def file_trace_id(root: Path, path: Path) -> str:
         inside = run != root
     except ValueError:
         inside = run.resolve() != root.resolve() and run.resolve().is_relative_to(root.resolve())
-    if not inside:  # the trajectory file was given by itself: the trial's own name
-        return unicodedata.normalize("NFC", run.name if run != path else file_stem(path))
-    return _path_id(run, root)
+    if not inside:  # the trajectory file was given by itself: the trial's (or the file's) own name
+        return unicodedata.normalize("NFC", run.name if run != path else _strip(file_stem(path)))
+    return _path_id(run, root, folder=run != path)
 
 
 def _strip(stem: str) -> str:
@@ -41,13 +41,14 @@ def _strip(stem: str) -> str:
     return stem
 
 
-def _path_id(path: Path, base: Path) -> str:
-    """`path` under `base`, '/'-separated, without the trace suffix (a/1.json -> a/1)."""
+def _path_id(path: Path, base: Path, folder: bool = False) -> str:
+    """`path` under `base`, '/'-separated, a file without its trace suffixes (a/1.json -> a/1,
+    a/x.traj.json -> a/x), a folder as it is named."""
     try:
         rel = path.relative_to(base)
     except ValueError:
         rel = path.resolve().relative_to(base.resolve())
-    name = _strip(file_stem(rel)) if path.is_file() or rel.suffix else rel.name
+    name = rel.name if folder else _strip(file_stem(rel))
     return unicodedata.normalize("NFC", "/".join([*rel.parts[:-1], name]))  # one spelling of "café" (NFD on macOS)
 
 

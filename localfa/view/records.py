@@ -138,7 +138,7 @@ def group_records(
     none: a record never decides which file is opened).
     """
     from localfa.traces.errors import TraceError
-    from localfa.traces.load import load_trace
+    from localfa.traces.load import load_traces
 
     known = dict(traces or {})
     allowed = readable or TraceFiles()
@@ -151,7 +151,7 @@ def group_records(
             trace, problem = known.get(tid), None
             if trace is None:
                 try:
-                    trace = load_trace(allowed.locate(source))
+                    trace = _the_run(load_traces(allowed.locate(source)), tid)
                 except TraceError as exc:
                     problem = str(exc)
                 except OSError as exc:
@@ -159,3 +159,16 @@ def group_records(
             group = groups[tid] = TraceGroup(tid, source, trace, problem=problem)
         group.records.append(rec)
     return list(groups.values())
+
+
+def _the_run(runs: list[Trace], tid: str) -> Trace:
+    """The run a record names in its file: the only one, else (an inspect_ai log of several
+    samples) the one whose id the record's ends with."""
+    if len(runs) == 1:
+        return runs[0]
+    found = next((t for t in runs if tid == t.id or tid.endswith("/" + t.id.rsplit("/", 1)[-1])), None)
+    if found is None:
+        from localfa.traces.errors import TraceError
+
+        raise TraceError(runs[0].source, f"none of its {len(runs)} runs is {tid!r}")
+    return found

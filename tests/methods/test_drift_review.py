@@ -38,8 +38,13 @@ def test_a_trace_that_fits_the_window_is_shown_uncut_in_every_stage(tracer):
     trace = _long_trace()  # 60 steps of ~250 words: ~15k words, well inside a 32k window
     ledger = [{"new_claims": [new_claim("step 5 holds w5x1 w5x2", 5, 5, [6, 7]), new_claim("step 9 holds w9x1", 9, 9, [10])]}]
     tracer_answer = {"reason": "it led the run astray", "harmful": True, "marks": [{"span": 5, "role": "introduce"}]}
-    answers = {"C1": tracer_answer, "ledger": {"reason": "C1 led astray", "harmful": ["C1"], "marks": [{"claim": "C1", "span": 5, "role": "introduce"}]}}
-    diag, engine = run_window(Script(ledger=ledger, support={"C1": RISKY["C1"], "C2": RISKY["C1"]}, tracer=answers), trace, 32768, tracer=tracer)
+    answers = {
+        "C1": tracer_answer,
+        "ledger": {"reason": "C1 led astray", "harmful": ["C1"], "marks": [{"claim": "C1", "span": 5, "role": "introduce"}]},
+    }
+    diag, engine = run_window(
+        Script(ledger=ledger, support={"C1": RISKY["C1"], "C2": RISKY["C1"]}, tracer=answers), trace, 32768, tracer=tracer
+    )
     runs = diag.details["run_text"]
     assert set(runs) == {"ledger", "support", "tracer"}
     for stage, shown in runs.items():
@@ -261,3 +266,28 @@ def test_a_bad_telbench_case_is_named_with_its_field(tmp_path):
     )
     with pytest.raises(TraceError, match=r"bad.jsonl.*gold.error_span_ids.*S9"):
         load_traces(bad)
+
+
+def test_the_report_scores_fallback_answers_apart_from_found_errors():
+    from localfa.bench.metrics import summarize
+    from localfa.bench.report import metric_columns
+    from localfa.results import ResultRecord
+    from localfa.traces.model import Labels
+
+    def rec(trace, step, fallback):
+        return ResultRecord(
+            trace=trace,
+            method="drift",
+            budget="none",
+            seed=0,
+            step=step,
+            label=Labels(mistake_step=3),
+            details={"step_is_fallback": fallback},
+        )
+
+    records = [rec("a", 3, False), rec("b", 5, False), rec("c", 3, True), rec("d", 1, True)]
+    (overall,) = [g for g in summarize(records) if g.subset == "overall"]
+    assert overall.metrics["fallback"].mean == 0.5
+    assert overall.metrics["step_found"].mean == 0.5 and overall.metrics["step_fallback"].mean == 0.5
+    assert overall.metrics["step_found"].n == 2 and overall.metrics["step_fallback"].n == 2
+    assert {"fallback", "step_found", "step_fallback"} <= set(metric_columns([overall]))

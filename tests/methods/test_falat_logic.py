@@ -477,14 +477,16 @@ def test_research_window_is_two_steps_each_side_clipped_at_the_edges(t_hat, wind
     assert diag.details["research"]["window"] == [window[0], window[-1]]
 
 
-def test_research_confirms_or_replaces_t_hat():
+def test_research_confirms_or_replaces_an_unverified_t_hat_and_a_verified_one_stands():
     flags = {4: (True, True, True)}
     diag, _ = run_one(Script(flags=flags, verdicts={4: (True, True)}), make_trace(10))
-    assert diag.step == 4 and diag.details["research_changed"] is False
-    diag, _ = run_one(Script(flags=flags, verdicts={4: (True, True)}, research_top=3), make_trace(10))
-    assert diag.details["t_hat"] == 4 and diag.step == 3 and diag.agent == "Planner"
+    assert diag.step == 4 and diag.details["research_changed"] is False and diag.details["research_not_taken"] is None
+    diag, _ = run_one(Script(flags=flags, research_top=3), make_trace(10))  # t̂ = 4 failed verification
+    assert diag.details["t_hat"] == 4 and not diag.details["t_hat_verified"] and diag.step == 3 and diag.agent == "Planner"
     assert diag.details["research_changed"] is True
     assert diag.details["research"]["roles"]["3"]["role"] == "ROOT_CAUSE"
+    diag, _ = run_one(Script(flags=flags, verdicts={4: (True, True)}, research_top=3), make_trace(10))
+    assert diag.step == 4 and diag.details["research_not_taken"] == 3 and diag.details["research_changed"] is False
 
 
 def test_expected_output_comes_from_ground_truth_only_when_asked():

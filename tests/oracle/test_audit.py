@@ -13,7 +13,7 @@ from localfa.engine.grammar import Grammar
 from localfa.engine.types import Request, Sampling
 from localfa.methods.base import BaseMethod, MethodContext, Program
 from localfa.methods.fencing import fence
-from localfa.methods.registry import get_method
+from localfa.methods.registry import METHODS, get_method
 from localfa.oracle.audit import AUDIT_ENV, ClairvoyantAnswer, answer_ids, audit_answer
 from localfa.oracle.engine import OracleEngine
 from localfa.oracle.policy import Ask, Policy, Rule
@@ -127,7 +127,7 @@ def _dev_traces(whowhen: Path) -> list:
 PENDING: dict[str, str] = {}
 
 
-@pytest.mark.parametrize("method", sorted(registered_policies().by_method))
+@pytest.mark.parametrize("method", sorted(set(registered_policies().by_method) & set(METHODS)))  # methods, not passes
 def test_every_registered_policy_passes_the_audit_on_dev_traces(method, whowhen):
     if method in PENDING:
         pytest.xfail(f"{method}'s policy is made honest in {PENDING[method]}")

@@ -75,7 +75,7 @@ def test_claude_code_stream_json_with_a_sub_agent() -> None:
     t = load_trace(FIX / "claude_code" / "stream.jsonl")
     assert t.format == "claude-code" and t.task.startswith("Fix the failing test")
     assert [a.name for a in t.agents] == ["Claude Code (claude-sonnet-4-5-20250929)", "Explore (claude-sonnet-4-5-20250929)"]
-    assert _kinds(t) == "oAoAAoAoAoA"
+    assert _kinds(t) == "oAoAoAoAoAoA"  # the sub-agent's prompt (step 4) is an observation
     assert [s.agent.split(" ")[0] for s in t.steps if s.kind == "action"] == ["Claude", "Claude", "Explore", "Explore", "Claude", "Claude"]
     assert t.final_output == "Fixed: days above 30 are now rejected."
     assert t.metadata["exit_status"] == "success" and t.metadata["num_turns"] == 6
@@ -220,7 +220,7 @@ def test_two_runs_of_one_instance_are_two_traces_and_ids_follow_one_rule(tmp_pat
     ("name", "fmt", "agents", "steps"),
     [
         ("claude_code/e9fb405b-169f-40eb-9396-7e75076f045d.jsonl", "claude-code", 1, "6 (3 action, 3 observation)"),
-        ("claude_code/stream.jsonl", "claude-code", 2, "11 (6 action, 5 observation)"),
+        ("claude_code/stream.jsonl", "claude-code", 2, "12 (6 action, 6 observation)"),
         ("codex/rollout-2026-06-05T04-58-20-019e9625-802f-7e91-840a-cfe88d14117a.jsonl", "codex", 1, "4 (1 action, 3 observation)"),
         ("openhands/basic.json", "openhands", 1, "6 (3 action, 3 observation)"),
         ("inspect_ai/sums.eval", "inspect_ai", 1, "6 (2 action, 4 observation)"),
@@ -242,3 +242,21 @@ def test_localfa_inspect_detects_and_reads_each_format(
         not rest or rest == f"({first['action_steps']} action, {first['steps'] - first['action_steps']} observation)"
     )
     assert all(r["agent"] in first["agents"] for r in first["per_step"] if r["kind"] == "action")  # only real agents act
+
+
+def test_bad_agent_logs_get_one_line_naming_the_field(tmp_path: Path) -> None:
+    lines = (FIX / "claude_code" / "stream.jsonl").read_text().splitlines()
+    rec = json.loads(lines[2])
+    rec["message"]["content"][1]["name"] = ["Bash"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([*lines[:2], json.dumps(rec), *lines[3:]]))
+    with pytest.raises(TraceError, match=r"line 3\.message\.content\[1\]\.name: must be text, got an array"):
+        load_traces(bad)
+    broken = tmp_path / "broken.eval"
+    broken.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(TraceError, match="not an inspect_ai .eval archive: not a zip file"):
+        load_traces(broken)
+    events = tmp_path / "events.json"
+    events.write_text(json.dumps([{"id": 1, "source": "agent", "action": "run", "args": {}}, {"id": 2, "source": "agent", "thing": 1}]))
+    with pytest.raises(TraceError, match=r"events\[1\]: an event has neither 'action' nor 'observation'"):
+        load_traces(events, format="openhands")

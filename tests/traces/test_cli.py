@@ -148,7 +148,7 @@ def test_inspect_lines(capsys: pytest.CaptureFixture[str]) -> None:
         (
             ["--format", "csv"],
             "unknown format 'csv' (known: atif, swe-agent, mini-swe-agent, claude-code, codex, openhands, inspect_ai, whowhen, "
-            "vercel-ai, openinference, otel-genai, messages)",
+            "telbench, vercel-ai, openinference, otel-genai, messages)",
         ),
     ],
 )

@@ -47,6 +47,7 @@ def test_formats_tuple() -> None:
         "openhands",
         "inspect_ai",
         "whowhen",
+        "telbench",
         "vercel-ai",
         "openinference",
         "otel-genai",

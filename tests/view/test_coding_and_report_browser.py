@@ -183,3 +183,18 @@ def test_stderr_summaries_are_not_hard_wrapped_when_piped(tmp_path):
     proc = localfa("diagnose", str(trace), "--engine", "scripted", "--method", "all-at-once", "--out", str(tmp_path / "d.jsonl"))
     summary = [line for line in proc.stderr.splitlines() if line.startswith("fix-dates: step")]
     assert len(summary) == 1 and len(summary[0]) > 80 and "calls=" in summary[0], proc.stderr
+
+
+def test_view_of_an_inspect_ai_sample(browser, tmp_path):  # noqa: F811
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "sums.eval").write_bytes((FIX / "agent_logs" / "inspect_ai" / "sums.eval").read_bytes())
+    run = tmp_path / "run"
+    localfa("bench", str(logs), "--failed-only", "--engine", "scripted", "--methods", "random", "--out", str(run), "--no-progress")
+    localfa("view", str(run), "--out", str(tmp_path / "view.html"))
+    opened = Opened(browser, tmp_path / "view.html")
+    page = opened.page
+    assert page.locator("section.trace h2").all_inner_texts() == ["sums/sum-2"]
+    assert page.locator("section.trace li.step").count() == 6 and page.locator("p.err").count() == 0
+    assert "What is 3 + 4?" in page.locator("div.task").first.inner_text()
+    opened.check_offline_and_clean()

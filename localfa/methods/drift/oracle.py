@@ -331,7 +331,12 @@ def _support(ask: Ask) -> dict[str, Any]:
     if _MATERIAL.search(" ".join(shown.text[made].split())[: max(0, said)] if said > 0 else ""):
         at = shown.span_of(made)
         if at is not None:
-            return {"evidence": clip(text, quote_cap), "span": at, "reason": clip("The step shows it from a source.", reason_cap), "status": "DIRECT"}
+            return {
+                "evidence": clip(text, quote_cap),
+                "span": at,
+                "reason": clip("The step shows it from a source.", reason_cap),
+                "status": "DIRECT",
+            }
     return {**none, "reason": clip("The run asserts it; no source shown establishes it.", reason_cap)}
 
 
@@ -567,6 +572,7 @@ def _mutants() -> list[Mutant]:
             "p1",
             patched((ledger.Ledger, "committed", _finalized_last)),
             spec="max_checked_claims=4",
+            traces=("algorithm-generated/11", "algorithm-generated/17", "algorithm-generated/24"),
         ),
         # Passages act only where the run text is cut (2 dev traces at 32k): measured with the
         # support and tracer run text held to 25,000 characters, where intact DRIFT scores 0.967.
@@ -574,12 +580,30 @@ def _mutants() -> list[Mutant]:
             "no-passages",
             "passages of cut steps (support and tracer run text held to 25,000 characters)",
             "p1",
-            patched((audit.Audit, "_fit_run", _checks_run_cut_to(PASSAGE_RUN_CHARS, audit.Audit._fit_run)), (audit.Audit, "_passages", _no_passages)),
+            patched(
+                (audit.Audit, "_fit_run", _checks_run_cut_to(PASSAGE_RUN_CHARS, audit.Audit._fit_run)),
+                (audit.Audit, "_passages", _no_passages),
+            ),
+            traces=("hand-crafted/3", "hand-crafted/8", "hand-crafted/11"),
         ),
-        Mutant("direct-demoted", "support verdict DIRECT", "cost", patched((audit, "check_from_answer", _demote_direct))),
-        Mutant("run-text-256", "run text shown to every stage", "p1", patched((spans.SpanView, "view", _view_cut_to(256, spans.SpanView.view)))),
+        Mutant(
+            "direct-demoted",
+            "support verdict DIRECT",
+            "cost",
+            patched((audit, "check_from_answer", _demote_direct)),
+            traces=("hand-crafted/2", "hand-crafted/10"),
+        ),
+        Mutant(
+            "run-text-256", "run text shown to every stage", "p1", patched((spans.SpanView, "view", _view_cut_to(256, spans.SpanView.view)))
+        ),
         Mutant("keeper-records-nothing", "claim keeper (ledger)", "p1", patched((ledger.Ledger, "merge", _keep_nothing))),
-        Mutant("tracer-silent", "dependency tracer verdicts", "p1", silent),
+        Mutant(
+            "tracer-silent",
+            "dependency tracer verdicts",
+            "p1",
+            silent,
+            traces=("algorithm-generated/3", "algorithm-generated/11", "algorithm-generated/15"),
+        ),
         Mutant(
             "verdicts-ignored",
             "support and tracer verdicts (every claim risky and harmful)",
@@ -589,9 +613,16 @@ def _mutants() -> list[Mutant]:
                 (audit, "marks_for_claim", _all_harmful),
                 (audit, "marks_for_ledger", _all_harmful_ledger),
             ),
+            traces=("algorithm-generated/10", "algorithm-generated/11", "algorithm-generated/13"),
         ),
         Mutant("first-error-latest", "first-error pick (earliest marked span)", "p1", patched((verdict, "error_spans", _last_first))),
-        Mutant("fallback-last-span", "no-error fallback (weakest support)", "p07", patched((verdict, "weakest_claim", _no_weakest))),
+        Mutant(
+            "fallback-last-span",
+            "no-error fallback (weakest support)",
+            "p07",
+            patched((verdict, "weakest_claim", _no_weakest)),
+            traces=tuple(f"algorithm-generated/{n}" for n in (6, 23, 26, 27, 31, 37, 39)),
+        ),
     ]
 
 

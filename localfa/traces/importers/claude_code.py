@@ -83,13 +83,22 @@ class _Run:
 
 
 def _blocks(content: Any, where: str, source: str) -> list[dict[str, Any]]:
+    """Content blocks; a block's ``type`` and a tool's ``name`` must be text (they are looked up)."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if content is None:
         return []
     if not isinstance(content, list):
         raise TraceError(source, f"{where}.message.content: must be text or an array of blocks, got {type_name(content)}")
-    return [b if isinstance(b, dict) else {"type": "text", "text": coding.text_of(b, where, source)} for b in content]
+    out = []
+    for j, b in enumerate(content):
+        if not isinstance(b, dict):
+            b = {"type": "text", "text": coding.text_of(b, where, source)}
+        for key in ("type", "name", "id", "tool_use_id"):
+            if b.get(key) is not None and not isinstance(b[key], str):
+                raise TraceError(source, f"{where}.message.content[{j}].{key}: must be text, got {type_name(b[key])}")
+        out.append(b)
+    return out
 
 
 def _sidechain_groups(records: list[dict[str, Any]]) -> dict[str, str]:
@@ -100,7 +109,7 @@ def _sidechain_groups(records: list[dict[str, Any]]) -> dict[str, str]:
     chain: dict[str, str] = {}
     last: str | None = None
     for uid, r in side.items():  # file order: a parent is met before its children
-        parent = r.get("parentUuid")
+        parent = r.get("parentUuid") if isinstance(r.get("parentUuid"), str) else None
         if parent in chain:
             chain[uid] = chain[parent]
         elif parent is not None and last is not None:
@@ -138,7 +147,7 @@ def _read(records: list[Any], source: str, group_of: dict[str, str] | None = Non
         where = f"line {i + 1}"
         if not isinstance(r, dict):
             raise TraceError(source, f"{where}: expected an object, got {type_name(r)}")
-        kind = r.get("type")
+        kind = r.get("type") if isinstance(r.get("type"), str) else None
         session = r.get("sessionId") or r.get("session_id")
         run.session = run.session or (session if isinstance(session, str) else None)
         uid = r.get("uuid")

@@ -131,7 +131,7 @@ def _message(b: _Build, item: dict[str, Any]) -> None:
 
 
 def _item(b: _Build, item: dict[str, Any]) -> None:
-    kind = item.get("type")
+    kind = item.get("type") if isinstance(item.get("type"), str) else None
     if kind == "message":
         _message(b, item)
     elif kind == "reasoning":
@@ -149,7 +149,7 @@ def _item(b: _Build, item: dict[str, Any]) -> None:
 
 
 def _event(b: _Build, payload: dict[str, Any]) -> None:
-    kind = payload.get("type")
+    kind = payload.get("type") if isinstance(payload.get("type"), str) else None
     if kind == "task_complete" and isinstance(payload.get("last_agent_message"), str):
         b.final = payload["last_agent_message"]
     elif kind == "turn_aborted":

@@ -61,9 +61,11 @@ def _model(event: dict[str, Any]) -> str | None:
 def _model_call(meta: dict[str, Any]) -> dict[str, Any] | None:
     """The tool call as the model wrote it (name and JSON arguments), found by its id."""
     resp = meta.get("model_response") if isinstance(meta.get("model_response"), dict) else {}
-    for choice in resp.get("choices") or []:
+    choices = resp.get("choices") if isinstance(resp.get("choices"), list) else []
+    for choice in choices:
         msg = choice.get("message") if isinstance(choice, dict) else None
-        for call in (msg or {}).get("tool_calls") or []:
+        calls = msg.get("tool_calls") if isinstance(msg, dict) else None
+        for call in calls if isinstance(calls, list) else []:
             fn = call.get("function") if isinstance(call, dict) else None
             if isinstance(fn, dict) and call.get("id") == meta.get("tool_call_id"):
                 return {"id": call["id"], "name": fn.get("name"), "arguments": fn.get("arguments")}

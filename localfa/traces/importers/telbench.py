@@ -24,7 +24,9 @@ AGENT = "agent"  # TELBench spans do not name an agent: one deep-research agent 
 
 
 def _is_case(item: Any) -> bool:
-    source = item.get("traj", item) if isinstance(item, dict) else None
+    if not isinstance(item, dict):
+        return False
+    source = item.get("traj", item)
     spans = source.get("spans") if isinstance(source, dict) else None
     return (
         isinstance(spans, list)
