@@ -68,9 +68,14 @@ def line(method: str, where: str, figures: dict[str, float]) -> str:
 
 
 def report_unfinished(costs: list[TraceCost], where: str) -> None:
+    """One line per reason a diagnosis did not finish, with how many and which (the first three)."""
+    why: dict[str, list[str]] = {}
     for c in costs:
         if not c.finished:
-            print(f"unfinished method={c.method} {where} trace={c.trace} why={c.error!r}")
+            why.setdefault(c.error or "unknown", []).append(c.trace)
+    for reason, traces in why.items():
+        more = f" (+{len(traces) - 3} more)" if len(traces) > 3 else ""
+        print(f"unfinished method={costs[0].method} {where} traces={len(traces)} why={reason!r} [{', '.join(traces[:3])}{more}]")
 
 
 def aims(method: str, dev: dict[str, float], growth: dict[str, float | None], longest: dict[str, float], longest_length: int) -> str:

@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--traces", type=int, default=8)
     ap.add_argument("--subset", default=None, help="take every trace from this Who&When subset (default: half each)")
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
-    ap.add_argument("--tracers", default="per-claim,ledger", help="comma-separated tracer modes to compare")
+    ap.add_argument("--tracers", default="per-claim,ledger,joint", help="comma-separated tracer modes to compare")
     ap.add_argument("--options", default="", help="extra DRIFT options, e.g. segment=true:chunk_tokens=3000")
     ap.add_argument("--engine", default="vllm")
     add_json_option(ap)

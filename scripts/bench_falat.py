@@ -167,7 +167,7 @@ def main() -> None:
     errors = [d for d in results if d.error]
     print_stages(results)
     for d in errors:
-        print(f"error {d.trace}: {d.error.splitlines()[0]}")
+        print(f"error {d.trace}: {(d.error or '').splitlines()[0]}")
     calls = sum(d.usage["calls"] for d in results)
     prompt = sum(d.usage["prompt_tokens"] for d in results)
     cached = sum(d.usage["cached_tokens"] for d in results)

@@ -163,6 +163,10 @@ def tokenizing_engine(window: int) -> Any:
     from localfa.engine.vllm_backend import VLLMEngine
 
     class Counting(ScriptedEngine):
+        tokenizer: Any
+        settings: EngineSettings
+        _prompt_memo: dict[Any, tuple[int, ...]]
+        _count_memo: dict[str, int]
         count_prompt_tokens = VLLMEngine.count_prompt_tokens
         count_tokens = VLLMEngine.count_tokens
         count_tokens_many = VLLMEngine.count_tokens_many

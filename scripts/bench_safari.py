@@ -11,7 +11,10 @@ tokens: each step's time split between its prompt and generated tokens by their 
 CPU a token costs about the same in either). A high prefill share with a large batch means
 batching works and prefill on the cores is the limit; a batch near 1 means it does not.
 
-    python scripts/bench_safari.py [--data ../shared/data/whowhen] [--traces 8] [--max-turns 4]
+    python scripts/bench_safari.py [--data ../shared/data/whowhen] [--traces 8] [--max-turns K]
+
+By default the investigation runs as users run it (the method's own K = 30 turns, its defaults
+or the serving profile's); `--max-turns` cuts it short for a quick look.
 """
 
 from __future__ import annotations
@@ -104,13 +107,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--traces", type=int, default=8)
-    ap.add_argument("--max-turns", type=int, default=4)
+    ap.add_argument("--max-turns", type=int, default=None, help="cut the investigation at K turns (default: the method's own)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engine", default="vllm")
     add_json_option(ap)
     args = ap.parse_args()
     traces = pick_traces(args.data, args.traces)
-    method = get_method("safari", max_turns=args.max_turns)
+    method = get_method("safari") if args.max_turns is None else get_method("safari", max_turns=args.max_turns)
     engine = make_engine(args.engine)
     try:
         meter = StepMeter(engine)
@@ -134,7 +137,7 @@ def main() -> None:
     cached = sum(d.usage["cached_tokens"] for d in together.values())
     calls = sum(d.usage["calls"] for d in together.values())
     same = sum(together[k].step == alone[k].step for k in together)
-    print(f"traces={len(traces)} max_turns={args.max_turns} calls={calls} errors={len(errors)}")
+    print(f"traces={len(traces)} max_turns={method.options.max_turns} calls={calls} errors={len(errors)}")
     print(f"concurrent: {t_conc:.1f} s; one by one: {t_seq:.1f} s; same step in both runs: {same}/{len(traces)}")
     print(f"prompt tokens {prompt}, cached {cached}")
     for label, m in (("one by one", seq), ("concurrent", conc)):

@@ -52,11 +52,26 @@ METRICS: tuple[str, ...] = (
     "fallback",
     "step_found",
     "step_fallback",
+    "ref_span_precision",
+    "ref_span_recall",
+    "ref_span_f1",
+    "ref_first_error",
 )
 # A method that answers a step even when it found no error (DRIFT's fallback: `details.step_is_fallback`)
 # is scored apart: the share of its answers that are fallbacks, and step accuracy over found errors
 # and over fallback answers separately (a fallback that lands is a judgement, not a found error).
+# The DRIFT authors' evaluation (NJU-LINK/DRIFT, src/drift_open/evaluate.py), beside ours and named
+# apart: precision, recall and F1 of the predicted against the gold unit sets for EVERY labelled
+# case (both empty = 1; empty prediction = 0 precision against a non-empty gold), averaged over
+# cases (macro); first-error accuracy is the exact match of the first predicted and first gold
+# unit. A unit is a step here (a TELBench span is one step, `localfa.traces.importers.telbench`).
+# Ours: span P/R/F1 only where the gold lists every faulty step (`has_span_labels`), first error
+# as an overlap of the earliest predicted and labelled ranges.
 METRIC_TITLES: dict[str, str] = {
+    "ref_span_precision": "span P (ref)",
+    "ref_span_recall": "span R (ref)",
+    "ref_span_f1": "span F1 (ref)",
+    "ref_first_error": "first err (ref)",
     "fallback": "fallback share",
     "step_found": "step acc (found)",
     "step_fallback": "step acc (fallback)",
@@ -162,7 +177,19 @@ def score_record(record: ResultRecord, span_method: bool = False) -> dict[str, f
             scores["span_f1"] = span_f1(p, g)
         if g:
             scores["first_error"] = first_error_hit(record, label)
+        scores.update(reference_span_scores(predicted_steps(record), g, label))
     return scores
+
+
+def reference_span_scores(pred: set[int], gold: set[int], label: Labels) -> dict[str, float]:
+    """The DRIFT authors' per-case span scores over unit (step) sets (see METRIC_TITLES' note)."""
+    tp = len(pred & gold)
+    precision = tp / len(pred) if pred else float(not gold)
+    recall = tp / len(gold) if gold else float(not pred)
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    first_gold = label.mistake_step if label.mistake_step is not None else (min(gold) if gold else None)
+    first = float(not pred) if first_gold is None else float(bool(pred) and min(pred) == first_gold)
+    return {"ref_span_precision": precision, "ref_span_recall": recall, "ref_span_f1": f1, "ref_first_error": first}
 
 
 def has_span_labels(label: Labels) -> bool:

@@ -111,6 +111,7 @@ def metric_columns(groups: list[GroupSummary]) -> list[str]:
         if any(g.metrics["span_f1"].n for g in groups if g.spans and "span_f1" in g.metrics):
             cols += ["span_precision", "span_recall", "span_f1"]
         cols.append("first_error")
+        cols += ["ref_span_precision", "ref_span_recall", "ref_span_f1", "ref_first_error"]  # the DRIFT authors' definitions
     if any(g.metrics["fallback"].n for g in groups if "fallback" in g.metrics):  # a method that answers even with no error found
         cols += ["fallback", "step_found", "step_fallback"]
     return cols

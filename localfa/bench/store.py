@@ -189,7 +189,7 @@ def _parse(data: bytes, path: Path) -> tuple[dict[Key, ResultRecord], int]:
             continue
         try:
             rec = ResultRecord.from_line(raw)
-        except (UnicodeDecodeError, TypeError, ValueError) as exc:
+        except (UnicodeDecodeError, TypeError, ValueError, RecursionError) as exc:  # a forged line too
             first = str(exc).splitlines()[0] if str(exc) else ""
             raise StoreError(
                 path, f"line {lineno} is not a result record ({type(exc).__name__}: {first}); fix or remove that line to resume"

@@ -165,6 +165,58 @@ _CODE = (
 )
 
 
+_LEADS = (
+    "",
+    "",
+    "Next, ",
+    "So far, ",
+    "For now, ",
+    "On second look, ",
+    "To be safe, ",
+    "Going back to it, ",
+    "As a check, ",
+    "Separately, ",
+)
+_CLAUSES = (
+    "I compared the {a} with the {b}",
+    "the {a} lists {n} rows",
+    "we still have to confirm the {a}",
+    "the {b} mentions the {a} only once",
+    "I opened the page about the {a}",
+    "the values for the {a} add up to {m}",
+    "nothing in the {a} points at the {b}",
+    "the {a} and the {b} agree",
+    "I ran the query for the {a} again",
+    "the {a} is sorted by {b}",
+    "the lookup returned {n} matches for the {a}",
+    "the {a} section has a note on the {b}",
+    "I will keep the {a} for later",
+    "the first {n} entries of the {a} look consistent",
+    "the {b} field is empty in {n} of the {a} entries",
+    "the {a} was moved to a different section",
+)
+_TAILS = (
+    ".",
+    ".",
+    ", which is expected.",
+    ", so we can move on.",
+    " as far as I can tell.",
+    "; I will verify it once more.",
+    ", but it does not change the plan.",
+    " according to the source.",
+    ", and the rest can wait.",
+)
+
+
+def sentence(rng: random.Random, vocab: list[str]) -> str:
+    """One sentence of a detour: a whole template, or a lead, a clause and a tail put together."""
+    fill = _filler_values(rng, vocab)
+    if rng.random() < 0.4:
+        return rng.choice(_SENTENCES).format(**fill)
+    text = rng.choice(_LEADS) + rng.choice(_CLAUSES).format(**fill) + rng.choice(_TAILS)
+    return text[0].upper() + text[1:]
+
+
 def prose(rng: random.Random, vocab: list[str]) -> str:
     """A few sentences of reasoning, sometimes with a short plan or a code block."""
     pick = rng.random()
@@ -174,9 +226,8 @@ def prose(rng: random.Random, vocab: list[str]) -> str:
         items = rng.sample(_PLAN_ITEMS, count)
         return "Plan:\n" + "\n".join(f"{i + 1}. {t.format(**_filler_values(rng, vocab))}" for i, t in enumerate(items))
     if pick < 0.3:
-        lead = rng.choice(_SENTENCES).format(**fill)
-        return lead + "\n\n" + rng.choice(_CODE).format(**fill)
-    return " ".join(rng.choice(_SENTENCES).format(**_filler_values(rng, vocab)) for _ in range(rng.randint(2, 5)))
+        return sentence(rng, vocab) + "\n\n" + rng.choice(_CODE).format(**fill)
+    return " ".join(sentence(rng, vocab) for _ in range(rng.randint(2, 5)))
 
 
 def _filler_values(rng: random.Random, vocab: list[str]) -> dict[str, str]:

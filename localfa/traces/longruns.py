@@ -5,7 +5,8 @@ written in the run's own voices (`localfa.traces.filler`) before and after the l
 detours of a few steps each at random places, so that the steps before the mistake step hold
 `depth` tokens and the whole run about `length`; every label (mistake step, fault steps and spans,
 high-impact steps) is shifted with the steps. The step right before the first labelled step and
-the one right after the last stay where they were (the fault keeps its cause and its effect).
+the one right after the last stay where they were (the fault keeps its cause and its effect), the
+run still opens with its first step and closes with its last.
 Tokens are those of each step's record as methods show it (`lineview.step_record`), counted with
 the counter given (4 characters a token by default, so a run does not depend on a tokenizer).
 Same trace, length, depth and seed: the same run, byte for byte.
@@ -195,10 +196,11 @@ def lengthen(trace: Trace, length: int, depth: int | None = None, seed: int = 0,
         count,
     )
     growth.voices = voices(trace, donors_before, fault)
-    inserted = growth.fill(list(range(max(where.first, 1))), depth - before)
+    # Never before the task's first step nor after the run's last (unless a label sits there).
+    inserted = growth.fill(list(range(1, where.first)) or [where.first], depth - before)
     growth.voices = voices(trace, donors_after, fault)
     growth.writer.vocab = vocabulary([trace.task] + [trace.steps[i].content for i in donors_after])
-    tail_gaps = list(range(where.last + 2, n + 1)) or [n]
+    tail_gaps = list(range(where.last + 2, n)) or [min(where.last + 1, n)]
     for gap, steps in growth.fill(tail_gaps, after).items():
         inserted.setdefault(gap, []).extend(steps)
     return _assemble(trace, inserted, length=length, depth=depth, seed=seed, count=count)

@@ -262,7 +262,7 @@ def line_chart(
     """Curves in [0, 1] over a shared numeric x axis, one per series, with a legend (each point's
     tooltip reads "label: {x_prefix}x = y"). The x axis is labelled at `x_ticks` when given (else
     at every x a series has); a series' `notes` are written above its points."""
-    left, right, top, bottom, chars = 58, 180, 32, 46, 24
+    left, right, top, bottom, chars = 58, 180, 32, 46, 22
     legend = _legend_rows([s.label for s in series], top, chars)
     height = max(height, int(legend[-1]) + bottom if legend else height)
     pw, ph = width - left - right, height - top - bottom

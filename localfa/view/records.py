@@ -14,10 +14,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from localfa.errors import LocatedError
 from localfa.traces.model import Trace
+
+if TYPE_CHECKING:
+    from localfa.results import ResultRecord
 
 
 class ViewError(LocatedError):
@@ -68,7 +71,23 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
         raise ViewError(p, f"cannot read: {exc}") from None
     if not records:
         raise ViewError(p, "no diagnosis records in this file")
-    return [r.record(with_transcript=True) for r in records]
+    return [_shown(r) for r in records]
+
+
+def _shown(record: ResultRecord) -> dict[str, Any]:
+    """The record as the page's dict; one whose details cannot be written back (nested past the
+    serialiser's depth: a forged line) is shown by its identity and why, never ends the page."""
+    try:
+        return dict(record.record(with_transcript=True))
+    except (ValueError, RecursionError) as exc:
+        what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return {
+            "trace": record.trace,
+            "source": record.source,
+            "method": record.method,
+            "seed": record.seed,
+            "error": f"this record cannot be shown: {what}",
+        }
 
 
 @dataclass(frozen=True)

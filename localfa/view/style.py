@@ -58,5 +58,6 @@ pre.code .hunk{color:#6f42c1}.stephead .obs{color:#666;font-style:italic}details
 details.fold>summary .head{color:#333}
 mark.ev{background:#ffe45c;padding:0 .1em;border-radius:2px}
 .task{background:#f6f8fa;padding:.4em .6em;border-radius:4px}
+.final pre.code{max-height:none}
 .note{color:#555;font-size:.9em}
 """

@@ -135,3 +135,10 @@ def test_a_grown_run_written_as_whowhen_reads_back_with_its_label(tmp_path):
     assert back.labels.mistake_step == grown.labels.mistake_step and back.labels.mistake_agent == "Coder"
     assert [(s.agent, s.content) for s in back.steps] == [(s.agent, s.content) for s in grown.steps]
     assert back.metadata["long_run"]["asked_depth"] == 3_000
+
+
+def test_the_run_still_opens_with_its_task_and_closes_with_its_answer():
+    run = small_run()
+    grown = lengthen(run, 9_000, 4_000, seed=5)
+    assert grown.steps[0].content == run.steps[0].content
+    assert grown.steps[-1].content == run.steps[-1].content

@@ -74,6 +74,7 @@ class Script:
 
 
 def run_one(script, trace=None, **options):
+    options.setdefault("tracer", "per-claim")  # these tests script one answer per risky claim
     trace = trace or make_trace()
     engine = ScriptedEngine(script)
     method = get_method("drift", **options)

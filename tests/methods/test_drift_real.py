@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from localfa.methods.drift.audit import STAGES
 from tests.methods.real_cli import diagnose_twice_same_seed
 
 pytestmark = pytest.mark.real
-
-STAGES = ("segment", "ledger", "support", "tracer")
 
 
 def _check(rec, trace):

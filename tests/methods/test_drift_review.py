@@ -19,6 +19,7 @@ from tests.methods.test_drift_logic import RISKY, Script, _two_claims, make_trac
 
 
 def run_window(script, trace, window, **options):
+    options.setdefault("tracer", "per-claim")
     engine = ScriptedEngine(script, max_model_len=window)
     ctx = MethodContext(trace, seed=0, count_tokens=engine.count_tokens, max_model_len=window)
     ((_, diag),) = list(run_jobs(engine, [Job(trace.id, get_method("drift", **options).run(ctx), lambda e: pytest.fail(e))]))
@@ -291,3 +292,20 @@ def test_the_report_scores_fallback_answers_apart_from_found_errors():
     assert overall.metrics["step_found"].mean == 0.5 and overall.metrics["step_fallback"].mean == 0.5
     assert overall.metrics["step_found"].n == 2 and overall.metrics["step_fallback"].n == 2
     assert {"fallback", "step_found", "step_fallback"} <= set(metric_columns([overall]))
+
+
+def test_the_reference_span_metrics_are_reported_beside_ours():
+    from localfa.bench.metrics import score_record
+    from localfa.results import ResultRecord
+    from localfa.traces.model import Labels
+
+    label = Labels(mistake_step=3)  # one decisive step: ours leaves span F1 out, the reference scores it
+    hit = ResultRecord(trace="a", method="drift", budget="none", seed=0, step=3, spans=[(3, 3), (5, 6)], label=label)
+    s = score_record(hit)
+    assert s["span_f1"] is None and s["first_error"] == 1.0
+    assert s["ref_span_precision"] == pytest.approx(1 / 3) and s["ref_span_recall"] == 1.0 and s["ref_first_error"] == 1.0
+    late = ResultRecord(trace="b", method="drift", budget="none", seed=0, step=2, spans=[(2, 4)], label=label)
+    s = score_record(late)
+    assert s["first_error"] == 1.0 and s["ref_first_error"] == 0.0  # ours: ranges overlap; the reference: exact first unit
+    nothing = ResultRecord(trace="c", method="drift", budget="none", seed=0, step=9, spans=[], label=label)
+    assert score_record(nothing)["ref_span_f1"] == 0.0

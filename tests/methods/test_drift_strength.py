@@ -29,6 +29,7 @@ PROFILE = Path(__file__).resolve().parents[2] / "serving" / "profiles" / "cpu-em
 
 
 def run_window(script, trace, window, **options):
+    options.setdefault("tracer", "per-claim")
     engine = ScriptedEngine(script, max_model_len=window)
     ctx = MethodContext(trace, seed=0, count_tokens=engine.count_tokens, max_model_len=window)
     ((_, diag),) = list(run_jobs(engine, [Job(trace.id, get_method("drift", **options).run(ctx), lambda e: pytest.fail(e))]))

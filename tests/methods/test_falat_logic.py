@@ -510,6 +510,8 @@ def test_an_expected_output_equal_to_the_wrong_one_is_flagged():
     assert diag.details["prior"]["expected_equals_wrong"] is True
     verify = next(r for r in engine.requests if r.grammar.name == "falat_verify")
     assert "says the same as what the run produced" in verify.messages[1]["content"]
+    research = next(r for r in engine.requests if r.grammar.name == "falat_research")  # the same caution (issue 34)
+    assert "says the same as what the run produced" in research.messages[1]["content"].split("The search so far")[1]
     diag, engine = run_one(Script(flags=flags), make_trace(6))
     assert diag.details["prior"]["expected_equals_wrong"] is False
     assert (
@@ -567,13 +569,7 @@ def test_a_truncated_stage_ends_the_trace_with_an_error_record():
 def test_defaults_are_sized_for_a_strong_model_and_every_bound_is_an_option():
     m = get_method("falat")
     d = m.describe()
-    assert (d["step_tokens"], d["pair_step_tokens"], d["pair_quota"], d["answer_chars"], d["analysis_chars"]) == (
-        2048,
-        1024,
-        3,
-        600,
-        1200,
-    )
+    assert (d["step_tokens"], d["pair_step_tokens"], d["pair_quota"], d["answer_chars"], d["analysis_chars"]) == (2048, 1024, 3, 600, 1200)
     for bound in (
         "plan_chars",
         "requirements",
@@ -649,3 +645,56 @@ def test_the_prior_inputs_and_the_earlier_stage_summaries_record_what_their_boun
     last = batches_of(engine, "falat_window")[0][-1].messages[1]["content"]
     assert f"the windows before step {left_out} are left out for room" in last
     assert last.count("- steps ") == 59 - left_out
+
+
+# ---- issue 34, point 6: one definition each, what the record says is what happened -----------------
+
+
+def test_one_neighbourhood_radius_serves_verification_and_the_re_search():
+    from localfa.grammars.falat import RESEARCH_MAX_STEPS, RESEARCH_RADIUS
+    from localfa.methods.falat.candidates import REGION_REACH, neighbourhood, verify_span
+    from localfa.methods.falat.research import research_window
+
+    assert RESEARCH_MAX_STEPS == 2 * RESEARCH_RADIUS + 1 and REGION_REACH == RESEARCH_RADIUS
+    assert research_window(5, 10) == neighbourhood(5, 10, RESEARCH_RADIUS) == range(3, 8)
+    assert verify_span(5, [], [range(0, 10)], 10) == range(4, 7)
+
+
+def test_no_unused_score_scale_or_significance():
+    import localfa.methods.falat.ranking as ranking
+
+    assert not hasattr(ranking, "SCORE_MAX")
+    diag, engine = run_one(Script(flags={2: (True, True, False)}), make_trace(6))
+    (window,) = [r for r in engine.requests if r.grammar.name == "falat_window"][:1]
+    step = window.grammar.spec["properties"]["steps"]["properties"]["0"]["properties"]
+    assert "significance" not in step and "significance" not in window.messages[1]["content"]
+    assert all("significance" not in m for m in diag.details["mid_level"])
+
+
+def test_links_are_indexed_by_step_once():
+    from localfa.methods.falat.ranking import LinkIndex
+
+    links = LinkIndex({(5, 8): "follow_up", (2, 5): "error_shift", (2, 9): "no_influence"}, {(2, 5): "why"})
+    assert [(t["i"], t["j"]) for t in links.of(5)] == [(2, 5), (5, 8)] and links.of(5)[0]["reason"] == "why"
+    assert [(t["i"], t["j"]) for t in links.around([8, 9])] == [(2, 9), (5, 8)]
+    assert links.leaving_path == {2, 5} and links.of(7) == []
+
+
+def test_the_benchmark_prints_stages_in_the_method_order(capsys):
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_falat.py"
+    spec = importlib.util.spec_from_file_location("bench_falat", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    cost = {"calls": 1, "prompt_tokens": 1, "completion_tokens": 1, "cached_tokens": 0, "batches": [1]}
+    record = SimpleNamespace(details={"cost": {s: cost for s in ("research", "verify", "prior", "windows")}})
+    bench.print_stages([record])
+    assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines()] == [
+        "stage prior",
+        "stage windows",
+        "stage verify",
+        "stage research",
+    ]

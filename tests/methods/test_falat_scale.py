@@ -10,7 +10,6 @@ and a 4.7 MB record).
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 from functools import lru_cache
@@ -46,7 +45,11 @@ needs_dev = pytest.mark.skipif(not WHOWHEN.is_dir(), reason="the Who&When dev sp
 @needs_dev
 def test_the_honest_ceiling_is_one_and_calls_stay_under_forty_a_trace():
     traces, records = _diagnose_dev()
-    missed = {tid: (t.labels.mistake_step, records[tid].step, records[tid].error) for tid, t in traces.items() if records[tid].step != t.labels.mistake_step}
+    missed = {
+        tid: (t.labels.mistake_step, records[tid].step, records[tid].error)
+        for tid, t in traces.items()
+        if records[tid].step != t.labels.mistake_step
+    }
     assert not missed, missed
     calls = sum(d.usage["calls"] for d in records.values()) / len(records)
     assert calls <= 40, calls  # issue 34's aim at strong-model defaults (was 137 a trace here, 202 on held-out traces)

@@ -15,7 +15,7 @@ from localfa.methods.fencing import fenced_blocks
 from localfa.methods.registry import get_method
 from localfa.methods.runner import method_job, run_jobs
 from localfa.methods.safari.history import History
-from localfa.methods.safari.meter import NEAR_CAP
+from localfa.methods.safari.meter import AIM_UNDER
 from localfa.traces.lineview import LineView
 from localfa.traces.model import Step, Trace
 from tests.methods.test_safari_logic import EVAL, READ, SEARCH, SUBMIT, Script, make_trace, observations, run_one, turn
@@ -202,8 +202,8 @@ def test_a_token_budget_counts_the_chat_template_per_message():
     diag, engine = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="2500")
     assert diag.details["summarised_results"] + diag.details["evicted_turns"] >= 4
     sizes = [sum(engine.count_tokens(m["content"]) + TEMPLATE_TOKENS_PER_MESSAGE for m in req.messages) for req in turns_of(engine)]
-    # filled to just under the budget (estimates aim NEAR_CAP below it), never past it
-    assert max(sizes) <= 2500 and max(sizes) > 2500 * (1 - 2 * NEAR_CAP)
+    # filled to just under the budget (evictions aim AIM_UNDER below it), never past it
+    assert max(sizes) <= 2500 and max(sizes) > 2500 * (1 - 2 * AIM_UNDER)
 
 
 def test_a_budget_below_the_fixed_head_is_that_traces_error_record():

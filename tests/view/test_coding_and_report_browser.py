@@ -79,6 +79,7 @@ def test_coding_view_reads_like_a_terminal(browser, tmp_path):  # noqa: F811
     assert final.locator("span.del").count() == PATCH_LINES // 2 and final.locator("span.add").count() == PATCH_LINES // 2
     assert final.locator("span.hunk").count() == 1
     assert final.locator("span.del").nth(PATCH_LINES // 2 - 1).is_visible()
+    assert final.locator("pre.code").evaluate("e => e.scrollHeight <= e.clientHeight")  # no inner scroll either
     assert final.locator("span.del").first.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(255, 235, 233)"
     opened.check_offline_and_clean()
     opened.screenshot("coding-view.png", tmp_path, full_page=True)
@@ -141,6 +142,8 @@ def test_report_labels_calibration_and_cascade_stages(browser, tmp_path):  # noq
         shown = page.locator(f'svg[data-chart="{chart}"] text.label')
         texts = ["".join(shown.nth(i).locator("tspan").all_text_contents()).removesuffix(" ★") for i in range(shown.count())]
         assert set(labels) <= set(texts), (chart, texts)
+        inside = "e => { const s = e.ownerSVGElement.getBoundingClientRect(), b = e.getBoundingClientRect(); return b.left >= s.left && b.right <= s.right + 0.5 }"
+        assert all(shown.nth(i).evaluate(inside) for i in range(shown.count())), chart  # not clipped at the picture's edge
     # calibration: ticks at the bin edges that do not overlap, each point with its bin's count
     calib = page.locator("svg.chart", has_text="Calibration")
     ticks = calib.locator("text.xtick")

@@ -11,6 +11,8 @@ Chromium (the fixture of `test_browser`): no element, request or navigation the 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,3 +131,16 @@ def test_markup_in_a_record_field_is_escaped(tmp_path, field):
     page = tmp_path / "one.html"
     localfa("view", str(results), "--out", str(page))
     assert "<img" not in page.read_text().split("<body>", 1)[1]
+
+
+def test_a_record_nested_too_deep_is_a_note_or_one_error_line(tmp_path):
+    results, _ = hostile_run(tmp_path)
+    good = results.read_text().split("\n")[0]
+    deep = good[:-1] + ', "details": {"x": ' + "[" * 900 + "]" * 900 + "}}"  # loads, cannot be written back
+    results.write_text(good + "\n" + deep.replace('"trace": ', '"trace": "deep", "was": ', 1) + "\n")
+    page = tmp_path / "deep.html"
+    localfa("view", str(results), "--out", str(page))
+    assert "this record cannot be shown" in page.read_text()
+    results.write_text(good + "\n" + '{"trace": "t", "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    p = subprocess.run([sys.executable, "-m", "localfa", "view", str(results), "--out", str(page)], capture_output=True, text=True)
+    assert p.returncode == 2 and "line 2 is not a diagnosis record" in p.stderr and "Traceback" not in p.stderr, p.stderr

@@ -338,8 +338,10 @@ class Audit:
                 return self._tracer_ledger_prompt(run, n, items, max_marks)
 
         else:
-            claim, check = max(risky, key=lambda ck: len(ck[0].text) + len(ck[1].evidence) + len(ck[1].reason) + 4 * len(ck[0].uses))
-            deps = self._dependencies(ledger, claim, record=False)
+            sized = [(c, k, self._dependencies(ledger, c, record=False)) for c, k in risky]
+            claim, check, deps = max(
+                sized, key=lambda x: len(x[0].text) + len(x[1].evidence) + len(x[1].reason) + len(x[2]) + 4 * len(x[0].uses)
+            )
             passages = "x" * self.opts.excerpt_chars
             max_tokens = tracer_max_tokens(n, self.limits.marks_per_claim, self.limits.reason_chars)
 

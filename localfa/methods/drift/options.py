@@ -26,8 +26,9 @@ class DriftOptions(DriftLimits):
     the ledger so far, the instructions and the answer; `chunk_max_spans` None: no cap on spans
     per chunk (a chunk is sized by tokens alone). `excerpt_chars`: room after each claim for the
     passages of shortened steps that mention it. `order_retries`: how many times a ledger answer
-    whose spans break introduced <= consequential <= use is asked again before it is repaired. `tracer`: ``per-claim`` (one request per risky
-    claim, all in one batch), ``ledger`` (one request over every risky claim) or ``joint`` (the
+    whose spans break introduced <= consequential <= use is asked again before it is repaired. `tracer` (why ``per-claim`` is the default, and what ``joint``
+    measured against it: docs/methods/drift.md): ``per-claim`` (one request per risky claim, all
+    in one batch), ``ledger`` (one request over every risky claim) or ``joint`` (the
     authors' tracer: one request over every checked claim, DIRECT ones too, with the explicit
     first-error rule; it traces even when no claim is risky). The ledger
     decides everything downstream, so the keeper and the tracer sample at their own, low,

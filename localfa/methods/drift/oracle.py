@@ -588,7 +588,7 @@ def _mutants() -> list[Mutant]:
         ),
         Mutant(
             "direct-demoted",
-            "support verdict DIRECT",
+            "support verdict DIRECT (the gate to the tracer)",
             "cost",
             patched((audit, "check_from_answer", _demote_direct)),
             traces=("hand-crafted/2", "hand-crafted/10"),

@@ -203,12 +203,17 @@ def _link(i: int, j: int, shown: dict[int, str], faults: set[int]) -> str:
     return "follow_up" if wj and len(wj & _words(shown.get(i, ""))) >= REUSES * len(wj) else "no_influence"
 
 
+def _pair_of(key: str) -> tuple[int, int]:
+    i, j = key.split(">")
+    return int(i), int(j)
+
+
 def _links(ask: Ask, honest: bool = True) -> dict[str, Any]:
     shown = ask.shown_steps()
     faults = _recognised(ask, shown)
     node = schema_field(ask.grammar, "links")
     keys = list(node["properties"])
-    labels = {key: _link(*(int(x) for x in key.split(">")), shown, faults) for key in keys}
+    labels = {key: _link(*_pair_of(key), shown, faults) for key in keys}
     if not honest:  # one link misread: one that touches a plausible wrong step, else any
         wrong = ask.wrong_step(sorted({int(x) for k in keys for x in k.split(">")}))
         key = ask.rng.choice([k for k in keys if str(wrong) in k.split(">")] or keys)
@@ -406,7 +411,7 @@ def _block_without_result(self: prior.Prior) -> str:
 
 # Where a p07 mutant's kill shows, for the CI test (tests/oracle/test_mutants.py); on the whole dev
 # split under noise=real these three lose 2.2, 2.7 and 1.6 points (short of the 3-point rule), under
-# noise=iid 4.4, 6.6 and 2.7 (docs/methods/falat.md, "Mutants").
+# noise=iid 2.8, 2.8 and 5.6 (docs/methods/falat.md, "The honest oracle and FALAT's mutants").
 _PRUNING_SHOWS = (
     "algorithm-generated/5",
     "algorithm-generated/8",

@@ -1,13 +1,16 @@
 """SAFARI's investigation loop (paper section 2, Appendix F), as a method program.
 
-History = system prompt, user prompt and a bootstrap read of the trace's end, already answered.
-Each turn the model emits one grammar-constrained object (sparse STM update, next action, one
-tool call); the harness runs the tool and appends the result. `evaluate` fans the questions out
-to evaluator calls that see only the reasoning, all in one batch. The loop ends on a valid submit
-after at least one evaluate, or after K turns (or a turn the engine could not produce, or a prompt
-that cannot be made to fit the budget) with a forced final answer.
+History = system prompt, user prompt and a bootstrap read, already answered: the whole run where
+it fits beside the opening prompt and two turns (then RULE 5's minimum of read/search turns is
+met), else the run's end. Each turn the model emits one grammar-constrained object (analysis
+first, sparse STM update, next action, one tool call); the harness runs the tool and appends the
+result. `evaluate` fans the questions out to evaluator calls that see only the reasoning, all in
+one batch. The loop ends on a valid submit after at least one evaluate, or after K turns (or a
+turn the engine could not produce, or a prompt that cannot be made to fit the budget) with a
+forced final answer naming a step some prompt showed.
 
-A budget is a hard limit: before every call the prompt is measured as sent (`meter`); past the cap
+A budget is a hard limit: before every call the prompt is measured (`meter`: estimated per
+message, counted in full near the cap); past the cap the oldest raw results are summarised, then
 the oldest turns go, then the newest tool result is shortened (it says so), else the search ends.
 
 Nothing is built until the program is first advanced: a sweep creates its programs up front,
@@ -31,7 +34,7 @@ from localfa.methods.budget import CHARS_PER_TOKEN, BudgetError
 from localfa.methods.evidence import quoted_evidence, verify_quotes
 from localfa.methods.safari.context import plan_context
 from localfa.methods.safari.history import History
-from localfa.methods.safari.meter import NEAR_CAP, token_unit
+from localfa.methods.safari.meter import AIM_UNDER, token_unit
 from localfa.methods.safari.stm import ShortTermMemory
 from localfa.templates import render
 from localfa.tokens import approx_tokens
@@ -409,7 +412,7 @@ class Investigation:
         Returns (messages, turns evicted); raises _OutOfBudget when nothing more can go."""
         cap = self.plan.cap
         # Estimates aim a little under the cap, where the prompt need not be counted in full.
-        dropped = self.history.evict_to(None if cap is None else int(cap * (1 - NEAR_CAP)) - self.meter.fixed, tail)
+        dropped = self.history.evict_to(None if cap is None else int(cap * (1 - AIM_UNDER)) - self.meter.fixed, tail)
         while True:
             msgs = self.history.messages(tail)
             size = self.meter.prompt(msgs, cap)
@@ -462,8 +465,8 @@ class Investigation:
         req = self.ctx.request(f"turn/{turn}", msgs, self.turn_grammar, opts.sampling(self.turn_max_tokens))
         (resp,) = yield [req]
         self.meter.check_unit(f"turn {turn}")
-        if measured == ["estimate"] and not resp.retried:
-            self.meter.correct(self.meter.estimate(msgs), resp.usage.prompt_tokens)
+        if measured == ["estimate"] and not resp.retried and self.plan.unit == "tokens":
+            self.meter.correct(msgs, resp.usage.prompt_tokens)
         out = resp.value
         changed = self.stm.merge(out.get("stm")) if opts.use_stm else []
         tool = out["tool"]

@@ -25,9 +25,11 @@ from localfa.methods.budget import TEMPLATE_TOKENS_PER_MESSAGE
 from localfa.tokens import approx_tokens
 
 #: Within this share of the cap a prompt is counted in full; below it the estimate decides.
-NEAR_CAP = 0.08
+NEAR_CAP = 0.05
+#: Evictions aim this share under the cap, so the next prompt rarely needs the full count.
+AIM_UNDER = 0.10
 #: Characters sampled from a trace to learn its characters per token (three pieces).
-SAMPLE_CHARS = 3000
+SAMPLE_CHARS = 900
 #: Estimates assume this much denser text than the sample showed (they must not fall short).
 SAFETY = 0.9
 _TEMPLATE_OVERHEAD: dict[Any, tuple[int, int]] = {}  # engine -> (per message, fixed), measured once
@@ -55,7 +57,7 @@ class PromptMeter:
     ratio: float = 0.0  # characters per token of estimates (0: count every text exactly)
     template: tuple[int, int] = (TEMPLATE_TOKENS_PER_MESSAGE, 0)  # (per message, fixed) in tokens
     measured: Counter[str] = field(default_factory=Counter)  # how each prompt was measured: how -> prompts
-    _memo: dict[str, int] = field(default_factory=dict, repr=False)
+    _memo: dict[str, int] = field(default_factory=dict, repr=False)  # text -> its words
 
     @property
     def per_message(self) -> int:
@@ -105,13 +107,13 @@ class PromptMeter:
             return len(text)
         if not self.ratio:
             return self.count(text)
-        size = self._memo.get(text)
-        if size is None:
-            # A word is at least a token: text far sparser than the sample ("r r r ...") is not undercounted.
-            size = self._memo[text] = max(math.ceil(len(text) / self.ratio), len(text.split()))
+        words = self._memo.get(text)
+        if words is None:
+            words = self._memo[text] = len(text.split())
             if len(self._memo) > 256:
                 del self._memo[next(iter(self._memo))]
-        return size
+        # A word is at least a token: text far sparser than the sample ("r r r ...") is not undercounted.
+        return max(math.ceil(len(text) / self.ratio), words)
 
     def estimate(self, messages: Sequence[Message]) -> int:
         return self.fixed + sum(self.text(m.get("content", "")) + self.per_message for m in messages)
@@ -139,12 +141,12 @@ class PromptMeter:
         self.measured["content+template_estimate"] += 1
         return sum(self.count_many([m.get("content", "") for m in messages])) + self.per_message * len(messages) + self.fixed
 
-    def correct(self, estimated: int, counted: int) -> None:
-        """The engine counted a prompt estimated at `estimated` as `counted` tokens: estimate
-        denser text from now on where it fell short."""
+    def correct(self, messages: Sequence[Message], counted: int) -> None:
+        """The engine counted `messages` (sent as estimated) as `counted` tokens: where the
+        estimate fell short, estimate denser text from now on (the ratio only ever falls)."""
+        estimated = self.estimate(messages)
         if self.ratio and counted > estimated > 0:
             self.ratio *= estimated / counted
-            self._memo.clear()
 
     def check_unit(self, when: str) -> None:
         """A token count that fell back to an estimate mid-run is a warning in the record."""

@@ -202,7 +202,8 @@ def _turn_for(ask: Ask, step: int) -> dict[str, Any]:
     recognised = step in shown.read
     if _PASSED in shown.last or any(s in shown.last for s in _NO_EVALUATIONS_LEFT):
         submit = _tool_schema(ask, "submit_step")["properties"]
-        hypothesis = step if recognised else _last_evaluated(shown)
+        evaluated = _last_evaluated(shown)  # the hypothesis the evaluation judged is the one submitted
+        hypothesis = evaluated if evaluated is not None else (step if recognised else None)
         seen = sorted(set(shown.read) | {s for _, s, _ in shown.hits})
         target = nearest(node_ints(submit["step_id"]), hypothesis if hypothesis is not None else nearest(seen or [step], step))
         reasoning = clip_to(submit["reasoning"], f"Step {target} is the decisive mistake; the evaluation confirmed it.")
@@ -363,7 +364,7 @@ MUTANTS = [
     Mutant(
         "search_literal_step_id_only",
         'search: only a literal "step_id": N matches',
-        "cost",
+        "p1",
         patched((LineView, "search_hits", _search_literal_only)),
     ),
     Mutant(
@@ -379,6 +380,7 @@ MUTANTS = [
         patched((Investigation, "evaluate_open", property(lambda self: self.investigated >= self.min_investigate))),
     ),
     Mutant("threshold_zero", "evaluate threshold θ=70: every evaluation passes", "p07", spec="threshold=0"),
+    Mutant("threshold_unreachable", "evaluate threshold θ=70: no evaluation passes", "cost", spec="threshold=100"),
     Mutant(
         "no_result_summaries",
         "context: older results are never summarised, whole turns are evicted instead",
