@@ -22,7 +22,7 @@ Prints per (method, p):
     python scripts/bench_ceiling.py --table      # what each policy answers, per request kind (docs/ceilings.md)
 
 `--mutants` sweeps every method with registered mutants intact and under each mutant (p = 1 seed
-0; p = 0.7 under `--noise` (default real), seeds 0,1,2), prints one row per (method, mutant): p = 1
+0; p = 0.7 under `--noise` (default real), `--seeds` (default 0,1,2)), prints one row per (method, mutant): p = 1
 ceiling, p = 0.7 accuracy, calls and prefill per trace, the kill rule it tripped, then per method
 `method=NAME mutants_killed=K/N ceiling_step_accuracy=...` (localfa/bench/mutant_sweep.py).
 """
@@ -215,9 +215,15 @@ def mutants_main(args: argparse.Namespace) -> int:
     out = Path(args.out or REPO / "runs" / f"mutants-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
     noise = args.noise or "real"
     started = time.perf_counter()
-    print(f"traces={len(traces)} methods={','.join(chosen)} noise={noise} out={out}")
+    print(f"traces={len(traces)} methods={','.join(chosen)} noise={noise} seeds={args.seeds} out={out}")
     rows = run_mutants(
-        out, traces, {m: found[m] for m in chosen}, noise=noise, concurrency=args.concurrency, say=lambda s: print(s, file=sys.stderr)
+        out,
+        traces,
+        {m: found[m] for m in chosen},
+        noise=noise,
+        concurrency=args.concurrency,
+        say=lambda s: print(s, file=sys.stderr),
+        seeds=parse_seeds(args.seeds),
     )
     print("\n".join(table_lines(rows)))
     print(f"wall_s={time.perf_counter() - started:.1f}")

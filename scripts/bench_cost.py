@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from dataclasses import asdict
@@ -121,10 +122,20 @@ def main() -> int:
         help="write the fitted cost models as a Python module (localfa/bench/cost_models.py)",
     )
     ap.add_argument("--costs", type=Path, default=None, metavar="FILE", help="append every diagnosis's cost (JSON lines) to FILE")
+    ap.add_argument(
+        "--from-costs", type=Path, default=None, metavar="FILE", help="run nothing: report the costs an earlier --costs FILE kept"
+    )
     add_json_option(ap)
     args = ap.parse_args()
     models: dict[str, dict[str, tuple[float, float]]] = {}
 
+    if args.from_costs:
+        kept = from_costs(args.from_costs)
+        print(f"# from={args.from_costs} methods={len(kept)}")
+        models = {spec: report(spec, dev_costs, long_costs) for spec, (dev_costs, long_costs) in kept.items()}
+        if args.write_models:
+            write_models(args.write_models, models, f"scripts/bench_cost.py --from-costs {args.from_costs.name}")
+        return 0
     specs = [m.strip() for m in args.methods.split(",") if m.strip()]
     lengths = [parse_tokens(x) for x in args.lengths.split(",") if x.strip()]
     tokens = PromptTokens(load_tokenizer(args.tokenizer))
@@ -136,40 +147,56 @@ def main() -> int:
         f"long_runs={sum(len(v) for v in grown.values())} date={time.strftime('%Y-%m-%d', time.gmtime())}"
     )
     for spec in specs:
-        dev_fig: dict[str, float] = {}
-        costs: list[TraceCost] = []
-        if not args.no_dev:
-            costs = list(measure_isolated(spec, dev, tokens, args.window, args.timeout))
-            report_unfinished(costs, "set=dev")
-            dev_fig = summary(costs)
-            print(line(spec, "set=dev", dev_fig), flush=True)
-        every = list(costs)
-        longest: dict[str, float] = {}
-        longest_length = 0
-        grown_costs: list[TraceCost] = []
-        for length, runs in grown.items():
-            costs = list(measure_isolated(spec, runs, tokens, args.window, args.timeout))
-            grown_costs += costs
-            report_unfinished(costs, f"set=long length={length}")
-            fig = summary(costs)
-            print(line(spec, f"set=long length={length} trace_tokens={fig.get('trace_tokens', 0):.0f}", fig), flush=True)
-            longest, longest_length = fig, length
-        every += grown_costs
-        growth = growth_by_trace(grown_costs)
-        if grown:
-            shown = " ".join(f"growth_exponent_{f}={'n/a' if v is None else f'{v:.2f}'}" for f, v in growth.items())
-            print(f"method={spec} {shown}", flush=True)
-        print(aims(spec, dev_fig, growth, longest, longest_length), flush=True)
-        models[spec] = cost_model(every)  # what `localfa bench --estimate` predicts with
-        for figure, (a, b) in models[spec].items():
-            print(f"cost_model method={spec} figure={figure} a={a:.4g} b={b:.4f}", flush=True)
+        dev_costs = [] if args.no_dev else list(measure_isolated(spec, dev, tokens, args.window, args.timeout))
+        long_costs = {n: list(measure_isolated(spec, runs, tokens, args.window, args.timeout)) for n, runs in grown.items()}
+        models[spec] = report(spec, dev_costs, long_costs)
         if args.costs:
             with args.costs.open("a", encoding="utf-8") as fh:
-                fh.writelines(json.dumps(asdict(c)) + "\n" for c in every)
+                fh.writelines(json.dumps(asdict(c)) + "\n" for c in [*dev_costs, *(c for v in long_costs.values() for c in v)])
     if args.write_models:
         measured = f"scripts/bench_cost.py on {time.strftime('%Y-%m-%d', time.gmtime())}, {len(dev)} dev traces + long runs {args.lengths}, tokenizer {name}"
         write_models(args.write_models, models, measured)
     return 0
+
+
+def report(spec: str, dev_costs: list[TraceCost], long_costs: dict[int, list[TraceCost]]) -> dict[str, tuple[float, float]]:
+    """Print one method's figures (dev, each length, growth, aims, cost model); its cost model."""
+    dev_fig: dict[str, float] = {}
+    if dev_costs:
+        report_unfinished(dev_costs, "set=dev")
+        dev_fig = summary(dev_costs)
+        print(line(spec, "set=dev", dev_fig), flush=True)
+    longest: dict[str, float] = {}
+    longest_length = 0
+    for length, costs in sorted(long_costs.items()):
+        report_unfinished(costs, f"set=long length={length}")
+        fig = summary(costs)
+        print(line(spec, f"set=long length={length} trace_tokens={fig.get('trace_tokens', 0):.0f}", fig), flush=True)
+        longest, longest_length = fig, length
+    grown_costs = [c for costs in long_costs.values() for c in costs]
+    growth = growth_by_trace(grown_costs)
+    if grown_costs:
+        shown = " ".join(f"growth_exponent_{f}={'n/a' if v is None else f'{v:.2f}'}" for f, v in growth.items())
+        print(f"method={spec} {shown}", flush=True)
+    print(aims(spec, dev_fig, growth, longest, longest_length), flush=True)
+    model = cost_model(dev_costs + grown_costs)  # what `localfa bench --estimate` predicts with
+    for figure, (a, b) in model.items():
+        print(f"cost_model method={spec} figure={figure} a={a:.4g} b={b:.4f}", flush=True)
+    return model
+
+
+def from_costs(path: Path) -> dict[str, tuple[list[TraceCost], dict[int, list[TraceCost]]]]:
+    """Costs kept by an earlier `--costs FILE`, by method: (dev split, {asked length: long runs})."""
+    out: dict[str, tuple[list[TraceCost], dict[int, list[TraceCost]]]] = {}
+    for row in path.read_text(encoding="utf-8").splitlines():
+        cost = TraceCost(**json.loads(row))
+        dev_costs, long_costs = out.setdefault(cost.method, ([], {}))
+        asked = re.search(r"-long-L(\d+)-", cost.trace)
+        if asked:
+            long_costs.setdefault(int(asked.group(1)), []).append(cost)
+        else:
+            dev_costs.append(cost)
+    return out
 
 
 def write_models(path: Path, models: dict[str, dict[str, tuple[float, float]]], measured: str) -> None:

@@ -189,8 +189,20 @@ def _proc_status_mb(field_name: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _die_with_parent() -> None:
+    """A measuring child is killed when its parent dies (Linux `prctl`; elsewhere it finishes)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _child(conn: Any, spec: str, traces: list[Trace], tokens: PromptTokens, window: int | None) -> None:
     """Measure each trace in turn, sending each cost as it is done (peak memory per trace)."""
+    _die_with_parent()
     for trace in traces:
         try:
             start_mb = _reset_peak_memory()
@@ -254,19 +266,21 @@ def measure_isolated(
 
 
 def summary(costs: list[TraceCost]) -> dict[str, float]:
-    """Per-trace figures of one method over traces that finished (uncached prefill as a ratio of
-    totals: the tokens a GPU must prefill over the tokens of the traces)."""
-    done = [c for c in costs if c.finished]
+    """Per-trace figures of one method over its diagnoses that finished without an error (their
+    count in `errors`; step accuracy counts them as misses); uncached prefill as a ratio of totals:
+    the tokens a GPU must prefill over the tokens of the traces."""
+    finished = [c for c in costs if c.finished]
+    done = [c for c in finished if not c.error]  # a diagnosis that ended in an error has no cost to show
     if not done:
-        return {"traces": 0.0, "unfinished": float(len(costs))}
+        return {"traces": 0.0, "unfinished": float(len(costs) - len(finished)), "errors": float(len(finished))}
     n = len(done)
     calls = sum(c.calls for c in done)
     peaks = [c.peak_mb for c in done if c.peak_mb is not None]
     return {
         "traces": float(n),
         "unfinished": float(len(costs) - n),
-        "errors": float(sum(1 for c in done if c.error)),
-        "step_accuracy": sum(1 for c in done if c.correct) / n,
+        "errors": float(len(finished) - n),
+        "step_accuracy": sum(1 for c in finished if c.correct) / len(finished),
         "trace_tokens": sum(c.trace_tokens for c in done) / n,
         "calls_per_trace": calls / n,
         "prompt_tokens_per_trace": sum(c.prompt_tokens for c in done) / n,
@@ -290,7 +304,7 @@ def growth_by_trace(costs: list[TraceCost]) -> dict[str, float | None]:
     then drops out of its own trace's fit only, not the others'."""
     by_base: dict[str, list[TraceCost]] = {}
     for c in costs:
-        if c.finished:
+        if c.finished and not c.error:
             by_base.setdefault(c.base or c.trace, []).append(c)
     out: dict[str, float | None] = {}
     for figure in GROWTH_FIGURES:

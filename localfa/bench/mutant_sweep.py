@@ -5,8 +5,9 @@ method and every mutant are swept on the same traces, each variant in its own ru
 
 - ``OUT/METHOD/VARIANT/p=1/``: the honest oracle, seed 0 (p = 1 is deterministic): the ceiling,
   and the cost (calls and prompt tokens per trace, from the records' usage);
-- ``OUT/METHOD/VARIANT/p=0.7-real/``: p = 0.7 under the realistic error model, seeds 0, 1, 2: the
-  step accuracy the kill rule `p07` compares.
+- ``OUT/METHOD/VARIANT/p=0.7-real/``: p = 0.7 under the realistic error model, seeds 0, 1, 2 (or
+  the `seeds` given: more seeds where a stage's effect is near the 3-point rule): the step accuracy
+  the kill rule `p07` compares.
 
 A mutant is applied in-process around its sweeps (`Mutant.patch()`, and `Mutant.method_spec` for
 spec options), and judged against the intact figures by `localfa.oracle.mutants.killed_by`.
@@ -78,7 +79,14 @@ def sweep_records(
 
 
 def measure(
-    out: Path, traces: list[Trace], method: str, mutant: Mutant | None, noisy: bool = True, noise: str = "real", concurrency: int = 64
+    out: Path,
+    traces: list[Trace],
+    method: str,
+    mutant: Mutant | None,
+    noisy: bool = True,
+    noise: str = "real",
+    concurrency: int = 64,
+    seeds: Sequence[int] = NOISY_SEEDS,
 ) -> Variant:
     """Sweep one variant (at p = 1, and at p = 0.7 unless `noisy` is False) and measure it."""
     started = time.perf_counter()
@@ -87,7 +95,7 @@ def measure(
     with mutant.patch() if mutant else contextlib.nullcontext():
         exact = sweep_records(where / "p=1", traces, [spec], [0], "oracle:p=1", concurrency)
         noisy_records = (
-            sweep_records(where / f"p={NOISY_P:g}-{noise}", traces, [spec], NOISY_SEEDS, f"oracle:p={NOISY_P:g}:noise={noise}", concurrency)
+            sweep_records(where / f"p={NOISY_P:g}-{noise}", traces, [spec], seeds, f"oracle:p={NOISY_P:g}:noise={noise}", concurrency)
             if noisy
             else []
         )
@@ -109,15 +117,16 @@ def run_mutants(
     noise: str = "real",
     concurrency: int = 64,
     say: Callable[[str], None] = lambda _: None,
+    seeds: Sequence[int] = NOISY_SEEDS,
 ) -> list[Variant]:
     """Every method intact, then under each of its mutants; each mutant's `killed` filled in."""
     rows: list[Variant] = []
     for method, found in mutants.items():
-        intact = measure(out, traces, method, None, noisy, noise, concurrency)
+        intact = measure(out, traces, method, None, noisy, noise, concurrency, seeds)
         say(f"# {method} intact: {intact.wall_s:.1f}s")
         rows.append(intact)
         for mutant in found:
-            row = measure(out, traces, method, mutant, noisy, noise, concurrency)
+            row = measure(out, traces, method, mutant, noisy, noise, concurrency, seeds)
             row.killed = killed_by(intact.figures, row.figures)
             say(f"# {method} {mutant.name}: {row.wall_s:.1f}s")
             rows.append(row)

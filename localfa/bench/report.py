@@ -414,7 +414,7 @@ def html_report(
         from localfa.insights.summary import summarize as summarize_failures
 
         insights = summarize_failures(records)
-        from localfa.insights.write import SUMMARY_VIEW, exemplar_anchors
+        from localfa.insights.render import SUMMARY_VIEW, exemplar_anchors
 
         if anchors is None and run_dir and (Path(run_dir) / SUMMARY_VIEW).exists():  # written by `localfa summarize`
             anchors = exemplar_anchors(insights)

@@ -36,6 +36,12 @@ def _primary(summary: Summary) -> Counts | None:
     return next((c for c in summary.counts if c.method == CONSENSUS), summary.counts[0] if summary.counts else None)
 
 
+def exemplar_anchors(summary: Summary, href: str = SUMMARY_VIEW) -> dict[str, str]:
+    """trace id -> its section in the exemplars' view (sections follow first-seen trace order)."""
+    order = list(dict.fromkeys(e.trace for g in summary.groups for e in g.exemplars))
+    return {tid: f"{href}#t{i}" for i, tid in enumerate(order)}
+
+
 def summary_markdown(summary: Summary, anchors: dict[str, str] | None = None) -> str:
     lines = [f"# What failed: {summary.records} records, {len(summary.diagnosed)} diagnoses naming a step", ""]
     if summary.taxonomies:

@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localfa.durable import replace_durably
-from localfa.insights.render import SUMMARY_VIEW, summary_jsonl, summary_markdown
-
-__all__ = ["SUMMARY_VIEW", "exemplar_anchors", "write_summary"]
+from localfa.insights.render import SUMMARY_VIEW, exemplar_anchors, summary_jsonl, summary_markdown
 from localfa.insights.summary import Summary, summarize
 
 SUMMARY_MD = "summary.md"
@@ -26,12 +24,6 @@ class Written:
     markdown: str
     files: list[Path]
     view_problem: str | None = None
-
-
-def exemplar_anchors(summary: Summary, href: str = SUMMARY_VIEW) -> dict[str, str]:
-    """trace id -> its section in the exemplars' view (sections follow first-seen trace order)."""
-    order = list(dict.fromkeys(e.trace for g in summary.groups for e in g.exemplars))
-    return {tid: f"{href}#t{i}" for i, tid in enumerate(order)}
 
 
 def write_summary(run_dir: str | Path, max_groups: int = 20, folders: tuple[str, ...] = ()) -> Written:

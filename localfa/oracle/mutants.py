@@ -41,15 +41,16 @@ class Mutant:
     `unittest.mock.patch.object(module, "name", replacement)`, or an `ExitStack` of several);
     `spec` is an option string appended to the method spec instead of (or besides) a patch
     (``"top_k=1"`` -> ``falat:top_k=1``). `stage` names what it breaks, in the method's words;
-    `traces` the dev traces where its kill shows (the CI test runs there)."""
+    `traces` the dev traces the CI test runs it on, chosen by a rule stated where they are defined
+    (never by where the kill shows)."""
 
     name: str
     stage: str
     expect: KillRule
     patch: Callable[[], ContextManager[object]] = field(default=contextlib.nullcontext)
     spec: str = ""
-    # Dev trace ids (``hand-crafted/3``) where the kill shows, for the CI test (tests/oracle/
-    # test_mutants.py); empty: its default subset. The full dev split is the benchmark's job.
+    # Dev trace ids (``hand-crafted/3``) the CI test (tests/oracle/test_mutants.py) runs it on;
+    # empty: its default subset. The full dev split is the benchmark's job.
     traces: tuple[str, ...] = ()
 
     def method_spec(self, base: str) -> str:

@@ -318,7 +318,7 @@ class FillerWriter:
                 para = redraw_numbers(self.rng.choice(voice.paragraphs), self.rng)
             else:
                 para = self.rng.choice(gens)(self.rng, self.vocab)
-            if self.fault.touches(para):
+            if self.fault.touches(para) or (parts and para.startswith(parts[0])):  # no header twice
                 continue
             parts.append(para)
             total += len(para) + 2

@@ -26,6 +26,7 @@ from localfa.traces.model import Labels, Step, Trace, normalize_agent
 EPISODE_TOKENS = (600, 4000)  # a detour's size range, in tokens
 MIN_STEP_CHARS = 160
 MAX_STEP_CHARS = 24_000
+MAX_OPENER_CHARS = 60  # a header ("Updated Ledger:"), not a sentence a detour would repeat as a claim
 MAX_SAME_SPEAKER = 3  # turns in a row by one agent in a detour
 _HUMAN = {"human", "user"}
 
@@ -79,7 +80,7 @@ def voices(trace: Trace, donors: list[int], fault: FaultText) -> dict[str, Voice
             continue
         voice = out[step.agent]
         opener = step.content.strip().split("\n", 1)[0][:300]
-        if len(opener) >= 12 and not opener.startswith("```") and not fault.touches(opener):
+        if 12 <= len(opener) <= MAX_OPENER_CHARS and not opener.startswith("```") and not fault.touches(opener):
             voice.openers.append(opener)
         voice.paragraphs += [p for p in paragraphs_of(step.content) if not fault.touches(p)]
     return out

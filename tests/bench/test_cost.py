@@ -97,3 +97,14 @@ def test_a_method_priced_on_the_oracle(tokens):
     assert cost.calls == 1 and cost.prompt_tokens > cost.trace_tokens > 0
     assert cost.uncached_tokens == cost.prompt_tokens  # one call: nothing cached before it
     assert cost.completion_tokens > 0 and cost.record_bytes > 0
+
+
+def test_isolated_runs_report_memory_and_stop_at_the_time_limit(tokens):
+    from localfa.bench.cost import measure_isolated
+    from tests.bench.test_longruns import small_run
+
+    done = list(measure_isolated("all-at-once", [small_run()], tokens, timeout_s=120))
+    assert len(done) == 1 and done[0].finished and done[0].peak_mb is not None and done[0].calls == 1
+    stopped = list(measure_isolated("all-at-once", [small_run(), small_run()], tokens, timeout_s=0.001))
+    assert [c.finished for c in stopped] == [False, False]
+    assert stopped[0].error == "did not finish in 0.001 s"

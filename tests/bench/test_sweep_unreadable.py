@@ -166,7 +166,7 @@ def test_failed_only_records_an_unreadable_trial_only_if_its_harness_marked_it_f
         trajectory.write_text("{")
     bad: list[Unreadable] = []
     assert load_traces([job], failed_only=True, warn=lambda _: None, unreadable=bad) == []
-    assert [u.id for u in bad] == ["fix-dates__A1b2C/agent/trajectory"]  # passed / unjudged trials are skipped
+    assert [u.id for u in bad] == ["fix-dates__A1b2C"]  # a trial is its folder (localfa.traces.ids); passed / unjudged trials are skipped
     bad = []
     load_traces([job], warn=lambda _: None, unreadable=bad)
     assert len(bad) == 3

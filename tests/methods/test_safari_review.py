@@ -79,3 +79,33 @@ def test_safari_registers_its_mutants_with_every_one_issue_32_lists():
     names = {m.name for m in registered_mutants()["safari"]}
     assert {"read_shows_no_lines", "evaluator_without_reasoning", "search_literal_step_id_only"} <= names
     assert len(MUTANTS) >= 6
+
+
+def _ceiling(traces, patch=None) -> float:
+    import contextlib
+    import tempfile
+    from pathlib import Path
+
+    from localfa.bench.sweep import run_sweep
+    from localfa.engine.factory import make_engine
+    from localfa.methods.registry import MethodSpec
+
+    engine = make_engine("oracle:p=1", say=lambda _: None)
+    with tempfile.TemporaryDirectory() as run_dir, patch() if patch else contextlib.nullcontext():
+        records = run_sweep(
+            Path(run_dir), traces, [MethodSpec.parse("safari")], [0], engine, ["none"], progress=False, say=lambda _: None
+        ).records
+    engine.close()
+    return sum(r.error is None and r.step == r.label.mistake_step for r in records) / len(records)
+
+
+def test_the_honest_oracle_ceiling_falls_when_read_or_search_is_broken(whowhen):
+    """Hand-crafted runs the first read does not show whole: the fault is found only by reading
+    what searches point to (the p = 1 kills of two of issue 32's mutants)."""
+    from localfa.bench.sweep import load_traces
+
+    traces = [t for t in load_traces([whowhen / "hand-crafted"]) if t.id.endswith(("/2", "/3", "/8", "/9", "/11", "/15"))]
+    mutants = {m.name: m for m in MUTANTS}
+    assert _ceiling(traces) == 1.0
+    assert _ceiling(traces, mutants["read_shows_no_lines"].patch) < 1.0
+    assert _ceiling(traces, mutants["search_literal_step_id_only"].patch) < 1.0

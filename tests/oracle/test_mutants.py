@@ -18,6 +18,7 @@ import pytest
 from localfa.bench.mutant_sweep import measure, run_mutants, table_lines
 from localfa.bench.sweep import load_traces
 from localfa.methods import baselines
+from localfa.methods.falat.oracle import NOT_KILLED as FALAT_NOT_KILLED
 from localfa.oracle.mutants import Figures, Mutant, killed_by, patched, registered_mutants, unloadable_mutants
 from localfa.traces.model import Trace
 
@@ -58,6 +59,8 @@ def _intact(method: str, ids: tuple[str, ...], noisy: bool, traces: list[Trace],
 
 @pytest.mark.parametrize("method,mutant", REGISTERED, ids=[f"{m}-{x.name}" for m, x in REGISTERED])
 def test_each_registered_mutant_is_killed_on_its_expected_rule(method: str, mutant: Mutant, whowhen, tmp_path_factory):
+    if method == "falat" and mutant.name in FALAT_NOT_KILLED:  # a subset's kill would be chance: say so instead
+        pytest.skip(f"falat {mutant.name} is not killed on the whole dev split ({FALAT_NOT_KILLED[mutant.name]})")
     ids = mutant.traces or DEFAULT_TRACES
     traces = _subset(whowhen, ids)
     noisy = mutant.expect == "p07"  # p = 1 and cost need no noisy sweep

@@ -109,6 +109,7 @@ class Audit:
         self.ledger_retries: list[dict[str, Any]] = []
         self.run_text: dict[str, dict[str, Any]] = {}
         self._ledger_base: int | None = None
+        self._prompt_tokens: int | None = None  # the one-call tracer's prompt with the support run, when uncut
         self.limits = self._fit_limits(opts.limits)
 
     def _fit_limits(self, limits: DriftLimits) -> DriftLimits:
@@ -330,12 +331,15 @@ class Audit:
         n = len(spans)
         if self.opts.tracer != "per-claim":
             ids = {c.id: c.introduced for c, _ in risky}
-            max_marks, max_tokens = self._tracer_ledger_room(n, ids, record=False)
             room = "x" * (self.opts.excerpt_chars // len(risky))
 
             def prompt_with(run: RunText) -> Messages:
                 items = [{"claim": c, "check": k, "passages": room} for c, k in risky]
-                return self._tracer_ledger_prompt(run, n, items, max_marks)
+                return self._tracer_ledger_prompt(run, n, items, self.limits.marks_per_claim * len(ids))
+
+            if not support.cuts and self.ctx.max_model_len:
+                self._prompt_tokens = self._tokens(prompt_with(support))
+            max_marks, max_tokens = self._tracer_ledger_room(n, ids, record=False)
 
         else:
             sized = [(c, k, self._dependencies(ledger, c, record=False)) for c, k in risky]
@@ -412,12 +416,20 @@ class Audit:
 
     def _tracer_ledger_room(self, n: int, ids: dict[str, int], record: bool = True) -> tuple[int, int]:
         """(marks allowed in all, answer tokens) for the one-call tracer: `marks_per_claim` per
-        claim, capped so the answer takes at most a quarter of the window."""
+        claim, capped so the answer takes at most a quarter of the window, and so it fits beside
+        the prompt with the run uncut where the support checks showed it uncut (`_prompt_tokens`:
+        a whole run is worth more than room for marks on every claim)."""
         id_chars = max(len(i) for i in ids) + 2
         reason = self.limits.reason_chars
         marks = self.limits.marks_per_claim * len(ids)
-        window = self.ctx.max_model_len
-        while window and marks > len(ids) and tracer_max_tokens(n, marks, reason, len(ids), id_chars) > window // TRACER_LEDGER_SHARE:
+        window = self.ctx.max_model_len or 0
+
+        def too_big(marks: int) -> bool:
+            answer = tracer_max_tokens(n, marks, reason, len(ids), id_chars)
+            beside = self._prompt_tokens is not None and self._prompt_tokens + answer > int(window * 0.97) - MARGIN_TOKENS
+            return answer > window // TRACER_LEDGER_SHARE or beside
+
+        while window and marks > len(ids) and too_big(marks):
             marks = max(len(ids), marks * 3 // 4)
         if record and marks < self.limits.marks_per_claim * len(ids):
             self._bound("tracer_ledger_marks", marks)

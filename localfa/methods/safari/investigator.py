@@ -286,10 +286,15 @@ class Investigation:
         self.history.add_head("user", self._observation(0, "result", tool_call=call, body=shown.text), shown.steps, summary)
         self._log_call(tool, 0)
         self.call_log.append(call)
+        if whole is not None and self.obs_room is not None and plan.cap is not None:
+            # The whole run stays: a later result gets only what is left beside it and a turn.
+            left = int(plan.cap * (1 - AIM_UNDER)) - self.history.size() - self.meter.fixed - 2 * self._output_room()
+            self.obs_room = max(self.obs_room // 4, min(self.obs_room, left))
         if plan.cap is not None:
-            head = max(
-                self.meter.prompt(self.history.messages(t), plan.cap) for t in (self._tail(1), self._final_text(self.stm.render_json()))
-            )
+            tails = (self._tail(1), self._final_text(self.stm.render_json()))
+            head = max(self.meter.prompt(self.history.messages(t), plan.cap) for t in tails)
+            if head > plan.cap:  # an estimate far over the cap is counted before the trace is refused
+                head = max(self.meter.exact(self.history.messages(t)) for t in tails)
             if head > plan.cap:
                 what = (
                     f"budget {plan.budget.label} ({limit_text})"
@@ -415,7 +420,7 @@ class Investigation:
         dropped = self.history.evict_to(None if cap is None else int(cap * (1 - AIM_UNDER)) - self.meter.fixed, tail)
         while True:
             msgs = self.history.messages(tail)
-            size = self.meter.prompt(msgs, cap)
+            size = self.meter.prompt(msgs, cap, self.history.size(tail) + self.meter.fixed)
             if cap is None or size <= cap:
                 self.largest_prompt = max(self.largest_prompt, size)
                 self.seen_steps |= self.history.shown_steps()  # what this prompt shows, the newest result included
@@ -466,7 +471,7 @@ class Investigation:
         (resp,) = yield [req]
         self.meter.check_unit(f"turn {turn}")
         if measured == ["estimate"] and not resp.retried and self.plan.unit == "tokens":
-            self.meter.correct(msgs, resp.usage.prompt_tokens)
+            self.meter.correct(self.history.size(tail) + self.meter.fixed, resp.usage.prompt_tokens)
         out = resp.value
         changed = self.stm.merge(out.get("stm")) if opts.use_stm else []
         tool = out["tool"]

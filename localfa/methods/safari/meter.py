@@ -107,26 +107,31 @@ class PromptMeter:
             return len(text)
         if not self.ratio:
             return self.count(text)
+        by_chars = math.ceil(len(text) / self.ratio)
+        # A word is at least a token: text far sparser than the sample ("r r r ...") is not
+        # undercounted. Words are split out only where separators could outnumber that estimate.
+        if text.count(" ") + text.count("\n") + text.count("\t") < by_chars:
+            return by_chars
         words = self._memo.get(text)
         if words is None:
             words = self._memo[text] = len(text.split())
             if len(self._memo) > 256:
                 del self._memo[next(iter(self._memo))]
-        # A word is at least a token: text far sparser than the sample ("r r r ...") is not undercounted.
-        return max(math.ceil(len(text) / self.ratio), words)
+        return max(by_chars, words)
 
     def estimate(self, messages: Sequence[Message]) -> int:
         return self.fixed + sum(self.text(m.get("content", "")) + self.per_message for m in messages)
 
-    def prompt(self, messages: Sequence[Message], cap: int | None = None) -> int:
-        """The prompt's size as sent. Characters are exact; tokens are the estimate while it is
-        clearly under `cap` (or with no cap), counted in full near it."""
+    def prompt(self, messages: Sequence[Message], cap: int | None = None, estimate: int | None = None) -> int:
+        """The prompt's size as sent. Characters are exact; tokens are the estimate (`estimate`
+        when the caller has it from sizes it keeps) while it is clearly under or over `cap` (or
+        with no cap), counted in full within `NEAR_CAP` of it."""
         if self.unit == "chars":
             self.measured["characters"] += 1
             return sum(len(m.get("content", "")) for m in messages)
         if self.ratio:
-            guess = self.estimate(messages)
-            if cap is None or guess < cap * (1 - NEAR_CAP):
+            guess = self.estimate(messages) if estimate is None else estimate
+            if cap is None or not cap * (1 - NEAR_CAP) <= guess <= cap * (1 + NEAR_CAP):
                 self.measured["estimate"] += 1
                 return guess
         return self.exact(messages)
@@ -141,10 +146,9 @@ class PromptMeter:
         self.measured["content+template_estimate"] += 1
         return sum(self.count_many([m.get("content", "") for m in messages])) + self.per_message * len(messages) + self.fixed
 
-    def correct(self, messages: Sequence[Message], counted: int) -> None:
-        """The engine counted `messages` (sent as estimated) as `counted` tokens: where the
-        estimate fell short, estimate denser text from now on (the ratio only ever falls)."""
-        estimated = self.estimate(messages)
+    def correct(self, estimated: int, counted: int) -> None:
+        """The engine counted a prompt sent as `estimated` tokens as `counted`: where the estimate
+        fell short, estimate denser text from now on (the ratio only ever falls)."""
         if self.ratio and counted > estimated > 0:
             self.ratio *= estimated / counted
 

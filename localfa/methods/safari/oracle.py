@@ -381,6 +381,16 @@ MUTANTS = [
     ),
     Mutant("threshold_zero", "evaluate threshold θ=70: every evaluation passes", "p07", spec="threshold=0"),
     Mutant("threshold_unreachable", "evaluate threshold θ=70: no evaluation passes", "cost", spec="threshold=100"),
+]
+
+#: Stages whose break no rule kills on the dev split (measured 2026-12-03, whole split, 32k, p = 1
+#: and p = 0.7 x 3 seeds; docs/methods/safari.md): kept out of `MUTANTS` with their figures, so a
+#: sweep can still run them (the long-trace set is where they are expected to die).
+NOT_KILLED = {
+    "no_result_summaries": "ceiling 1.000, p07 0.794 vs 0.783, calls 6.47 vs 6.57, prefill 44,756 vs 49,295: at 32k only 8 dev traces investigate past the first read",
+    "no_stm": "ceiling 1.000, p07 0.800 vs 0.783, calls 6.60 vs 6.57, prefill 50,529 vs 49,295: no dev investigation runs long enough for memory to matter",
+}
+SURVIVORS = [
     Mutant(
         "no_result_summaries",
         "context: older results are never summarised, whole turns are evicted instead",
