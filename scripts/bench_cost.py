@@ -119,7 +119,7 @@ def main() -> int:
         type=Path,
         default=None,
         metavar="FILE",
-        help="write the fitted cost models as a Python module (localfa/bench/cost_models.py)",
+        help="write the fitted cost models as JSON (localfa/bench/cost_models.json)",
     )
     ap.add_argument("--costs", type=Path, default=None, metavar="FILE", help="append every diagnosis's cost (JSON lines) to FILE")
     ap.add_argument(
@@ -200,17 +200,14 @@ def from_costs(path: Path) -> dict[str, tuple[list[TraceCost], dict[int, list[Tr
 
 
 def write_models(path: Path, models: dict[str, dict[str, tuple[float, float]]], measured: str) -> None:
-    """The fitted models as a small Python module (data only), for `localfa bench --estimate`."""
-    rows = "\n".join(
-        f"    {m!r}: {{{', '.join(f'{f!r}: ({a:.6g}, {b:.6g})' for f, (a, b) in figs.items())}}}," for m, figs in models.items()
-    )
-    text = (
-        '"""Per-method cost models for `localfa bench --estimate`: per-trace figure = a * tokens**b (tokens at\n'
-        '4 characters each). Written by `scripts/bench_cost.py --write-models`; do not edit by hand."""\n\n'
-        f"MEASURED = {measured!r}\n"
-        f"MODELS: dict[str, dict[str, tuple[float, float]]] = {{\n{rows}\n}}\n"
-    )
-    path.write_text(text, encoding="utf-8")
+    """The fitted models as JSON data (localfa/bench/cost_models.json), for `localfa bench --estimate`."""
+    data = {
+        "measured": measured,
+        "note": "Per-method cost models for `localfa bench --estimate`: per-trace figure = a * tokens**b (tokens at "
+        "4 characters each). Written by scripts/bench_cost.py --write-models; do not edit by hand.",
+        "models": {m: {f: [float(f"{a:.6g}"), float(f"{b:.6g}")] for f, (a, b) in figs.items()} for m, figs in models.items()},
+    }
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {path}", file=sys.stderr)
 
 

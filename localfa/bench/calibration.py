@@ -35,23 +35,17 @@ class Published:
     source: str
 
 
-# SAFARI paper (/work/shared/papers/000_*.txt), Table 4, claude-opus-4.6 with a 1M-token budget:
-# its own re-runs of the Who&When baselines on the full benchmark (126 algorithm-generated, 58
-# hand-crafted traces). One backbone for the baselines and for SAFARI's own figure.
-_SAFARI_T4 = "SAFARI paper, Table 4, claude-opus-4.6 (1M tokens), Who&When 126 algo + 58 hand"
-BASELINE_FIGURES: tuple[Published, ...] = (
-    Published("all-at-once", {ALGO: 0.444, HAND: 0.155}, _SAFARI_T4 + ' ("single shot")'),
-    Published("step-by-step", {ALGO: 0.349, HAND: 0.121}, _SAFARI_T4),
-)
-METHOD_FIGURES: tuple[Published, ...] = (
-    Published("safari", {ALGO: 0.484, HAND: 0.259}, _SAFARI_T4),
-    Published(
-        "falat",
-        {ALGO: 0.460, HAND: 0.291},
-        "FALAT paper, Table 2 headline: 46.0 algo (MiniMax 2.5), 29.1 hand (DeepSeek V3.2): two backbones, neither Claude",
-    ),
-    Published("drift", {}, "DRIFT paper reports TELBENCH span F1 and first-error accuracy only: no Who&When step accuracy"),
-)
+def _published() -> tuple[tuple[Published, ...], tuple[Published, ...]]:
+    """(fitted, predicted) figures from published_figures.toml beside this module (data, with sources)."""
+    import tomllib
+    from importlib import resources
+
+    rows = tomllib.loads(resources.files("localfa.bench").joinpath("published_figures.toml").read_text(encoding="utf-8"))["figure"]
+    figs = [(r["role"], Published(r["method"], {s: float(r[s]) for s in (ALGO, HAND) if s in r}, r["source"])) for r in rows]
+    return tuple(f for role, f in figs if role == "fitted"), tuple(f for role, f in figs if role == "predicted")
+
+
+BASELINE_FIGURES, METHOD_FIGURES = _published()
 P_GRID: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 SPREAD_GRID: tuple[float, ...] = (1.0, 2.0, 4.0, math.inf)
 LENGTH_GRID: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -95,11 +89,12 @@ def calibrate(
     p_grid: Sequence[float] = P_GRID,
     spread_grid: Sequence[float] = SPREAD_GRID,
     length_grid: Sequence[float] = LENGTH_GRID,
-    predict: Sequence[str] = ("safari", "falat", "drift"),
+    predict: Sequence[str] | None = None,
     concurrency: int = 64,
     say: Callable[[str], None] = lambda _: None,
 ) -> Calibration:
-    """Fit (p, spread, length) on the baselines (grid seeds), then run everything at the fit (`seeds`)."""
+    """Fit (p, spread, length) on the baselines (grid seeds), then run everything at the fit (`seeds`):
+    the fitted baselines and `predict` (default: every method published_figures.toml predicts)."""
     counts: dict[str, int] = {}
     for t in traces:
         counts[t.subset or ""] = counts.get(t.subset or "", 0) + 1
@@ -121,7 +116,8 @@ def calibrate(
                     best = (p, spread, length, loss)
     assert best is not None, "an empty calibration grid"
     p, spread, length, loss = best
-    specs = baselines + [MethodSpec.parse("binary-search")] + [s for s in map(MethodSpec.parse, predict) if _loads(s, say)]
+    wanted = predict if predict is not None else [f.method for f in METHOD_FIGURES]
+    specs = baselines + [s for s in map(MethodSpec.parse, wanted) if _loads(s, say)]
     records = sweep_records(out / "fitted", traces, specs, seeds, engine_spec(p, spread, length), concurrency)
     simulated = {s.label: subset_accuracy(records, s.label) for s in specs}
     return Calibration(p, spread, length, loss, counts, grid, simulated)
@@ -145,7 +141,7 @@ def calibration_lines(c: Calibration) -> list[str]:
         f"fitted p={c.p:g} spread={spread} length={c.length:g} loss={c.loss:.4f} "
         f"(engine {engine_spec(c.p, c.spread, c.length)}; grid of {len(c.grid)} points; traces {c.counts})"
     ]
-    for fig in (*BASELINE_FIGURES, Published("binary-search", {}, "not in the source table: simulated only"), *METHOD_FIGURES):
+    for fig in (*BASELINE_FIGURES, *METHOD_FIGURES):
         sim = c.simulated.get(fig.method)
         if sim is None:
             continue

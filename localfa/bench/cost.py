@@ -126,8 +126,9 @@ def make_oracle() -> Engine:
     """The honest oracle (p = 1) with no window of its own: the pricing wrapper checks the
     window on real token counts, the oracle's own check would use 4 characters a token."""
     from localfa.engine.factory import make_engine
+    from localfa.oracle.engine import OracleEngine
 
-    engine = make_engine("oracle", say=lambda _: None)
+    engine = make_engine(OracleEngine.name, say=lambda _: None)
     engine.max_model_len = None
     return engine
 

@@ -3,7 +3,7 @@
 No model runs and no method runs. Each method's per-trace calls, prompt tokens, uncached prefill
 and completion tokens follow a power law of the trace's length (``a * tokens**b``, tokens at 4
 characters each, so no tokenizer is needed), fitted by `scripts/bench_cost.py --write-models`
-on the oracle with a real tokenizer and prefix-cache replay (`localfa.bench.cost_models`, with
+on the oracle with a real tokenizer and prefix-cache replay (`cost_models.json`, with
 the date and data it was measured on). Summed over the traces given, they give the totals;
 divided by a serving profile's prefill and decode rates they give a range of GPU time.
 
@@ -14,9 +14,11 @@ aggregate rate of a batched server (many traces' calls decoding at once), not on
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from localfa.tokens import approx_tokens
 from localfa.traces.lineview import step_record
@@ -79,6 +81,15 @@ class Estimate:
         return fast, slow
 
 
+@lru_cache(maxsize=1)
+def cost_models() -> dict[str, Any]:
+    """The fitted models (cost_models.json beside this module: data written by
+    `scripts/bench_cost.py --write-models`): {"measured": how, "models": {method: {figure: [a, b]}}}."""
+    from importlib import resources
+
+    return json.loads(resources.files("localfa.bench").joinpath("cost_models.json").read_text(encoding="utf-8"))
+
+
 def trace_size(trace: Trace) -> int:
     """The trace's records in 4-character tokens, as the cost models were fitted."""
     return sum(approx_tokens(step_record(s)) for s in trace.steps)
@@ -86,12 +97,11 @@ def trace_size(trace: Trace) -> int:
 
 def estimate(traces: Sequence[Trace], methods: Sequence[str]) -> list[Estimate]:
     """One `Estimate` per method spec (its base name picks the model; options are not modelled)."""
-    from localfa.bench.cost_models import MODELS
-
+    models = cost_models()["models"]
     sizes = [trace_size(t) for t in traces]
     out = []
     for spec in methods:
-        model = MODELS.get(spec.split(":", 1)[0].strip())
+        model = models.get(spec.split(":", 1)[0].strip())
         est = Estimate(spec, len(traces), modelled=model is not None)
         for figure, (a, b) in (model or {}).items():
             setattr(est, figure, sum(a * max(x, 1) ** b for x in sizes))
@@ -105,8 +115,7 @@ def _hours(seconds: float) -> str:
 
 def estimate_lines(traces: Sequence[Trace], methods: Sequence[str], profile: str | None = None) -> list[str]:
     """The lines `localfa bench --estimate` prints: one per method, then the rates assumed."""
-    from localfa.bench.cost_models import MEASURED
-
+    measured = cost_models()["measured"]
     name = Path(profile).stem if profile and profile.endswith(".toml") else (profile or DEFAULT_PROFILE)
     rates = THROUGHPUT.get(name)
     if rates is None:
@@ -128,5 +137,5 @@ def estimate_lines(traces: Sequence[Trace], methods: Sequence[str], profile: str
         f"# {name}: {rates.model}; prefill {rates.prefill[0]:,.0f}-{rates.prefill[1]:,.0f} tok/s, decode "
         f"{rates.decode[0]:,.0f}-{rates.decode[1]:,.0f} tok/s aggregate ({rates.source})"
     )
-    lines.append(f"# cost models: {MEASURED}")
+    lines.append(f"# cost models: {measured}")
     return lines

@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-from localfa.bench.cost_models import MODELS
+from localfa.bench.estimate import cost_models
+
+MODELS = cost_models()["models"]
 from localfa.bench.estimate import THROUGHPUT, Estimate, estimate, estimate_lines, trace_size
 from tests.bench.test_longruns import small_run
 

@@ -55,7 +55,8 @@ def test_window_budget_and_head_refusal_in_process(vllm_engine, whowhen):
     jobs = [method_job(vllm_engine, method, MethodContext(trace, seed=3, budget=b), key=str(b)) for b in (None, "500")]
     results = dict(run_jobs(vllm_engine, jobs))
     rec, refused = results["None"], results["500"]
-    limit = vllm_engine.max_model_len - 2 * SafariLimits().turn_max_tokens() - 64
+    limits: SafariLimits = method.for_model(vllm_engine.method_defaults).options.limits  # the profile's (analysis 300)
+    limit = vllm_engine.max_model_len - 2 * limits.turn_max_tokens() - 64
     assert rec.error is None and rec.stop_reason in ("submitted", "forced")
     assert (rec.details["budget"], rec.details["budget_limit"], rec.details["trace_fits"]) == ("window", limit, False)
     first = rec.transcript[0]

@@ -109,3 +109,19 @@ def test_the_honest_oracle_ceiling_falls_when_read_or_search_is_broken(whowhen):
     assert _ceiling(traces) == 1.0
     assert _ceiling(traces, mutants["read_shows_no_lines"].patch) < 1.0
     assert _ceiling(traces, mutants["search_literal_step_id_only"].patch) < 1.0
+
+
+def test_older_results_are_summarised_before_turns_are_evicted_and_the_newest_stays_raw():
+    trace = make_trace(40, long=30)
+    reads = [turn({"name": "read", "offset": 10 * i, "limit": 5}, {}) for i in range(6)]
+    diag, engine = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="14000c")
+    assert diag.details["summarised_results"] > 0 and diag.details["evicted_turns"] == 0
+    last = [r for r in engine.requests if r.grammar.name == "safari_turn"][-1].messages
+    assert any("was summarised away to keep room" in m["content"] for m in last)
+    assert any("read(offset=50, limit=5) returned:" in m["content"] for m in last)  # the newest result, raw
+    assert sum(m["role"] == "assistant" for m in last) == 1 + 7  # the bootstrap and every model turn kept
+
+
+def test_each_turn_records_how_its_prompt_was_measured():
+    diag, _ = run_one(Script([turn(READ, {}), turn(EVAL, {}), turn(SUBMIT, {})]), make_trace(), budget="100000")
+    assert all(e["prompt_measure"] == "estimate" for e in diag.transcript if isinstance(e["turn"], int))

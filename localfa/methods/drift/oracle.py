@@ -263,7 +263,7 @@ def _ledger(ask: Ask, late: bool = False) -> dict[str, Any]:
             continue
         earlier = [shown.folded[j] for j in shown.order if j < i]
         text = fault if i == ask.mistake_step and fault else first_new_words(shown.text[i], earlier)
-        text = clip(text, int(item["text"].get("maxLength", PHRASE_CHARS)))
+        text = clip_to(item["text"], clip(text, PHRASE_CHARS))
         if len(text) < int(item["text"].get("minLength", 1)) or fold(text) in recorded:
             continue
         where = shown.first_holding(text)
