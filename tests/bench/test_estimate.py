@@ -10,11 +10,10 @@ import time
 
 import pytest
 
-from localfa.bench.estimate import cost_models
+from localfa.bench.estimate import THROUGHPUT, Estimate, cost_models, estimate, estimate_lines, trace_size
+from tests.bench.test_longruns import small_run
 
 MODELS = cost_models()["models"]
-from localfa.bench.estimate import THROUGHPUT, Estimate, estimate, estimate_lines, trace_size
-from tests.bench.test_longruns import small_run
 
 LOCALFA = [sys.executable, "-m", "localfa"]
 

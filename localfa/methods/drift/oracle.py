@@ -35,7 +35,7 @@ from localfa.methods.baselines import HUMAN_NAMES
 from localfa.methods.drift.spans import step_text
 from localfa.methods.fencing import fenced_blocks
 from localfa.oracle.mutants import Mutant, patched
-from localfa.oracle.policy import Ask, Policy, PolicyError, Rule, clip, max_length, nearby_other, node_ints, schema_field
+from localfa.oracle.policy import Ask, Policy, PolicyError, Rule, clip, clip_to, max_length, nearby_other, node_ints, schema_field
 from localfa.traces.model import Trace, normalize_agent
 
 _SPAN = re.compile(r"^Span (\d+) \(steps? (\d+)(?:-(\d+))?\):$", re.M)
