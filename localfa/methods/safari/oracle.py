@@ -13,8 +13,8 @@ recognise the labelled decisive step only where their prompt shows it, and their
 - evaluator (``eval/E/Q``): judges the reasoning in its prompt: a quote verbatim from the
   labelled step's record, attributed to the step the claim is about, scores 90; a quote from
   elsewhere 20; no reasoning or no quote 30 (no confident verdict). Wrong: the opposite call.
-- forced final (``final``): the labelled step if the prompt shows its lines, else the nearest
-  step the prompt shows. Wrong: another admitted step nearby.
+- forced final (``final``): the labelled step if a read result in the prompt shows its lines,
+  else (not recognised: a search hit is only a pointer) the nearest other step the prompt shows. Wrong: another admitted step nearby.
 
 `MUTANTS` break one stage or rule each (`localfa.oracle.mutants`).
 """
@@ -37,9 +37,13 @@ from localfa.oracle.policy import Ask, Policy, Rule, clip, clip_to, nearby_other
 from localfa.traces.lineview import LineView, SearchResult, Shown, shown_lines, step_record
 
 QUOTE_CHARS = 200
+#: A search whose hits fall in at most this many steps is worth reading around (a careful model
+#: does not chase a term that occurs all over the run).
+SELECTIVE_STEPS = 6
 _QUOTED = re.compile(r"“([^”]{12,})”")
 _STEP_IN = re.compile(r"\bstep (\d+)\b", re.IGNORECASE)
 _TERM = re.compile(r"\b(?:\d[\d.,:/-]*\d|[A-Z][A-Za-z0-9_-]{4,}|[a-z][a-z0-9_-]{7,})\b")
+_PAST_READ = re.compile(r"read\(offset=(\d+), limit=(\d+)\)")  # a read as the STM lists past tool calls
 _NOT_TERMS = {"step_id", "assistant", "observation", "content", "tool_calls", "parent_span_id", "function"}
 # Wording of SAFARI's own tool results (prompts/safari/observation.j2), as a model reads them.
 _PASSED = "Your hypothesis holds"
@@ -80,7 +84,11 @@ class _Shown:
                 else:
                     self.hits.append((line, step, text))
         self.last = self.exchanges[-1][1] if self.exchanges else ""
-        self.task = messages[1].get("content", "") if len(messages) > 1 else ""
+        # The past tool calls the STM lists (they outlive the turns evicted from the conversation).
+        self.past_calls = ask.prompt.rpartition("past_tool_calls")[2]
+        opening = messages[1].get("content", "") if len(messages) > 1 else ""
+        # The task is what the TASK block quotes; the prompt's own wording around it is no search term.
+        self.task = next((text for label, text in fenced_blocks(opening) if label == "TASK"), opening)
 
     def read_lines(self) -> set[int]:
         return {line for rows in self.read.values() for line, _ in rows}
@@ -117,8 +125,42 @@ def _evaluate_closed(shown: _Shown) -> bool:
     return EVALUATE_CLOSED in shown.last or _REFUSED in shown.last
 
 
+def _read_ranges(shown: _Shown) -> list[tuple[int, int]]:
+    """[start, end) of every read the prompt's own calls made (the bootstrap read included): the
+    model knows what it read from its calls even after their results were summarised away."""
+    out = [(int(offset), int(offset) + int(limit)) for offset, limit in _PAST_READ.findall(shown.past_calls)]
+    for call in shown.calls:
+        if call.get("name") == "read":
+            start = int(call.get("offset", 0))
+            out.append((start, start + int(call.get("limit", 0))))
+    return out
+
+
+def _traced_back_to(shown: _Shown, last_line: int) -> int:
+    """The first line of the contiguous stretch the reads cover that ends at the run's end: how
+    far the run has been traced backwards."""
+    start = last_line + 1
+    ranges = _read_ranges(shown)
+    while reaching := [lo for lo, hi in ranges if lo < start <= hi]:
+        start = min(reaching)
+    return start
+
+
+def _selective(hits: list[tuple[int, int, str]]) -> bool:
+    """A search worth following: its hits fall in a few steps (a term found everywhere points nowhere)."""
+    return 0 < len({step for _, step, _ in hits}) <= SELECTIVE_STEPS
+
+
+def _crowded(hits: list[tuple[int, int, str]]) -> bool:
+    """A search whose hits fall in too many steps to follow."""
+    return len({step for _, step, _ in hits}) > SELECTIVE_STEPS
+
+
 def _explore(ask: Ask, shown: _Shown) -> dict[str, Any]:
-    """The next investigating move, built only from what the prompt shows."""
+    """The next investigating move, built only from what the prompt shows: read the earliest step
+    a selective search pointed to; else search a term it was shown (STEP 2), and after a search
+    whose hits crowd too many steps to follow, trace backwards from the end with the largest read
+    allowed (a run full of its own vocabulary cannot be narrowed down by words alone)."""
     read = _tool_schema(ask, "read")["properties"]
     limit = node_ints(read["limit"])[-1]
     last_line = node_ints(read["offset"])[-1]
@@ -128,19 +170,33 @@ def _explore(ask: Ask, shown: _Shown) -> dict[str, Any]:
     def fresh(call: dict[str, Any]) -> bool:
         return json.dumps(call, sort_keys=True) not in made
 
-    pointed = sorted((line, step) for line, step, _ in shown.hits if step not in shown.read)
-    for line, _ in pointed:  # the earliest step a search pointed to: read around it
+    pointed = sorted(
+        (line, step)
+        for call, result in shown.exchanges
+        if call.get("name") == "search" and _selective(hits := shown_lines(result))
+        for line, step, _ in hits
+        if step not in shown.read
+    )
+    for line, _ in pointed:  # the earliest step a selective search pointed to: read around it
         call = {"name": "read", "offset": max(0, line - limit // 4), "limit": limit}
         if fresh(call):
             return call
+    traced = _traced_back_to(shown, last_line)
+    # A term found all over the run narrows nothing down: after such a search, one read backwards.
+    last_call, last_result = shown.exchanges[-1] if shown.exchanges else ({}, "")
+    crowded = last_call.get("name") == "search" and _crowded(shown_lines(last_result))
     searched = shown.searched()
     pattern_node = _tool_schema(ask, "search")["properties"]["pattern"]
+    if traced > 0 and crowded:  # trace backwards: the lines before the stretch read from the end
+        return {"name": "read", "offset": max(0, traced - limit), "limit": limit}
     for term in shown.terms():  # STEP 2: search before reading on (PROHIBITION G: no scanning)
         pattern = clip_to(pattern_node, regex.escape(term))
         if pattern not in searched:
             return {"name": "search", "pattern": pattern}
     earliest = min(read_lines, default=last_line + 1)
-    if earliest > 0:  # trace backwards: the lines before the earliest read
+    if traced > 0:
+        return {"name": "read", "offset": max(0, traced - limit), "limit": limit}
+    if earliest > 0:
         return {"name": "read", "offset": max(0, earliest - limit), "limit": limit}
     gaps = [n for n in range(0, last_line + 1) if n not in read_lines]
     for n in gaps:
@@ -278,9 +334,10 @@ def _final_answer(ask: Ask, step: int) -> dict[str, Any]:
 def _final(ask: Ask) -> dict[str, Any]:
     admitted = schema_ints(ask.grammar, "step_id")
     shown = _Shown(ask)
-    visible = [s for s in admitted if s in shown.read or any(s == h for _, h, _ in shown.hits)]
-    if ask.mistake_step in visible:
+    if ask.mistake_step in shown.read and ask.mistake_step in admitted:
         return _final_answer(ask, ask.mistake_step)
+    # Not recognised (a search hit is a pointer, not a reading): the nearest other step shown.
+    visible = [s for s in admitted if s != ask.mistake_step and (s in shown.read or any(s == h for _, h, _ in shown.hits))]
     return _final_answer(ask, nearest(visible or admitted, ask.mistake_step))
 
 
@@ -318,7 +375,7 @@ POLICY = Policy(
             r"final",
             _final,
             _final_wrong,
-            says="the labelled step if its lines are shown, else the nearest step shown",
+            says="the labelled step if a read shows its lines, else the nearest other step shown",
             wrong_says="another admitted step within 3 of it",
         ),
     ],
@@ -385,7 +442,8 @@ MUTANTS = [
 
 #: Stages whose break no rule kills on the dev split (measured 2026-12-03, whole split, 32k, p = 1
 #: and p = 0.7 x 3 seeds; docs/methods/safari.md): kept out of `MUTANTS` with their figures, so a
-#: sweep can still run them (the long-trace set is where they are expected to die).
+#: sweep can still run them. On long runs (issue 36, 6 dev traces grown to 2x and 5x a 32k window)
+#: both die at p = 1 (docs/methods/safari.md); a mutant sweep over long runs would register them.
 NOT_KILLED = {
     "no_result_summaries": "ceiling 1.000, p07 0.794 vs 0.783, calls 6.47 vs 6.57, prefill 44,756 vs 49,295: at 32k only 8 dev traces investigate past the first read",
     "no_stm": "ceiling 1.000, p07 0.800 vs 0.783, calls 6.60 vs 6.57, prefill 50,529 vs 49,295: no dev investigation runs long enough for memory to matter",
