@@ -62,7 +62,9 @@ from localfa.methods.registry import MethodSpec  # noqa: E402 - after the venv c
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "whowhen"
-DEFAULT_METHODS = "safari,falat,drift,all-at-once,step-by-step,binary-search"  # scale:K budgets: --long (on Who&When they fall below the opening prompt)
+DEFAULT_METHODS = (
+    "safari,falat,drift,all-at-once,step-by-step,binary-search"  # scale:K budgets: --long (on Who&When they fall below the opening prompt)
+)
 DEFAULT_P = "1.0,0.9,0.7,0.5"
 
 
