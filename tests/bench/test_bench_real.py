@@ -25,7 +25,7 @@ def test_bench_then_report_on_real_model(whowhen, tmp_path):
         "--methods",
         "all-at-once:max_chars=6000,safari:max_turns=3",
         "--limit",
-        "4",
+        "2",
         "--seeds",
         "0",
         "--out",
@@ -37,7 +37,7 @@ def test_bench_then_report_on_real_model(whowhen, tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-4000:]
     records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
-    assert len(records) == 16  # 4 + 4 traces x 2 methods x 1 seed
+    assert len(records) == 8  # 2 + 2 traces x 2 methods x 1 seed
     assert {r["subset"] for r in records} == {"algorithm-generated", "hand-crafted"}
     assert not [r for r in records if r["error"]]
     manifest = json.loads((run / "manifest.json").read_text())
