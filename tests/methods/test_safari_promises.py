@@ -209,7 +209,9 @@ def test_a_real_tokenizer_and_chat_template_keep_token_dense_prompts_within_the_
     sent = [engine.count_prompt_tokens(r.messages) for r in engine.requests if r.grammar.name != "safari_verdict"]
     assert diag.error is None and len(sent) >= 9
     assert max(sent) <= 6000 and diag.details["largest_prompt"] == max(sent)
-    assert diag.details["prompt_measure"] == "chat_template"
+    # prompts near or over the cap were counted in full with the chat template (never cut on an estimate)
+    assert diag.details["prompt_measure"].get("chat_template", 0) >= 1
+    assert set(diag.details["prompt_measure"]) <= {"estimate", "chat_template"}
 
 
 # ---- 3. the paper's evaluator, whole --------------------------------------------------------------

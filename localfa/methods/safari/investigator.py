@@ -421,6 +421,10 @@ class Investigation:
         while True:
             msgs = self.history.messages(tail)
             size = self.meter.prompt(msgs, cap, self.history.size(tail) + self.meter.fixed)
+            if cap is not None and size > cap and self.meter.unit == "tokens" and self.meter.ratio:
+                # Nothing is cut on an estimate alone: this trace's ratio can be far off for the
+                # prompt's own prose (a trace of hex text is ~1 character a token, English ~4).
+                size = self.meter.exact(msgs)
             if cap is None or size <= cap:
                 self.largest_prompt = max(self.largest_prompt, size)
                 self.seen_steps |= self.history.shown_steps()  # what this prompt shows, the newest result included
