@@ -8,12 +8,16 @@ the run exactly apart from timings. Segmentation is on, so all four stages can r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from localfa.methods.drift.audit import STAGES
 from tests.methods.real_cli import diagnose_twice_same_seed
 
 pytestmark = pytest.mark.real
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
 
 def _check(rec, trace):
@@ -48,6 +52,8 @@ def _check(rec, trace):
     assert (details["first_error_span"] is None) == (details["no_error_reason"] is not None)
 
 
-def test_diagnose_two_dev_traces_twice_same_seed(whowhen, tmp_path):
-    paths = [whowhen / "algorithm-generated" / "1.json", whowhen / "algorithm-generated" / "2.json"]
+def test_diagnose_two_whowhen_traces_twice_same_seed(tmp_path):
+    # one short run of each Who&When subset: on two CPU cores the 135M model prefills ~100 tokens/s,
+    # and two runs of algorithm-generated/1 and /2 took 7.4 minutes
+    paths = [FIXTURES / "whowhen_algorithm.json", FIXTURES / "whowhen_handcrafted.json"]
     diagnose_twice_same_seed(paths, tmp_path, "drift:chunk_tokens=1024:max_checked_claims=4:segment=true", _check)

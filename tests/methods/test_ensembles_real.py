@@ -14,7 +14,7 @@ SPEC = "cascade:stages=all-at-once*3>safari(max_turns=2;min_investigate_turns=0)
 
 
 def test_cascade_on_the_embedded_model(whowhen, tmp_path):
-    [rec], _ = diagnose_cli([whowhen / "algorithm-generated" / "1.json"], tmp_path / "c.jsonl", SPEC)
+    [rec], _ = diagnose_cli([whowhen / "algorithm-generated" / "21.json"], tmp_path / "c.jsonl", SPEC)
     assert rec["error"] is None, rec["error"]
     d = rec["details"]
     stage1 = d["stages"][0]
