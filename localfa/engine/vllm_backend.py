@@ -343,7 +343,7 @@ def _compile_grammars_synchronously(llm: object) -> bool:
     """Make vLLM compile each grammar before scheduling its request (in-process engine only).
 
     vLLM compiles grammars in a thread pool and schedules a request once its grammar is ready,
-    so which requests share a forward pass depends on compile timing; on CPU (bf16) a different
+    so which requests share a forward pass depends on compile timing; on CPU a different
     batch composition changes the numerics enough to change sampled tokens. Compiling inline
     makes batch composition, and so the output for a fixed seed, independent of timing.
     Returns False when this vLLM version does not expose the switch (then runs may differ).

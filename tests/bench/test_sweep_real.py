@@ -23,7 +23,7 @@ def answers(records) -> dict:
 
 def test_records_do_not_depend_on_concurrency_when_batches_are_the_same(vllm_engine, whowhen, tmp_path):
     """--concurrency 4 and 16 put the same 4 traces in the same batches: identical records. With
-    --concurrency 1 the batches differ, which on bf16 can flip a sampled token now and then (the
+    --concurrency 1 the batches differ, which can flip a sampled token now and then (the
     README says so): the same records by key, each valid, is what holds there."""
     files = sorted((whowhen / "algorithm-generated").glob("*.json"), key=lambda f: f.stat().st_size)[:4]
     traces = [load_trace(f) for f in files]
