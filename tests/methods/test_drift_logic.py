@@ -86,6 +86,24 @@ def run_one(script, trace=None, **options):
 # ---- the ledger -----------------------------------------------------------------------------------
 
 
+def test_an_answer_cut_at_its_token_bound_is_a_recorded_bound_and_one_more_call_of_its_stage():
+    """The engine asks a truncated answer again with more room; the run names the stage and the
+    request, so a stage's calls still add up (found on the real 135M model, whose ledger filled
+    its bound with junk claims)."""
+    cut = {"drift/ledger/0": 1}
+
+    def script(req):
+        if cut.get(req.key):
+            cut[req.key] -= 1
+            return ('{"new_claims":[', "length")
+        return Script()(req)
+
+    diag, _ = run_one(script)
+    assert diag.error is None
+    assert diag.details["bounds_hit"]["max_tokens_retry"] == [{"stage": "ledger", "key": "drift/ledger/0"}]
+    assert diag.details["cost"]["ledger"]["calls"] == len(diag.details["ledger_chunks"]) + 1
+
+
 def test_ledger_merges_the_same_claim_across_chunks_into_one_entry():
     first = {"new_claims": [new_claim("The population is 170,000.", 1, 1, [2])]}
     again = {"new_claims": [new_claim("the population is 170,000", 4, 4, [5], status="finalized")], "updates": []}

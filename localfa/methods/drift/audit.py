@@ -152,6 +152,8 @@ class Audit:
         responses: list[Response] = yield requests
         for r in responses:
             self.cost[stage].add(r.usage)
+            if r.retried:  # its answer ran into max_tokens and was asked again with more room: two calls
+                self._bound("max_tokens_retry", {"stage": stage, "key": r.key})
         return responses
 
     def _tokens(self, messages: Messages) -> int:
