@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from localfa.methods.falat.candidates import PASSIVE_JUDGED
+from localfa.methods.falat.method import ALL_PASSIVE_WARNING
 from localfa.view.page import build_page
 from localfa.view.records import group_records
 from tests.methods.real_cli import diagnose_twice_same_seed
@@ -44,7 +45,8 @@ def _check(rec, trace):
     opts = d["options"]  # the strong-model defaults, overridden by the embedded model's profile, then the spec
     assert opts["profile"] == "cpu-embedded" and opts["from_profile"]["rank_step_tokens"] == 200
     assert opts["values"]["pair_quota"] == 1 and "pair_quota" not in opts["from_profile"]
-    assert d["context_window"] == {"tokens": 8192, "source": "engine"} and d["warnings"] == []
+    assert d["context_window"] == {"tokens": 8192, "source": "engine"}
+    assert set(d["warnings"]) <= {ALL_PASSIVE_WARNING}  # the 135M model may judge every step of a short run passive
     assert d["window"] == 5 and d["windows"][0][0] == 0 and d["windows"][-1][1] == n - 1
     recorded = [m["index"] for m in d["mid_level"]]  # the steps the search ended near, in order; the rest counted
     assert recorded == sorted(set(recorded)) and len(recorded) + d["mid_level_left_out"] == n

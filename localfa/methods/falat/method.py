@@ -46,6 +46,8 @@ from localfa.methods.falat.windows import (
 )
 from localfa.templates import render
 
+ALL_PASSIVE_WARNING = "every window judged all its steps passive: that judgement was overruled, every answerable step counts as active"
+
 METHOD = "falat"
 RANKING_KEPT = 30  # ranked candidates a record lists (the rest counted)
 JUDGED_PASSIVE_STAYS = True  # issue 34: a window's passive judgement lowers a step's rank, never removes it
@@ -229,9 +231,7 @@ class _Run:
         )
         warnings = [w for w in [self.window.warning()] if w]
         if all_judged_passive:
-            warnings.append(
-                "every window judged all its steps passive: that judgement was overruled, every answerable step counts as active"
-            )
+            warnings.append(ALL_PASSIVE_WARNING)
         details = {
             "context_window": {"tokens": self.window.tokens, "source": self.window.source},
             "warnings": warnings,
