@@ -11,6 +11,12 @@ from typing import Any
 
 TIMING_KEYS = {"wall_s", "finished_at"}
 
+# One short run of each Who&When subset (5 and 6 steps), for the twice-same-seed tests: on two CPU
+# cores the 135M model prefills ~100 tokens/s, and two runs of two dev traces took 7-12 minutes a
+# method. SAFARI on the smallest dev runs is in tests/bench/test_bench_real.py.
+_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+SHORT_WHOWHEN = [_FIXTURES / "whowhen_algorithm.json", _FIXTURES / "whowhen_handcrafted.json"]
+
 
 def diagnose_cli(
     traces: list[Path], out: Path, method: str, *extra: str, seed: int = 7, timeout_s: int = 1200

@@ -9,16 +9,13 @@ the run exactly apart from timings. Segmentation is on, so all four stages can r
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from localfa.methods.drift.audit import STAGES
-from tests.methods.real_cli import diagnose_twice_same_seed
+from tests.methods.real_cli import SHORT_WHOWHEN, diagnose_twice_same_seed
 
 pytestmark = pytest.mark.real
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
 
 def _check(rec, trace):
@@ -56,7 +53,4 @@ def _check(rec, trace):
 
 
 def test_diagnose_two_whowhen_traces_twice_same_seed(tmp_path):
-    # one short run of each Who&When subset: on two CPU cores the 135M model prefills ~100 tokens/s,
-    # and two runs of algorithm-generated/1 and /2 took 7.4 minutes
-    paths = [FIXTURES / "whowhen_algorithm.json", FIXTURES / "whowhen_handcrafted.json"]
-    diagnose_twice_same_seed(paths, tmp_path, "drift:chunk_tokens=1024:max_checked_claims=4:segment=true", _check)
+    diagnose_twice_same_seed(SHORT_WHOWHEN, tmp_path, "drift:chunk_tokens=1024:max_checked_claims=4:segment=true", _check)

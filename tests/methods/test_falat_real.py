@@ -8,24 +8,18 @@ exactly apart from timings. One short run of each Who&When subset keeps the test
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from localfa.methods.falat.candidates import PASSIVE_JUDGED
 from localfa.methods.falat.method import ALL_PASSIVE_WARNING
 from localfa.view.page import build_page
 from localfa.view.records import group_records
-from tests.methods.real_cli import diagnose_twice_same_seed
+from tests.methods.real_cli import SHORT_WHOWHEN, diagnose_twice_same_seed
 
 pytestmark = pytest.mark.real
 
 LABELS = {"follow_up", "redundancy", "no_influence", "error_shift", "correction", "dead_end"}
 ROLES = {"ROOT_CAUSE", "PROPAGATION", "SYMPTOM", "CONTRIBUTING"}
-# One short run of each Who&When subset (5 and 6 steps): on two CPU cores the 135M model prefills
-# ~100 tokens/s, and two runs of algorithm-generated/1 and hand-crafted/6 took 11 minutes.
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
-TRACES = (FIXTURES / "whowhen_algorithm.json", FIXTURES / "whowhen_handcrafted.json")
 # Every stage runs. The embedded model's profile (serving/profiles/cpu-embedded.toml) sizes the
 # bounds; one pair per candidate each way, shorter step text and short texts (the 135M model
 # writes every string to its bound) keep two CPU runs of two traces in CI's time. Canonical:
@@ -90,4 +84,4 @@ def _check(rec, trace):
 
 
 def test_falat_diagnose_two_whowhen_traces_twice_same_seed(tmp_path):
-    diagnose_twice_same_seed(list(TRACES), tmp_path, LEAN, _check)
+    diagnose_twice_same_seed(SHORT_WHOWHEN, tmp_path, LEAN, _check)

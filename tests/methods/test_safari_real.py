@@ -6,15 +6,11 @@ parses under the grammar, the answer is a step of the trace, and a fixed seed re
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.methods.real_cli import diagnose_cli, without_timing
+from tests.methods.real_cli import SHORT_WHOWHEN, diagnose_cli, without_timing
 
 pytestmark = pytest.mark.real
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
 
 def _diagnose(traces, out, *extra):
@@ -24,10 +20,7 @@ def _diagnose(traces, out, *extra):
 def test_diagnose_two_whowhen_traces_twice_same_seed(tmp_path):
     from localfa.traces.load import load_trace
 
-    # One short run of each Who&When subset: on two CPU cores the 135M model prefills ~100 tokens/s,
-    # and two runs of algorithm-generated/1 and hand-crafted/1 took 9.5 minutes. SAFARI on the
-    # smallest dev runs is in tests/bench/test_bench_real.py, on a run past the window just below.
-    traces = [FIXTURES / "whowhen_algorithm.json", FIXTURES / "whowhen_handcrafted.json"]
+    traces = SHORT_WHOWHEN  # SAFARI past the window: test_window_budget_and_head_refusal_in_process
     first, stderr = _diagnose(traces, tmp_path / "a.jsonl")
     assert "engine vllm" in stderr
     assert len(first) == 2
