@@ -131,7 +131,7 @@ class _Growth:
         run = 0
         while tokens - used > 24:
             nxt = self.rng.choice(self.after[agent])
-            while nxt == agent and run >= MAX_SAME_SPEAKER:
+            while nxt == agent and run >= MAX_SAME_SPEAKER and len(self.after) > 1:  # a run of one agent only speaks on
                 nxt = self.rng.choice(list(self.after))
             run = run + 1 if nxt == agent else 1
             agent = nxt

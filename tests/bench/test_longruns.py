@@ -142,3 +142,14 @@ def test_the_run_still_opens_with_its_task_and_closes_with_its_answer():
     grown = lengthen(run, 9_000, 4_000, seed=5)
     assert grown.steps[0].content == run.steps[0].content
     assert grown.steps[-1].content == run.steps[-1].content
+
+
+def test_a_run_of_one_agent_grows_without_hanging():
+    """algorithm-generated/35 has one agent only: the rule that hands the turn on after a few
+    steps of one speaker had nobody to hand it to, and the mutant sweep's long runs never ended."""
+    base = small_run()
+    steps = [s.model_copy(update={"agent": "Solo"}) for s in base.steps]
+    labels = base.labels.model_copy(update={"mistake_agent": "Solo"}) if base.labels else None
+    solo = base.model_copy(update={"steps": steps, "labels": labels})
+    grown = lengthen(solo, 8_000, 4_000)
+    assert {s.agent for s in grown.steps} == {"Solo"} and abs(tokens_before(grown, grown.labels.mistake_step) - 4_000) < 600
