@@ -7,7 +7,10 @@ method and every mutant are swept on the same traces, each variant in its own ru
   and the cost (calls and prompt tokens per trace, from the records' usage);
 - ``OUT/METHOD/VARIANT/p=0.7-real/``: p = 0.7 under the realistic error model, seeds 0, 1, 2 (or
   the `seeds` given: more seeds where a stage's effect is near the 3-point rule): the step accuracy
-  the kill rule `p07` compares.
+  the kill rule `p07` compares;
+- ``OUT/METHOD/VARIANT/long-Mx/``: for a method with a mutant marked `long`, the honest oracle on
+  the traces grown so the fault sits at M x a 32k window (`LONG_MULTIPLES`): the ceiling the kill
+  rule `long` compares.
 
 A mutant is applied in-process around its sweeps (`Mutant.patch()`, and `Mutant.method_spec` for
 spec options), and judged against the intact figures by `localfa.oracle.mutants.killed_by`.
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from localfa.bench.longruns import grown_for_depth
 from localfa.bench.metrics import score_record
 from localfa.bench.report import load_run
 from localfa.bench.sweep import run_sweep
@@ -28,11 +32,14 @@ from localfa.engine.factory import make_engine
 from localfa.methods.registry import MethodSpec
 from localfa.oracle.mutants import Figures, KillRule, Mutant, killed_by
 from localfa.results import ResultRecord
+from localfa.traces.longruns import window_depths
 from localfa.traces.model import Trace
 
 INTACT = "intact"
 NOISY_P = 0.7
 NOISY_SEEDS: tuple[int, ...] = (0, 1, 2)
+LONG_WINDOW = 32768
+LONG_MULTIPLES: tuple[float, ...] = (2.0, 5.0)  # past the window: where memory and summaries must work
 
 
 @dataclass
@@ -87,8 +94,10 @@ def measure(
     noise: str = "real",
     concurrency: int = 64,
     seeds: Sequence[int] = NOISY_SEEDS,
+    long: bool = False,
 ) -> Variant:
-    """Sweep one variant (at p = 1, and at p = 0.7 unless `noisy` is False) and measure it."""
+    """Sweep one variant (at p = 1, at p = 0.7 unless `noisy` is False, and with `long` at p = 1 on
+    long runs) and measure it."""
     started = time.perf_counter()
     spec = MethodSpec.parse(mutant.method_spec(method) if mutant else method)
     where = out / method / (INTACT if mutant is None else mutant.name)
@@ -99,14 +108,27 @@ def measure(
             if noisy
             else []
         )
+        long_records = long_runs(where, traces, spec, concurrency) if long else []
     figures = Figures(
         ceiling=step_accuracy(exact),
         noisy_accuracy=step_accuracy(noisy_records) if noisy else None,
         calls_per_trace=per_trace(exact, "calls"),
         prefill_per_trace=per_trace(exact, "prompt_tokens"),
+        long_ceiling=step_accuracy(long_records) if long else None,
     )
-    errors = sum(1 for r in [*exact, *noisy_records] if r.error)
+    errors = sum(1 for r in [*exact, *noisy_records, *long_records] if r.error)
     return Variant(method, mutant, figures, errors=errors, wall_s=time.perf_counter() - started)
+
+
+def long_runs(where: Path, traces: list[Trace], spec: MethodSpec, concurrency: int) -> list[ResultRecord]:
+    """p = 1 records on `traces` grown so the fault sits at each of `LONG_MULTIPLES` x the window
+    (a trace whose fault already lies deeper is left out of that depth)."""
+    records: list[ResultRecord] = []
+    for multiple, (length, depth) in zip(LONG_MULTIPLES, window_depths(LONG_WINDOW, list(LONG_MULTIPLES))):
+        grown, _ = grown_for_depth(traces, length, depth)
+        if grown:
+            records += sweep_records(where / f"long-{multiple:g}x", grown, [spec], [0], "oracle:p=1", concurrency)
+    return records
 
 
 def run_mutants(
@@ -122,11 +144,11 @@ def run_mutants(
     """Every method intact, then under each of its mutants; each mutant's `killed` filled in."""
     rows: list[Variant] = []
     for method, found in mutants.items():
-        intact = measure(out, traces, method, None, noisy, noise, concurrency, seeds)
+        intact = measure(out, traces, method, None, noisy, noise, concurrency, seeds, long=any(m.long for m in found))
         say(f"# {method} intact: {intact.wall_s:.1f}s")
         rows.append(intact)
         for mutant in found:
-            row = measure(out, traces, method, mutant, noisy, noise, concurrency, seeds)
+            row = measure(out, traces, method, mutant, noisy, noise, concurrency, seeds, long=mutant.long)
             row.killed = killed_by(intact.figures, row.figures)
             say(f"# {method} {mutant.name}: {row.wall_s:.1f}s")
             rows.append(row)
@@ -140,7 +162,7 @@ def _num(x: float | None) -> str:
 def table_lines(rows: Sequence[Variant]) -> list[str]:
     """The printed table (one line per variant) and, per method, ``method=NAME
     mutants_killed=K/N`` and its intact ``ceiling_step_accuracy=``."""
-    head = f"{'method':<14} {'mutant':<28} {'expect':<6} {'p=1':>6} {'p=0.7':>6} {'calls/tr':>9} {'prefill/tr':>11} {'err':>4}  killed"
+    head = f"{'method':<14} {'mutant':<28} {'expect':<6} {'p=1':>6} {'p=0.7':>6} {'long':>6} {'calls/tr':>9} {'prefill/tr':>11} {'err':>4}  killed"
     lines = [head]
     for r in rows:
         f = r.figures
@@ -150,7 +172,7 @@ def table_lines(rows: Sequence[Variant]) -> list[str]:
         elif r.mutant and r.mutant.expect not in r.killed:
             killed += f" (expected {r.mutant.expect})"
         lines.append(
-            f"{r.method:<14} {r.name:<28} {(r.mutant.expect if r.mutant else '-'):<6} {_num(f.ceiling):>6} {_num(f.noisy_accuracy):>6} "
+            f"{r.method:<14} {r.name:<28} {(r.mutant.expect if r.mutant else '-'):<6} {_num(f.ceiling):>6} {_num(f.noisy_accuracy):>6} {_num(f.long_ceiling):>6} "
             f"{f.calls_per_trace:>9.1f} {f.prefill_per_trace:>11.0f} {r.errors:>4}  {killed}"
         )
     for method in dict.fromkeys(r.method for r in rows):

@@ -11,7 +11,10 @@ the same traces and seeds and calls a mutant *killed* when, against the intact m
 - its p = 1 ceiling falls below the intact ceiling (`p1`: a stage that makes the fault visible), or
 - its p = 0.7 step accuracy under the realistic error model falls by `P07_DROP` or more
   (`p07`: a stage that earns its place only under errors, such as pruning), or
-- its calls or prefill per trace rise by `COST_RISE` or more (`cost`: a stage that saves work).
+- its calls or prefill per trace rise by `COST_RISE` or more (`cost`: a stage that saves work), or
+- (a mutant marked `long`) its p = 1 ceiling on long runs, the dev runs grown so the fault sits at
+  2x and 5x a 32k window (`localfa.traces.longruns`), falls below the intact method's there
+  (`long`: a stage that earns its place only under context pressure, such as SAFARI's memory).
 
 `expect` says which of those rules the mutant is meant to trip; the kill is asserted on that rule
 (any rule tripping still counts as killed in the table). A mutant nobody kills is either a stage
@@ -28,7 +31,7 @@ from typing import Callable, ContextManager, Iterator, Literal, Sequence
 
 from localfa.methods.registry import METHODS, method_class
 
-KillRule = Literal["p1", "p07", "cost"]
+KillRule = Literal["p1", "p07", "cost", "long"]
 P07_DROP = 0.03  # step accuracy points (as a share) a p = 0.7 mutant must lose to be killed
 COST_RISE = 0.20  # relative rise of calls or prefill per trace that kills a `cost` mutant
 
@@ -52,6 +55,8 @@ class Mutant:
     # Dev trace ids (``hand-crafted/3``) the CI test (tests/oracle/test_mutants.py) runs it on;
     # empty: its default subset. The full dev split is the benchmark's job.
     traces: tuple[str, ...] = ()
+    # Also swept at p = 1 on long runs grown from those traces (the `long` rule).
+    long: bool = False
 
     def method_spec(self, base: str) -> str:
         """The method spec a sweep of this mutant runs: `base` with `spec`'s options added."""
@@ -125,14 +130,18 @@ def killed_by(intact: "Figures", mutant: "Figures") -> list[KillRule]:
         if theirs > 0 and mine >= theirs * (1 + COST_RISE) - 1e-9:
             rules.append("cost")
             break
+    if mutant.long_ceiling is not None and intact.long_ceiling is not None and mutant.long_ceiling < intact.long_ceiling - 1e-9:
+        rules.append("long")
     return rules
 
 
 @dataclass(frozen=True)
 class Figures:
-    """What the kill rules compare: p = 1 ceiling, p = 0.7 accuracy (None: not measured), cost."""
+    """What the kill rules compare: p = 1 ceiling, p = 0.7 accuracy (None: not measured), cost,
+    and the p = 1 ceiling on long runs (None: not measured)."""
 
     ceiling: float
     noisy_accuracy: float | None
     calls_per_trace: float
     prefill_per_trace: float
+    long_ceiling: float | None = None

@@ -49,13 +49,13 @@ def _subset(whowhen: Path, ids: tuple[str, ...]) -> list[Trace]:
     return [dev[i] for i in ids]
 
 
-_INTACT: dict[tuple[str, tuple[str, ...], bool], Figures] = {}
+_INTACT: dict[tuple[str, tuple[str, ...], bool, bool], Figures] = {}
 
 
-def _intact(method: str, ids: tuple[str, ...], noisy: bool, traces: list[Trace], out: Path) -> Figures:
-    key = (method, ids, noisy)
+def _intact(method: str, ids: tuple[str, ...], noisy: bool, long: bool, traces: list[Trace], out: Path) -> Figures:
+    key = (method, ids, noisy, long)
     if key not in _INTACT:
-        _INTACT[key] = measure(out, traces, method, None, noisy=noisy).figures
+        _INTACT[key] = measure(out, traces, method, None, noisy=noisy, long=long).figures
     return _INTACT[key]
 
 
@@ -67,9 +67,11 @@ def test_each_registered_mutant_is_killed_on_its_expected_rule(method: str, muta
     traces = _subset(whowhen, ids)
     noisy = mutant.expect == "p07"  # p = 1 and cost need no noisy sweep
     out = tmp_path_factory.mktemp(f"{method}-{mutant.name}")
-    intact = _intact(method, ids, noisy, traces, out)
+    intact = _intact(method, ids, noisy, mutant.long, traces, out)
     assert intact.ceiling == pytest.approx(1.0), f"{method} intact misses at p = 1 on {ids}"
-    broken = measure(out, traces, method, mutant, noisy=noisy).figures
+    if mutant.long:
+        assert intact.long_ceiling == pytest.approx(1.0), f"{method} intact misses at p = 1 on long runs grown from {ids}"
+    broken = measure(out, traces, method, mutant, noisy=noisy, long=mutant.long).figures
     rules = killed_by(intact, broken)
     assert mutant.expect in rules, (
         f"{method} mutant {mutant.name} ({mutant.stage}) not killed by {mutant.expect}: {broken} vs intact {intact}"

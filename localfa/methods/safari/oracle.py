@@ -440,20 +440,23 @@ MUTANTS = [
     Mutant("threshold_unreachable", "evaluate threshold θ=70: no evaluation passes", "cost", spec="threshold=100"),
 ]
 
-#: Stages whose break no rule kills on the dev split (measured 2026-12-03, whole split, 32k, p = 1
-#: and p = 0.7 x 3 seeds; docs/methods/safari.md): kept out of `MUTANTS` with their figures, so a
-#: sweep can still run them. On long runs (issue 36, 6 dev traces grown to 2x and 5x a 32k window)
-#: both die at p = 1 (docs/methods/safari.md); a mutant sweep over long runs would register them.
-NOT_KILLED = {
-    "no_result_summaries": "ceiling 1.000, p07 0.794 vs 0.783, calls 6.47 vs 6.57, prefill 44,756 vs 49,295: at 32k only 8 dev traces investigate past the first read",
-    "no_stm": "ceiling 1.000, p07 0.800 vs 0.783, calls 6.60 vs 6.57, prefill 50,529 vs 49,295: no dev investigation runs long enough for memory to matter",
-}
-SURVIVORS = [
+# The dev traces the CI test grows into long runs for the `long` mutants: the first three of each
+# folder (the set issue 36's long-run figures were first measured on).
+LONG_TRACES = tuple(f"{folder}/{n}" for folder in ("algorithm-generated", "hand-crafted") for n in (1, 2, 3))
+
+# Stages that earn their place only under context pressure: at 32k, 52 of 60 dev traces are shown
+# whole and answered in 2 turns, so no rule kills them on the dev split itself (whole split, p = 1
+# and p = 0.7 x 3 seeds; intact 1.000 / 0.783 / 6.57 calls / 49,295 prefill: no_result_summaries
+# 1.000 / 0.794 / 6.47 / 44,756, no_stm 1.000 / 0.800 / 6.60 / 50,529; docs/methods/safari.md).
+# On the same runs grown past the window (2x and 5x) both lose the fault at p = 1.
+MUTANTS += [
     Mutant(
         "no_result_summaries",
         "context: older results are never summarised, whole turns are evicted instead",
-        "cost",
+        "long",
         patched((History, "summarise_oldest", lambda self: False)),
+        traces=LONG_TRACES,
+        long=True,
     ),
-    Mutant("no_stm", "short-term memory: none", "p07", spec="use_stm=false"),
+    Mutant("no_stm", "short-term memory: none", "long", spec="use_stm=false", traces=LONG_TRACES, long=True),
 ]
