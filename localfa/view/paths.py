@@ -28,7 +28,9 @@ DRIFT_STAGES: tuple[Stage, ...] = (  # after DRIFT's own Prediction / Error span
     ("Bounds hit and text cut", ("bounds_hit", "limits_hit", "run_text", "budget_note")),
     ("Cost per stage", ("cost",)),
 )
-DRIFT_PREDICTION = frozenset({"error_spans", "first_error_span", "no_error_reason", "step_is_fallback", "fallback_span", "fallback_claim"})
+DRIFT_PREDICTION = frozenset(
+    {"error_spans", "endpoint_spans", "first_error_span", "no_error_reason", "step_is_fallback", "fallback_span", "fallback_claim"}
+)
 
 
 def base_name(record: dict[str, Any]) -> str:
@@ -199,7 +201,11 @@ def drift_prediction_html(record: dict[str, Any], link: StepLink) -> str:
     out = [section("Prediction", f"<p>answered {answered}, agent <b>{e(agent)}</b></p>{why}", css="stage")]
     err = [i for i in _list(d.get("error_spans")) if step_number(i) is not None and 0 <= i < len(spans)]
     items = "".join(f"<li>span {i}: {_step_range(spans[i][0], spans[i][1], link)}</li>" for i in err)
-    out.append(section("Error spans", f"<ol>{items}</ol>" if items else '<p class="muted">none (the prediction is empty)</p>', css="stage"))
+    out.append(section("Error spans", f"<ol>{items}</ol>" if items else '<p class="muted">none marked</p>', css="stage"))
+    late = [i for i in _list(d.get("endpoint_spans")) if step_number(i) is not None and 0 <= i < len(spans)]
+    if late:  # the authors' completion of the prediction: committed claims' consequential spans and last uses
+        items = "".join(f"<li>span {i}: {_step_range(spans[i][0], spans[i][1], link)}</li>" for i in late)
+        out.append(section("Late endpoints (also predicted)", f"<ol>{items}</ol>", css="stage"))
     first = step_number(d.get("first_error_span"))
     if first is not None and 0 <= first < len(spans):
         tracer = d.get("tracer")

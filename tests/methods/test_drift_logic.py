@@ -302,13 +302,31 @@ def test_tracer_grammars_only_allow_spans_from_the_claims_introduction():
 
 def test_no_risky_claim_still_answers_a_fallback_step():
     ledger = [{"new_claims": [new_claim("Final answer: 340,000.", 5, 5, [], status="finalized")]}]
-    diag, engine = run_one(Script(ledger=ledger))
+    diag, engine = run_one(Script(ledger=ledger), late_endpoints=False)
     assert not [r for r in engine.requests if r.key.startswith("drift/tracer")]
     assert (diag.step, diag.agent, diag.spans) == (5, "Planner", [])  # the paper's empty prediction
     assert diag.details["step_is_fallback"] is True and diag.details["fallback_span"] == 5
     assert diag.details["no_error_reason"].startswith("no committed claim lacks support")
     diag, _ = run_one(Script())  # nothing recorded at all: the last span
     assert diag.step == 5 and "no committed claim was recorded" in diag.details["no_error_reason"]
+    assert diag.spans == [] and diag.details["endpoint_spans"] == []
+
+
+def test_late_endpoints_complete_the_prediction_as_the_authors_code_does():
+    """NJU-LINK/DRIFT's `add_late_support_endpoints`: committed claims' consequential spans and
+    last uses join the prediction, after the first error, or all of them with none found; the
+    answered step stays the tracer's or the fallback's."""
+    ledger = [{"new_claims": [new_claim("Final answer: 340,000.", 4, 4, [5], status="finalized")]}]
+    diag, _ = run_one(Script(ledger=ledger))
+    assert diag.details["step_is_fallback"] is True and diag.details["error_spans"] == []
+    assert diag.details["endpoint_spans"] == [4, 5] and [list(s) for s in diag.spans] == [[4, 4], [5, 5]]
+    assert diag.step == 4  # the weakest claim's introduction, not the first endpoint
+    tracer = {"C2": {"harmful": True, "marks": [{"span": 2, "role": "introduce"}]}}
+    diag, _ = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer))
+    # C1 (committed at 1, last used at 2) is before the first error; C2's consequential span is the
+    # error itself, its last use (5) comes after it; the exploratory claim adds nothing
+    assert diag.details["error_spans"] == [2] and diag.details["endpoint_spans"] == [5]
+    assert [list(s) for s in diag.spans] == [[2, 2], [5, 5]] and diag.details["first_error_span"] == 2
 
 
 def test_span_to_step_mapping_picks_the_step_that_makes_the_claim():
@@ -342,7 +360,10 @@ def test_segment_option_groups_steps_in_one_batched_pass():
     ledger = [{"new_claims": [new_claim("The population is 170,000.", 1, 1, [2])]}]
     tracer = {"C1": {"harmful": True, "marks": [{"span": 1, "role": "commit"}]}}
     diag, engine = run_one(
-        Script(segment=segment, ledger=ledger, support={"C1": RISKY["C1"]}, tracer=tracer), segment=True, segment_max_steps=3
+        Script(segment=segment, ledger=ledger, support={"C1": RISKY["C1"]}, tracer=tracer),
+        segment=True,
+        segment_max_steps=3,
+        late_endpoints=False,
     )
     seg = [b for b in engine.batches if b[0].key.startswith("drift/segment/")]
     assert len(seg) == 1 and len(seg[0]) == 2  # both chunks in ONE batch
@@ -357,7 +378,9 @@ def test_segmented_span_maps_to_the_step_whose_agent_made_the_claim():
     segment = {0: "0,4"}
     ledger = [{"new_claims": [new_claim("Doubling 170,000 gives 340,000.", 0, 0, [1], typ="computation")]}]
     tracer = {"C1": {"harmful": True, "marks": [{"span": 0, "role": "commit"}]}}
-    diag, _ = run_one(Script(segment=segment, ledger=ledger, support={"C1": RISKY["C1"]}, tracer=tracer), segment=True)
+    diag, _ = run_one(
+        Script(segment=segment, ledger=ledger, support={"C1": RISKY["C1"]}, tracer=tracer), segment=True, late_endpoints=False
+    )
     assert diag.details["spans"] == [[0, 3], [4, 5]]
     assert diag.spans == [(0, 3)] and (diag.step, diag.agent) == (3, "Coder")
 

@@ -26,11 +26,13 @@ def _check(rec, trace):
     spans = details["spans"]  # contiguous, ordered, covering the trace
     assert spans[0][0] == 0 and spans[-1][1] == n - 1
     assert all(b[0] == a[1] + 1 and a[0] <= a[1] for a, b in zip(spans, spans[1:]))
-    assert all(list(s) in spans for s in rec["spans"])  # predicted spans are real spans (none: no error found)
-    assert details["step_is_fallback"] is (not rec["spans"])
-    if rec["spans"]:
-        first = rec["spans"][0]
-        assert first[0] <= rec["step"] <= first[1]
+    assert all(list(s) in spans for s in rec["spans"])  # predicted spans are real spans
+    marked, added = details["error_spans"], details["endpoint_spans"]  # the tracer's, then the late endpoints
+    assert sorted(spans.index(list(s)) for s in rec["spans"]) == sorted(marked + added)
+    assert details["step_is_fallback"] is (not marked)
+    if marked:
+        first = spans[marked[0]]
+        assert first[0] <= rec["step"] <= first[1] and all(i > marked[0] for i in added)
     assert rec["agent"] == trace.agent_at(rec["step"]) and rec["step"] in trace.action_steps()
     options = details["options"]  # the embedded model's small bounds came from its profile
     assert options["profile"] == "cpu-embedded" and options["from_profile"]["claims_per_chunk"] == 3

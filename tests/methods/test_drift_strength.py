@@ -283,4 +283,9 @@ def test_the_view_shows_prediction_error_spans_and_first_error_from_a_drift_reco
     fallback, _ = run_one(Script())
     html = drift_path(fallback.record(), lambda i: f"#s{i}")
     assert "fallback" in html.split("<summary>Prediction</summary>", 1)[1].split("</details>", 1)[0]
-    assert "none (the prediction is empty)" in html
+    assert "none marked" in html and "Late endpoints" not in html  # nothing recorded, nothing added
+    ledger = [{"new_claims": [new_claim("Final answer: 340,000.", 4, 4, [5], status="finalized")]}]
+    completed, _ = run_one(Script(ledger=ledger))
+    html = drift_path(completed.record(), lambda i: f"#s{i}")
+    late = html.split("<summary>Late endpoints (also predicted)</summary>", 1)[1].split("</details>", 1)[0]
+    assert "span 4" in late and 'href="#s5"' in late

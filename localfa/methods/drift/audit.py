@@ -532,4 +532,4 @@ class Audit:
             "limits_hit": self.hit.as_details(),
             "cost": {s: u.as_dict() for s, u in self.cost.items()},
         }
-        return diagnose(self.ctx, self.view, spans, ledger, checked, checks, marks, details)
+        return diagnose(self.ctx, self.view, spans, ledger, checked, checks, marks, details, late=self.opts.late_endpoints)

@@ -30,7 +30,10 @@ class DriftOptions(DriftLimits):
     measured against it: docs/methods/drift.md): ``per-claim`` (one request per risky claim, all
     in one batch), ``ledger`` (one request over every risky claim) or ``joint`` (the
     authors' tracer: one request over every checked claim, DIRECT ones too, with the explicit
-    first-error rule; it traces even when no claim is risky). The ledger
+    first-error rule; it traces even when no claim is risky). `late_endpoints`: the authors'
+    completion of the prediction: every committed claim's consequential span and last use join
+    the predicted spans (after the first error span; all of them when none was found), so the
+    span set is never empty where the run committed to a claim; the answered step is unchanged. The ledger
     decides everything downstream, so the keeper and the tracer sample at their own, low,
     temperatures; `check_temperature` serves segmentation and the support checks.
     """
@@ -44,6 +47,7 @@ class DriftOptions(DriftLimits):
     order_retries: int = 1
     tracer: Tracer = "per-claim"
     verify_evidence: bool = True
+    late_endpoints: bool = True
     keeper_temperature: float = 0.2
     tracer_temperature: float = 0.2
     check_temperature: float = 0.2

@@ -7,6 +7,12 @@ the agent that made it. With none, Ê = ∅ and a step is still answered, as a j
 a position: the span that introduced the checked claim whose support came out weakest
 (`support.weakest_claim`); with no checked claim at all, the last span. `step_is_fallback` says
 which of the two an answer is, so a report can score fallback answers apart from found errors.
+
+With `late_endpoints` (the authors' code, NJU-LINK/DRIFT, completes its prediction this way) the
+predicted spans also hold each committed claim's consequential span and its last use (else the
+span that introduced it): after the first error span, or all of them with no error found, where
+its benchmark's gold sets are never empty. They are recorded apart (`endpoint_spans`); the first
+error and the answered step stay the tracer's (or the fallback's).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ def diagnose(
     checks: list[SupportCheck],
     marks: list[Mark],
     details: dict[str, Any],
+    late: bool = True,
 ) -> Diagnosis:
     """The diagnosis of one audit; `details` is completed with where the answer came from."""
     by_claim = {k.claim: k for k in checks}
@@ -49,7 +56,6 @@ def diagnose(
             f"unsupported claim(s) {why}. Error spans: {', '.join(map(str, err))}."
         )
         ordered = sorted({m.claim for m in marks}, key=lambda cid: min(m.span for m in marks if m.claim == cid))
-        predicted = [spans[i].as_range() for i in err]
     else:
         risky = [k.claim for k in checks if k.risky]
         reason = (
@@ -70,13 +76,28 @@ def diagnose(
             where = "the last span"
         details.update(
             first_error_span=None,
-            no_error_reason=f"{reason}: no error span (the prediction is empty); answering {where} as a fallback",
+            no_error_reason=f"{reason}: no error span marked; answering {where} as a fallback",
             step_is_fallback=True,
             fallback_span=span.id,
             fallback_claim=weakest.id if weakest else None,
         )
         reasoning = f"No error span found ({reason}); answering step {step} in span {span.id}, {where}, as a fallback."
         ordered = [weakest.id] if weakest else []
-        predicted = []
+    endpoints = late_endpoints(ledger, err[0] if err else None) if late else []
+    details["endpoint_spans"] = [i for i in endpoints if i not in err]
+    predicted = [spans[i].as_range() for i in sorted(set(err) | set(endpoints))]
     evidence = list(dict.fromkeys(by_claim[c].evidence for c in ordered if c in by_claim and by_claim[c].evidence_verbatim))
     return ctx.diagnosis(METHOD, step=step, reasoning=reasoning, evidence=evidence, spans=predicted, details=details)
+
+
+def late_endpoints(ledger: Ledger, first_error: int | None) -> list[int]:
+    """Committed claims' consequential spans and last uses (else their introduction), in order:
+    those after `first_error`, or every one when no error span was found."""
+    found: set[int] = set()
+    for claim in ledger.claims:
+        if not claim.committed:
+            continue
+        if claim.consequential is not None:
+            found.add(claim.consequential)
+        found.add(claim.uses[-1] if claim.uses else claim.introduced)
+    return sorted(i for i in found if first_error is None or i > first_error)
