@@ -7,6 +7,7 @@ sweep's error records for unreadable files (`localfa.bench.units`) name files th
 from __future__ import annotations
 
 import unicodedata
+from collections import Counter
 from pathlib import Path
 
 from localfa.traces.errors import TraceError
@@ -63,17 +64,21 @@ def distinct_ids(loaded: list[tuple[Path, Path, Trace]]) -> list[Trace]:
     named after its folder (``<instance>/<instance>.traj``) and a Harbor trial's trajectory are
     named by that folder. What a
     file says of itself (an ``instance_id``) stays in its metadata, never its id. A file holding
-    several runs (inspect_ai samples) gives ``<file id>/<sample>``. Only Who&When keeps its
+    several runs (inspect_ai samples, TELBench cases) gives ``<file id>/<sample>``, the sample named
+    by the importer. Only Who&When keeps its
     importer's id (``whowhen/hand-crafted/12``: the benchmark's own names). Two runs with one id
     (given from two roots) are a TraceError naming both, never renamed.
     """
     owner: dict[str, Trace] = {}
     out: list[Trace] = []
+    runs_in = Counter(f for _, f, _ in loaded)
     for root, f, t in loaded:
         if t.format in KEEPS_OWN_ID:
             new = unicodedata.normalize("NFC", t.id)
         else:
             sample = t.metadata.get("log_sample")
+            if not isinstance(sample, str) and runs_in[f] > 1:  # one of several runs in a file (TELBench cases)
+                sample = t.id.rsplit("/", 1)[-1]
             new = file_trace_id(root, f) + (f"/{sample}" if isinstance(sample, str) else "")
         trace = t if new == t.id else t.model_copy(update={"id": new})
         if new in owner:

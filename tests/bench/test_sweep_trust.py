@@ -334,3 +334,13 @@ def test_a_resumed_sweep_equals_an_uninterrupted_one(tmp_path):
     got = {r.key: strip(r) for r in read_records(split / "results.jsonl")}
     assert len(got) == 6 * 3 * 2
     assert got == {r.key: strip(r) for r in whole.records}
+
+
+def test_each_case_of_a_file_of_several_runs_has_its_own_id():
+    """A TELBench JSON Lines file holds several cases: each is `<file id>/<case id>` (it was the file's
+    id for every case, so a sweep of one such file refused to start)."""
+    from localfa.bench.sweep import load_traces
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "telbench" / "cases.jsonl"
+    assert [t.id for t in load_traces([str(fixture)])] == ["cases/tb-001", "cases/tb-002"]
+    assert [t.id for t in load_traces([str(fixture.parent)])] == ["cases/tb-001", "cases/tb-002"]
