@@ -147,6 +147,7 @@ class BaseEngine(ABC):
         resp.usage.completion_tokens += first.completion_tokens
         resp.usage.cached_tokens += first.cached_tokens
         resp.usage.calls += 1
+        resp.usage.retries += 1
         return resp
 
     def _with_more_room(self, req: Request) -> Request:

@@ -47,27 +47,33 @@ class Request:
 
 @dataclass
 class Usage:
-    """Token accounting; `cached_tokens` are prompt tokens served from the prefix cache."""
+    """Token accounting; `cached_tokens` are prompt tokens served from the prefix cache;
+    `retries`: calls (counted in `calls`) that re-asked an answer cut at its `max_tokens`."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
     calls: int = 0
+    retries: int = 0
 
     def add(self, other: "Usage") -> "Usage":
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cached_tokens += other.cached_tokens
         self.calls += other.calls
+        self.retries += other.retries
         return self
 
     def as_dict(self) -> dict[str, int]:
-        return {
+        out = {
             "calls": self.calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
         }
+        if self.retries:
+            out["retries"] = self.retries
+        return out
 
 
 @dataclass

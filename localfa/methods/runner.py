@@ -74,10 +74,13 @@ class _Active:
     failed: bool = False
     error: BaseException | None = None  # the first failed request of the pending batch
     usage: Usage = field(default_factory=Usage)
+    retried: list[str] = field(default_factory=list)  # requests whose answer hit max_tokens and was asked again
     started: float = field(default_factory=time.perf_counter)
 
     def finish(self, diag: Diagnosis) -> tuple[str, Diagnosis]:
         diag.usage = self.usage.as_dict()
+        if self.retried:  # a bound the model hit, for every method: one more call each, in `usage.retries`
+            diag.details.setdefault("max_tokens_retried", self.retried)
         diag.wall_s = round(time.perf_counter() - self.started, 3)
         return self.job.key, diag
 
@@ -181,6 +184,8 @@ def _run(engine: Engine, jobs: Iterable[Job | None], concurrency: int) -> Iterat
             else:
                 a.results[pos] = result
                 a.usage.add(result.usage)
+                if result.retried:
+                    a.retried.append(a.keys[pos])
             a.waiting -= 1
             if a.waiting == 0:
                 done = step(a, list(a.results))  # type: ignore[arg-type]

@@ -33,6 +33,27 @@ def test_error_kind_comes_from_the_exception():
     assert out["down"].error.startswith("EngineUnavailableError: connection refused")
 
 
+def test_an_answer_cut_at_max_tokens_and_asked_again_is_recorded_for_every_method():
+    """The engine re-asks an answer cut at its token bound (one call more): the record says which
+    request, and `usage.retries` counts it, whatever the method (only DRIFT said so before)."""
+    cut = {"cut": 1}
+
+    def answer(req):
+        if cut.get(req.route):
+            cut[req.route] -= 1
+            return ('{"agent": "A", "st', "length")
+        return {"agent": "A", "step": 1, "reason": "r"}
+
+    engine = ScriptedEngine(answer)
+    method = get_method("all-at-once")
+    jobs = [method_job(engine, method, MethodContext(_trace(t))) for t in ("cut", "fine")]
+    out = dict(run_jobs(engine, jobs))
+    assert out["cut"].error is None and out["cut"].step == 1
+    assert out["cut"].usage["retries"] == 1 and out["cut"].usage["calls"] == 2
+    assert out["cut"].details["max_tokens_retried"] == [engine.requests[0].key]
+    assert "retries" not in out["fine"].usage and "max_tokens_retried" not in out["fine"].details
+
+
 _HEAP_CHECK = """
 import gc
 from localfa.engine.scripted import ScriptedEngine
