@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from localfa.bench.ceiling import load_p_runs
 from localfa.traces.longruns import LongRunError, lengthen, window_depths
@@ -34,13 +34,21 @@ def grown_for_depth(traces: list[Trace], length: int, depth: int, seed: int = 0)
     return grown, skipped
 
 
+def grown_depths(
+    traces: list[Trace], window: int, multiples: tuple[float, ...], seed: int = 0
+) -> Iterator[tuple[float, int, int, list[Trace], list[str]]]:
+    """Per multiple of `window`: (multiple, length, depth, the traces grown to it, the ids that could not be)."""
+    for multiple, (length, depth) in zip(multiples, window_depths(window, list(multiples))):
+        grown, skipped = grown_for_depth(traces, length, depth, seed)
+        yield multiple, length, depth, grown, skipped
+
+
 def long_ceilings(
     traces: list[Trace], out: Path, sweep: Sweep, window: int = 32768, multiples: tuple[float, ...] = DEFAULT_MULTIPLES, seed: int = 0
 ) -> int:
     """Sweep and print the ceiling per method and depth (see module doc); exit status 0."""
     lines = []
-    for multiple, (length, depth) in zip(multiples, window_depths(window, list(multiples))):
-        grown, skipped = grown_for_depth(traces, length, depth, seed)
+    for multiple, length, depth, grown, skipped in grown_depths(traces, window, multiples, seed):
         run_dir = out / f"depth={multiple:g}x"
         print(
             f"# depth={multiple:g}x fault_at={depth} length={length} traces={len(grown)} skipped={len(skipped)} out={run_dir}", flush=True

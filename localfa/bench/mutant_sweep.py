@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from localfa.bench.longruns import grown_for_depth
+from localfa.bench.longruns import grown_depths
 from localfa.bench.metrics import score_record
 from localfa.bench.report import load_run
 from localfa.bench.sweep import run_sweep
@@ -32,7 +32,6 @@ from localfa.engine.factory import make_engine
 from localfa.methods.registry import MethodSpec
 from localfa.oracle.mutants import Figures, KillRule, Mutant, killed_by
 from localfa.results import ResultRecord
-from localfa.traces.longruns import window_depths
 from localfa.traces.model import Trace
 
 INTACT = "intact"
@@ -124,8 +123,7 @@ def long_runs(where: Path, traces: list[Trace], spec: MethodSpec, concurrency: i
     """p = 1 records on `traces` grown so the fault sits at each of `LONG_MULTIPLES` x the window
     (a trace whose fault already lies deeper is left out of that depth)."""
     records: list[ResultRecord] = []
-    for multiple, (length, depth) in zip(LONG_MULTIPLES, window_depths(LONG_WINDOW, list(LONG_MULTIPLES))):
-        grown, _ = grown_for_depth(traces, length, depth)
+    for multiple, _, _, grown, _ in grown_depths(traces, LONG_WINDOW, LONG_MULTIPLES):
         if grown:
             records += sweep_records(where / f"long-{multiple:g}x", grown, [spec], [0], "oracle:p=1", concurrency)
     return records
