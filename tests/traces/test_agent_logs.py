@@ -83,6 +83,38 @@ def test_claude_code_stream_json_with_a_sub_agent() -> None:
     _joined(t)
 
 
+def test_claude_code_real_stream_json_with_an_explore_sub_agent() -> None:
+    """A real `claude -p --output-format stream-json --verbose` capture (2.1.6): the sub-agent's
+    lines carry `parent_tool_use_id`, its parallel calls come one line each under one message id."""
+    t = load_trace(FIX / "claude_code" / "stream-task-explore.jsonl")
+    lead, sub = "Claude Code (claude-haiku-4-5-20251001)", "Explore (claude-haiku-4-5-20251001)"
+    assert t.format == "claude-code" and [a.name for a in t.agents] == [lead, sub]
+    assert t.task == ""  # `claude -p PROMPT` does not print the prompt back
+    assert _kinds(t) == "AoAoooooA"
+    assert [(s.agent, [c["name"] for c in s.tool_calls]) for s in t.steps if s.kind == "action"] == [
+        (lead, ["Task"]),
+        (sub, ["Glob"] * 4),  # four tool_use lines of one streamed answer: one step
+        (lead, []),
+    ]
+    assert t.steps[0].tool_calls[0]["arguments"]["subagent_type"] == "Explore"
+    assert (t.steps[1].name, t.steps[1].agent) == ("subagent prompt", "user") and t.steps[1].content.startswith("Find all Python files")
+    assert [(s.name, s.call_id) for s in t.steps[3:7]] == [
+        ("Glob", "toolu_01HXknzczvdjAmJnrNXy5dya"),  # results in the order they came back, not the calls'
+        ("Glob", "toolu_018CqnBNTBvvYNnksWmkRcHv"),
+        ("Glob", "toolu_01R9UdtrqE7nr2MMAChwFdcY"),
+        ("Glob", "toolu_01MqQjQKDRMdf7F9NPZj8GFC"),
+    ]
+    assert t.steps[3].content.endswith("scripts\\investigate_task_output.py")
+    task_result = t.steps[7]  # what the sub-agent returned, after all its own steps
+    assert (task_result.name, task_result.call_id) == ("Task", "toolu_01EMBD2Ez8pt8LWj5ovow1mU")
+    assert "### Summary" in task_result.content and "agentId: ae27ebb" in task_result.content
+    assert t.final_output == "Done" and t.steps[-1].agent == lead
+    assert t.metadata["exit_status"] == "success" and t.metadata["num_turns"] == 2
+    assert t.metadata["skipped_records"] == {"system": 1}  # the SessionStart hook_response line
+    assert _blameable(t) == {lead, sub}
+    _joined(t)
+
+
 def test_codex_rollouts() -> None:
     real = load_trace(FIX / "codex" / "rollout-2026-06-05T04-58-20-019e9625-802f-7e91-840a-cfe88d14117a.jsonl")
     assert real.format == "codex" and [a.name for a in real.agents] == ["Codex (gpt-5.5)"]
@@ -182,6 +214,19 @@ def test_vercel_ai_sdk_spans() -> None:
     assert '"tempC": 31' in (t.steps[1].observation or "") and t.final_output == "It is cold in Paris (31°F): wear a warm coat."
 
 
+def test_vercel_ai_sdk_v6_spans_as_captured_without_a_context_manager() -> None:
+    """Real AI SDK 6.0.68 spans (an InMemorySpanExporter dump): with no context manager registered
+    the provider call and its outer call have no `parentSpanId` and different trace ids."""
+    (t,) = load_traces(FIX / "vercel_ai" / "v6_generate_text_messages.json")
+    assert t.format == "vercel-ai" and [a.name for a in t.agents] == ["test-generate-text-messages"]
+    assert t.agents[0].system_prompt == "You are a helpful assistant."
+    assert t.task == "What is 2 + 2?\nAnd what is 3 + 3?"  # the user turns of `ai.prompt`
+    assert [(s.kind, s.name, s.span_id) for s in t.steps] == [("action", "ai.generateText.doGenerate", "6c0201026326855d")]
+    assert t.steps[0].agent == "test-generate-text-messages" and t.steps[0].content == "3 + 3 equals 6."
+    assert "[assistant] 2 + 2 equals 4." in (t.steps[0].input or "")
+    assert t.final_output == "3 + 3 equals 6." and t.metadata["spans"] == 2
+
+
 def test_inspect_ai_scores_are_the_verdict_for_failed_only(tmp_path: Path) -> None:
     folder = tmp_path / "logs"
     folder.mkdir()
@@ -225,6 +270,7 @@ def test_two_runs_of_one_instance_are_two_traces_and_ids_follow_one_rule(tmp_pat
         ("openhands/basic.json", "openhands", 1, "6 (3 action, 3 observation)"),
         ("inspect_ai/sums.eval", "inspect_ai", 1, "6 (2 action, 4 observation)"),
         ("vercel_ai/weather_spans.json", "vercel-ai", 1, "3"),
+        ("vercel_ai/v6_generate_text_messages.json", "vercel-ai", 1, "1 (1 action, 0 observation)"),
     ],
 )
 def test_localfa_inspect_detects_and_reads_each_format(
