@@ -93,6 +93,16 @@ def test_p1_baselines_find_every_labelled_step(whowhen):
             assert d.step == t.labels.mistake_step, (name, t.id, d.step, d.details)
 
 
+@pytest.mark.parametrize("tracer", ["per-claim", "ledger"])
+def test_p1_drift_finds_a_fault_whose_words_repeat_earlier_steps(whowhen, tracer):
+    """hand-crafted/16's labelled step 15 says only "Next speaker WebSurfer", as steps 7 and 11 did:
+    a careful keeper that recognises the repeat as the error records its claim there (issue 33)."""
+    trace = load_trace(whowhen / "hand-crafted" / "16.json")
+    (d,) = _run(f"drift:tracer={tracer}", [trace])
+    assert d.error is None and d.step == 15, (d.step, d.details.get("ledger", [])[:2])
+    assert d.details["step_is_fallback"] is False
+
+
 def test_same_seed_same_answers_and_seeds_move_the_errors(whowhen):
     traces = _dev(whowhen) + _synthetic()
     for name in SIMPLE:

@@ -11,6 +11,9 @@ what is in front of it.
   at most the grammar's count), worded as that step's first new words as shown. A claim is
   introduced in the first span whose shown text holds its words; its uses are the later spans
   sharing its key terms; it is consequential where it is first used (tentative if never). The
+  recognised fault's claim is introduced at the labelled step itself, also where its words repeat
+  an earlier step's (a decision taken again, as hand-crafted/16's "Next speaker WebSurfer": the
+  auditor that recognises the repeat as the error records it where it is made). The
   recognised fault is *finalized* (the label says the failed answer rests on it) but committed
   where the run first uses it, not where it was made. Later chunks update the entries they use.
 - Support Seeker: judges the evidence the prompt contains. The recognised fault claim has none
@@ -18,7 +21,7 @@ what is in front of it.
   on the page, file or terminal text its own step shows; a claim the run merely asserts is
   MISSING (no source shown).
 - Dependency Tracer: a claim is harmful only if it is the fault's and the prompt shows the
-  fault; it is marked ``introduce`` at the first shown span holding its words, ``reuse`` at the
+  fault; it is marked ``introduce`` at the labelled step's span, ``reuse`` at the
   later shown spans sharing its key terms. Every span it names is one the prompt shows.
 
 Nothing here places the no-error fallback: the method answers the weakest-supported claim's
@@ -266,7 +269,7 @@ def _ledger(ask: Ask, late: bool = False) -> dict[str, Any]:
         text = clip_to(item["text"], clip(text, PHRASE_CHARS))
         if len(text) < int(item["text"].get("minLength", 1)) or fold(text) in recorded:
             continue
-        where = shown.first_holding(text)
+        where = i if i == ask.mistake_step and fault else shown.first_holding(text)
         at = shown.span_of(where if where is not None else i)
         if at is None:
             continue
@@ -355,7 +358,7 @@ def _support_wrong(ask: Ask) -> dict[str, Any]:
 def _marks(ask: Ask, text: str, lo: int, cap: int, shift: bool = False) -> list[dict[str, Any]]:
     """`introduce` where the prompt first shows the claim's words, `reuse` where later spans use it."""
     shown = Shown.of(ask)
-    where = shown.first_holding(text)
+    where = ask.mistake_step if _is_fault_claim(ask, text) and _visible(ask, shown) else shown.first_holding(text)
     made = shown.span_of(where) if where is not None else None
     pool = [s for s in shown.spans if s >= lo]
     if made is None or made < lo:
