@@ -50,7 +50,7 @@ from localfa.engine.grammar import Grammar
 from localfa.engine.types import Sampling, derive_seed
 from localfa.limits import Limits, LimitsHit, shorten  # noqa: F401 (shorten: used here and by other methods)
 from localfa.methods.base import BaseMethod, MethodContext, Program
-from localfa.methods.fencing import fence_overhead
+from localfa.methods.fencing import fence_overhead, neutralise
 from localfa.templates import render
 from localfa.traces.importers.common import calls_text
 from localfa.traces.model import Step, Trace, normalize_agent
@@ -143,6 +143,16 @@ def agent_choices(trace: Trace) -> list[str]:
         spelled = (trace.resolve_agent(key) or key).strip() or key
         out.setdefault(normalize_agent(spelled), spelled)
     return list(out.values())
+
+
+def shown_agents(trace: Trace) -> dict[str, str]:
+    """{the agent's name as a prompt shows it (`neutralise`d: one line, no marker): its spelling
+    in the trace}, in order of first appearance: an answer grammar offers the names the model was
+    shown, and the answer is mapped back to the trace's own spelling."""
+    out: dict[str, str] = {}
+    for name in agent_choices(trace):
+        out.setdefault(neutralise(name), name)
+    return out
 
 
 def _start_chars(ctx: MethodContext, max_chars: int | None) -> int:
@@ -297,7 +307,8 @@ class AllAtOnce(_ModelBaseline):
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
         hit, n = self._limits(ctx)
-        agents = agent_choices(trace)
+        shown = shown_agents(trace)
+        agents = list(shown)
         base = self._vars(ctx, n)
         max_tokens = _json_max_tokens(self.options.reason_chars, agents)
 
@@ -316,7 +327,7 @@ class AllAtOnce(_ModelBaseline):
         return ctx.diagnosis(
             self.name,
             step=int(ans["step"]),
-            agent=ans["agent"],
+            agent=shown.get(ans["agent"], ans["agent"]),
             reasoning=ans["reason"],
             details={
                 "content_cap": cap,

@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Request
 from localfa.methods.base import base_key
-from localfa.methods.fencing import fenced_blocks
+from localfa.methods.fencing import fenced_blocks, neutralise
 from localfa.oracle.noise import IID, NoiseModel, realistic_wrong_step
 from localfa.traces.model import Labels, Trace, normalize_agent
 
@@ -198,10 +198,13 @@ class Ask:
         return nearby_other(pool, self.mistake_step, self.rng)
 
     def agent_choice(self, choices: Sequence[str], step: int | None = None) -> str:
-        """The choice that names the labelled agent (or, with `step`, whoever acted there)."""
-        target = normalize_agent(self.mistake_agent if step is None else self.trace.agent_at(step))
+        """The choice that names the labelled agent (or, with `step`, whoever acted there), as
+        the trace spells it or as a prompt shows it (`neutralise`d)."""
+        name = self.mistake_agent if step is None else self.trace.agent_at(step)
+        target = normalize_agent(name)
+        shown = normalize_agent(neutralise(name))
         for c in choices:
-            if normalize_agent(c) == target:
+            if normalize_agent(c) in (target, shown):
                 return c
         raise PolicyError(f"request {self.key!r}: no agent choice names {target!r} (choices: {list(choices)})")
 

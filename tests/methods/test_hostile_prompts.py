@@ -57,3 +57,17 @@ def test_a_name_is_one_line_without_markers():
     assert neutralise("a\u202eb\u200bc\x00d\x1be\tf") == "a b c d e f"
     assert lines_in_prompt_voice(f"[0] {line}:\n<<<STEP 0>>>\n{value.replace('<<<', '‹‹‹')}\n<<<END STEP 0>>>") == []
     assert lines_in_prompt_voice(f"[0] {value}:") != []  # the check finds a raw value
+
+
+def test_all_at_once_offers_the_agent_names_its_prompt_shows_and_answers_in_the_traces_spelling():
+    trace = hostile_trace()
+    engine = RecordingOracle()
+    ((_, diag),) = list(diagnose_iter(engine, "all-at-once", [trace]))
+    assert diag.error is None, diag.error
+    (req,) = engine.seen
+    offered = req.grammar.spec["properties"]["agent"]["enum"]
+    prompt = req.messages[-1]["content"]
+    hostile = next(s.agent for s in trace.steps if MARK in s.agent)
+    assert neutralise(hostile) in offered and hostile not in offered  # the model is offered what it was shown
+    assert all(name in prompt for name in offered)
+    assert diag.agent in {s.agent.strip() for s in trace.steps}  # mapped back to the trace's own spelling
