@@ -50,7 +50,8 @@ from localfa.engine.grammar import Grammar
 from localfa.engine.types import Sampling, derive_seed
 from localfa.limits import Limits, LimitsHit, shorten  # noqa: F401 (shorten: used here and by other methods)
 from localfa.methods.base import BaseMethod, MethodContext, Program
-from localfa.methods.fencing import fence_overhead, neutralise
+from localfa.methods.fencing import CLOSE, OPEN, fence_overhead, neutralise
+from localfa.methods.history_window import HistoryWindow
 from localfa.templates import render
 from localfa.traces.importers.common import calls_text
 from localfa.traces.model import Step, Trace, normalize_agent
@@ -184,6 +185,27 @@ def chars_per_token(ctx: MethodContext) -> float:
     return measured_chars_per_token("\n".join(s.content for s in ctx.trace.steps), ctx.count_tokens)
 
 
+def history_window(
+    ctx: MethodContext, prompt_for: Callable[[int], list[dict[str, str]]], last: int, max_tokens: int
+) -> HistoryWindow | None:
+    """The steps a growing-history prompt can show (`localfa.methods.history_window`), or None
+    without the engine's tokenizer and window (nothing to fit to). `prompt_for(first)` renders
+    the prompt about step `last` showing steps `first`..`last`: rendered once with the whole log,
+    it is cut into step blocks at their fences' end markers and each block counted once; rendered
+    with only the last step, it gives the rest of the prompt, which every question carries."""
+    if not ctx.count_tokens or not ctx.max_model_len:
+        return None
+    count = ctx.count_tokens_many or (lambda texts: [ctx.count_tokens(t) for t in texts])
+    text = prompt_for(0)[-1]["content"]
+    ends = [text.index(CLOSE.format(label=f"STEP {i}")) + len(CLOSE.format(label=f"STEP {i}")) for i in range(last + 1)]
+    first_header = text.rindex("\n", 0, text.index(OPEN.format(label="STEP 0")) - 1) + 1
+    blocks = [text[first_header : ends[0]]] + [text[a:b] for a, b in zip(ends, ends[1:])]
+    step_tokens = [int(x) + 1 for x in count(blocks)]  # +1: a token may merge across two blocks
+    rest = sum(int(x) + 8 for x in count([m["content"] for m in prompt_for(last)])) - step_tokens[-1]
+    room = int(ctx.max_model_len * 0.97) - max_tokens - 64 - rest  # as `fit_char_budget` leaves room
+    return HistoryWindow(step_tokens, max(room, 1))
+
+
 def fit_char_budget(
     ctx: MethodContext, char_budget: int, prompt_for: Callable[[int], list[dict[str, str]]], max_tokens: int, margin: int = 64
 ) -> int:
@@ -288,6 +310,7 @@ class _ModelBaseline(BaseMethod):
             "n_steps": n_steps,
             "reason_chars": self.options.reason_chars,
             "has_observations": any(s.kind == "observation" for s in t.steps[:n_steps]),
+            "first_shown": 0,  # the log from its first step (step-by-step moves it on a run past the window)
         }
 
     @staticmethod
@@ -348,8 +371,11 @@ class StepByStep(_ModelBaseline):
         hit, n = self._limits(ctx)
         base = self._vars(ctx, n)
 
-        def messages(view: TraceView, cap: int | None, i: int) -> list[dict[str, str]]:
-            prompt = render("baselines/step_by_step.j2", **base, steps=view.steps(0, i, cap), current=i, current_agent=trace.steps[i].agent)
+        def messages(view: TraceView, cap: int | None, i: int, first: int = 0) -> list[dict[str, str]]:
+            steps = view.steps(first, i, cap)
+            prompt = render(
+                "baselines/step_by_step.j2", **{**base, "first_shown": first}, steps=steps, current=i, current_agent=trace.steps[i].agent
+            )
             return [self._system(), {"role": "user", "content": prompt}]
 
         def largest(budget: int) -> list[dict[str, str]]:
@@ -363,9 +389,12 @@ class StepByStep(_ModelBaseline):
         grammar = Grammar.choice(["yes", "no"], name="decisive_yes_no")
         flagged: int | None = None
         asked = answer_steps(trace, n)  # observation steps are shown, never asked about
+        last = asked[-1]
+        window = history_window(ctx, lambda first: messages(view, cap, last, first), last, 4)
         checked = 0
         for i in asked:
-            req = ctx.request(f"sbs/step/{i}", messages(view, cap, i), grammar, self._sampling(4))
+            first = window.first_shown(i) if window else 0
+            req = ctx.request(f"sbs/step/{i}", messages(view, cap, i, first), grammar, self._sampling(4))
             (resp,) = yield [req]
             checked += 1
             if resp.value == "yes":
@@ -379,6 +408,8 @@ class StepByStep(_ModelBaseline):
             "checked_steps": checked,
             "limits_hit": hit.as_details(),
         }
+        if window and window.bound():
+            details["bounds_hit"] = {"history_window": window.bound()}
         if flagged is None:
             return ctx.diagnosis(
                 self.name,
