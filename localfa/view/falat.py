@@ -165,8 +165,19 @@ def _research(d: Details, link: StepLink) -> str:
         [[_step(int(k), link), f"<b>{e(v.get('role'))}</b>", _text(v.get("for")), _text(v.get("against"))] for k, v in roles.items()],
     )
     changed = " (replaces t̂)" if d.get("research_changed") else " (confirms t̂)"
+    confirmation = d.get("research_confirmation")
     if d.get("research_not_taken") is not None:
-        changed = f" (t̂ passed verification and stands; the re-search ranked {_step(d['research_not_taken'], link)} first)"
+        first = _step(d["research_not_taken"], link)
+        why = (
+            "which failed its own counterfactual check"
+            if confirmation
+            else "but t̂ passed verification and comes first"
+            if d.get("t_hat_verified")
+            else "which failed verification"
+        )
+        changed = f" (t̂ stands: the re-search ranked {first} first, {why})"
+    elif confirmation:
+        changed = f" (replaces t̂: {_step(confirmation.get('step'), link)} passed its own counterfactual check)"
     return f"<p>ranking: {_steps(r.get('ranking') or [], link)}; answer {_step(d.get('final_step'), link)}{changed}</p>" + table
 
 
@@ -201,7 +212,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...], Renderer | None], ...] = (
     ("Pruning", ("pruned", "spared_by_inconsistency", "held_by_unknown", "follow_up_sources", "refined", "all_pruned_fallback"), _pruning),
     ("Judged ranking", ("ranking", "ranking_left_out"), _ranking),
     ("Top candidates and verdicts", ("top", "t_hat", "t_hat_verified", "evidence_checked"), _verdicts),
-    ("Local re-search", ("research", "final_step", "research_changed", "research_not_taken"), _research),
+    ("Local re-search", ("research", "final_step", "research_changed", "research_not_taken", "research_confirmation"), _research),
     ("Cost per stage", ("cost",), _cost),
     ("Bounds hit", ("bounds_hit", "limits_hit", "budget_applied"), None),
     ("Options (and which the model's profile set)", ("options",), None),

@@ -477,16 +477,60 @@ def test_research_window_is_two_steps_each_side_clipped_at_the_edges(t_hat, wind
     assert diag.details["research"]["window"] == [window[0], window[-1]]
 
 
-def test_research_confirms_or_replaces_an_unverified_t_hat_and_a_verified_one_stands():
+def test_research_confirms_t_hat_or_replaces_it_by_a_neighbour_that_passes_its_own_check():
     flags = {4: (True, True, True)}
-    diag, _ = run_one(Script(flags=flags, verdicts={4: (True, True)}), make_trace(10))
+    diag, engine = run_one(Script(flags=flags, verdicts={4: (True, True)}), make_trace(10))
     assert diag.step == 4 and diag.details["research_changed"] is False and diag.details["research_not_taken"] is None
-    diag, _ = run_one(Script(flags=flags, research_top=3), make_trace(10))  # t̂ = 4 failed verification
+    assert "confirm" not in diag.details["cost"] and diag.details["research_confirmation"] is None
+    # t̂ = 4 failed verification; the re-search names 3, never checked: it is checked, and replaces t̂ only if it passes
+    diag, engine = run_one(Script(flags=flags, research_top=3, verdicts={3: (True, True)}), make_trace(10))
     assert diag.details["t_hat"] == 4 and not diag.details["t_hat_verified"] and diag.step == 3 and diag.agent == "Planner"
-    assert diag.details["research_changed"] is True
-    assert diag.details["research"]["roles"]["3"]["role"] == "ROOT_CAUSE"
+    assert diag.details["research_changed"] is True and diag.details["research_confirmation"]["passed"] is True
+    assert diag.details["research"]["roles"]["3"]["role"] == "ROOT_CAUSE" and diag.stop_reason == "verified"
+    confirm = [r for r in engine.requests if r.key == "falat/verify/3"]
+    assert len(confirm) == 1 and "SUSPECT: step 3" in confirm[0].messages[1]["content"]
+    diag, _ = run_one(Script(flags=flags, research_top=3), make_trace(10))  # 3 fails its check too: t̂ stands
+    assert diag.step == 4 and diag.details["research_not_taken"] == 3 and diag.details["research_confirmation"]["passed"] is False
+    # a verified t̂ yields to an earlier neighbour that passes (the earliest passing step), never to a later one
+    diag, _ = run_one(Script(flags=flags, verdicts={3: (True, True), 4: (True, True)}, research_top=3), make_trace(10))
+    assert diag.step == 3 and diag.details["t_hat"] == 4 and diag.details["research_changed"] is True
+    diag, engine = run_one(Script(flags=flags, verdicts={4: (True, True), 5: (True, True)}, research_top=5), make_trace(10))
+    assert diag.step == 4 and diag.details["research_not_taken"] == 5 and diag.details["research_confirmation"] is None
+    assert not [r for r in engine.requests if r.key == "falat/verify/5"]  # it could not win: not checked
     diag, _ = run_one(Script(flags=flags, verdicts={4: (True, True)}, research_top=3), make_trace(10))
     assert diag.step == 4 and diag.details["research_not_taken"] == 3 and diag.details["research_changed"] is False
+
+
+def test_with_nothing_verified_the_research_picks_among_the_top_k_and_a_failed_one_is_not_checked_again():
+    flags = {3: (True, True, True), 4: (True, True, True)}
+    script = Script(flags=flags, suspicion={3: 5, 4: 9}, research_top=3)
+    diag, engine = run_one(script, make_trace(10))
+    assert diag.details["t_hat"] == 4 and not diag.details["t_hat_verified"]
+    assert diag.step == 3 and diag.details["research_confirmation"] is None and diag.stop_reason == "none_verified"
+    assert [r.key for r in engine.requests].count("falat/verify/3") == 1
+
+
+@pytest.mark.parametrize(
+    "t_hat, proposed, verdicts, confirmation, expected",
+    [
+        (4, 4, {4: True}, None, (4, None)),
+        (4, 3, {4: True}, None, (4, 3)),  # not checked (the caller had no call to make)
+        (4, 3, {4: True}, False, (4, 3)),
+        (4, 3, {4: True}, True, (3, None)),
+        (4, 5, {4: True, 5: True}, None, (4, 5)),  # later passing: temporal precedence keeps t̂
+        (4, 3, {4: False}, True, (3, None)),
+        (4, 3, {4: False}, False, (4, 3)),
+        (4, 3, {4: False, 3: False}, None, (3, None)),  # both failed, the re-search breaks the tie among the top k
+        (4, 3, {4: True, 3: False}, None, (4, 3)),
+    ],
+)
+def test_settle_takes_a_checked_neighbour_by_the_verifications_rule(t_hat, proposed, verdicts, confirmation, expected):
+    from localfa.methods.falat.method import settle
+    from localfa.methods.falat.verify import Verdict
+
+    checked = [Verdict(s, "", "", ok, ok) for s, ok in verdicts.items()]
+    conf = None if confirmation is None else Verdict(proposed, "", "", confirmation, confirmation)
+    assert settle(t_hat, proposed, checked, conf) == expected
 
 
 def test_expected_output_comes_from_ground_truth_only_when_asked():

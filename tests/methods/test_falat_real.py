@@ -64,10 +64,14 @@ def _check(rec, trace):
     assert set(d["research"]["ranking"]) <= set(range(lo, hi + 1)) and d["t_hat"] in d["research"]["ranking"]
     assert all(r["role"] in ROLES for r in d["research"]["roles"].values())
     assert rec["step"] == d["final_step"]
-    if d["t_hat_verified"]:  # a verified t̂ stands; the re-search's first step is recorded when it differs
-        assert d["final_step"] == d["t_hat"] and d["research_not_taken"] in (None, d["research"]["ranking"][0])
-    else:
-        assert d["final_step"] == d["research"]["ranking"][0]
+    first, confirmation = d["research"]["ranking"][0], d["research_confirmation"]
+    assert d["final_step"] in (d["t_hat"], first) and (d["research_not_taken"] is None) == (d["final_step"] == first)
+    if confirmation:  # the re-search's first step, never checked, got its own check and wins only by passing it
+        assert confirmation["step"] == first and (d["final_step"] == first) == confirmation["passed"]
+    elif d["t_hat_verified"]:  # an earlier top-k step that passed would be t̂ itself: t̂ stands
+        assert d["final_step"] == d["t_hat"]
+    else:  # nothing passed: the re-search picks among the top k
+        assert d["final_step"] == d["t_hat"] or first in [t["step"] for t in d["top"]]
     assert rec["step"] not in never or d["warnings"]  # never an observation or a human turn
     assert rec["agent"] == trace.agent_at(rec["step"])
     assert all(e["verbatim"] for e in d["evidence_checked"] if e["quote"] in rec["evidence"])

@@ -3,9 +3,7 @@ kills and survivors truthfully.
 
 The kill of each registered mutant is asserted on a small fixed subset of dev traces (its own
 `Mutant.traces`, else `DEFAULT_TRACES`), so the test fits CI time on two cores; the whole dev
-split is the benchmark's (`scripts/bench_ceiling.py --mutants`). A mutant its method lists as not
-killed on the whole split (FALAT's `NOT_KILLED`, with the figures) is skipped with that reason: a
-kill on a subset would be chance, not evidence.
+split is the benchmark's (`scripts/bench_ceiling.py --mutants`).
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ import pytest
 from localfa.bench.mutant_sweep import measure, run_mutants, table_lines
 from localfa.bench.sweep import load_traces
 from localfa.methods import baselines
-from localfa.methods.falat.oracle import NOT_KILLED as FALAT_NOT_KILLED
 from localfa.oracle.mutants import Figures, Mutant, killed_by, patched, registered_mutants, unloadable_mutants
 from localfa.traces.model import Trace
 
@@ -61,8 +58,6 @@ def _intact(method: str, ids: tuple[str, ...], noisy: bool, long: bool, traces: 
 
 @pytest.mark.parametrize("method,mutant", REGISTERED, ids=[f"{m}-{x.name}" for m, x in REGISTERED])
 def test_each_registered_mutant_is_killed_on_its_expected_rule(method: str, mutant: Mutant, whowhen, tmp_path_factory):
-    if method == "falat" and mutant.name in FALAT_NOT_KILLED:  # a subset's kill would be chance: say so instead
-        pytest.skip(f"falat {mutant.name} is not killed on the whole dev split ({FALAT_NOT_KILLED[mutant.name]})")
     ids = mutant.traces or DEFAULT_TRACES
     traces = _subset(whowhen, ids)
     noisy = mutant.expect == "p07"  # p = 1 and cost need no noisy sweep

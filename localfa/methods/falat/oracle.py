@@ -147,7 +147,18 @@ def _window_faults(ask: Ask, shown: dict[int, str], honest: bool) -> set[int]:
     faults = _recognised(ask, shown)
     if honest:
         return faults
-    return {ask.wrong_step(sorted(shown))} if shown else set()
+    if not shown:
+        return set()
+    return set(_symptoms(ask, shown)) or {ask.wrong_step(sorted(shown))}
+
+
+def _symptoms(ask: Ask, shown: dict[int, str]) -> list[int]:
+    """The shown steps a fooled judge takes for the error's source: those after the labelled
+    step that show the error (they share a number or a name with it or with the wrong result).
+    The paper's premise: a step-by-step reading blames the symptoms."""
+    fault = ask.mistake_step
+    error = _salient(ask.trace.steps[fault].content) | _salient(_fenced(ask, "RESULT"))
+    return [c for c in sorted(shown) if c > fault and _salient(shown[c]) & error]
 
 
 def _stage_only(ask: Ask, honest: bool = True) -> dict[str, Any]:
@@ -246,12 +257,13 @@ def _rank(ask: Ask, honest: bool = True) -> dict[str, Any]:
     faults = _recognised(ask, shown)
     node = schema_field(ask.grammar, "ratings")
     out = {int(key): _rating(int(key), faults, rating) for key, rating in node["properties"].items()}
-    if not honest:  # a plausible wrong step rated as the error, a recognised fault left unsure
-        wrong = ask.wrong_step(sorted(out))
+    if not honest:  # the steps that show the error (else a plausible one) rated as it, a recognised fault left unsure
+        wrongs = [c for c in _symptoms(ask, shown) if c in out] or [ask.wrong_step(sorted(out))]
         for c in out:
-            if c in faults and c != wrong:
+            if c in faults and c not in wrongs:
                 out[c].update({"suspicion": SUSPICION_MAX // 2, **{s: False for s in RANK_SIGNALS}})
-        out[wrong].update({"suspicion": SUSPICION_MAX, **{s: True for s in RANK_SIGNALS}})
+        for wrong in wrongs:
+            out[wrong].update({"suspicion": SUSPICION_MAX, **{s: True for s in RANK_SIGNALS}})
     return {"ratings": {str(c): r for c, r in out.items()}}
 
 
@@ -419,19 +431,6 @@ def _block_without_result(self: prior.Prior) -> str:
 # subset, the first 10 traces of each folder, took 3-10 s and showed kills the whole split does not).
 CI_TRACES = tuple(f"algorithm-generated/{n}" for n in range(1, 41)) + tuple(f"hand-crafted/{n}" for n in range(1, 21))
 
-# Mutants the whole dev split does not kill at p = 0.7 noise=real (seeds 0-2, the benchmark's rule;
-# intact 0.794), with seeds 0-9 (intact 0.783) beside: each of these stages guards against an error
-# another stage also catches, so breaking one alone costs little, while breaking both of a pair is
-# killed (`carrier_guards_off`, `second_looks_off`). Whether a stage goes is the lead's call
-# (docs/methods/falat.md, "The five stages a single break does not kill").
-NOT_KILLED = {
-    "no_pruning": "0.772 at seeds 0-2, 0.790 vs 0.783 at 0-9: earliest-passing verification already keeps a carrier from being t-hat",
-    "no_pairs_typed": "0.767 at seeds 0-2, 0.782 at 0-9: the pair labels feed pruning, whose work verification does",
-    "latest_passing": "0.778 at seeds 0-2, 0.768 at 0-9: pruning leaves a carrier in the top 3 rarely (23 of 600 runs pass two)",
-    "verify_top1": "0.767 at seeds 0-2, 0.750 at 0-9 (-3.3, a kill only with ten seeds): the re-search recovers a failed top 1",
-    "no_research": "0.783 at seeds 0-2, 0.767 at 0-9: the other top-3 candidates recover the fault when the first fails",
-}
-
 MUTANTS = [
     Mutant(
         "old_follow_up_bug",
@@ -463,7 +462,7 @@ MUTANTS = [
     ),
     Mutant(
         "latest_passing",
-        "verification: the latest passing candidate, not the earliest",
+        "temporal precedence: the latest passing step, not the earliest (in verification and in the re-search's replacement)",
         "p07",
         patched((method, "choose", _latest_passing)),
         traces=CI_TRACES,

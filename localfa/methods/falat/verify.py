@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from localfa.engine.types import Request
 from localfa.grammars.falat import verify_grammar, verify_max_tokens
+from localfa.methods.falat.candidates import VERIFY_RADIUS, neighbourhood
 from localfa.methods.falat.ground import Ground
 from localfa.methods.falat.groups import Group
 from localfa.methods.falat.ranking import LinkIndex
@@ -94,19 +95,7 @@ def verify_requests(
     max_tokens = verify_max_tokens(limits)
     evidence = evidence_for(spans, links)
     union = sorted({s for steps in evidence.values() for s in steps} | set(also))
-    questions = {
-        c: render(
-            "falat/verify.j2",
-            limits=limits,
-            candidate=c,
-            agent=view.agent(c),
-            span=[spans[c].start, spans[c][-1]],
-            linked=[s for s in evidence[c] if s not in spans[c]],
-            transitions=links.of(c),
-            same_as_wrong=same_as_wrong,
-        )
-        for c in spans
-    }
+    questions = {c: _question(g, c, spans[c], [s for s in evidence[c] if s not in spans[c]], links, same_as_wrong) for c in spans}
 
     reused = base.whole if base is not None else frozenset()
     opening = base.block if base is not None else prior_block
@@ -124,6 +113,33 @@ def verify_requests(
         for c, q in questions.items()
     ]
     return reqs, Evidence(head, tuple(union))
+
+
+def _question(g: Ground, step: int, span: range, linked: Sequence[int], links: LinkIndex, same_as_wrong: bool) -> str:
+    return render(
+        "falat/verify.j2",
+        limits=g.limits,
+        candidate=step,
+        agent=g.view.agent(step),
+        span=[span.start, span[-1]],
+        linked=list(linked),
+        transitions=links.of(step),
+        same_as_wrong=same_as_wrong,
+    )
+
+
+def confirm_request(g: Ground, step: int, evidence: Evidence, links: LinkIndex, same_as_wrong: bool) -> Request:
+    """The counterfactual check of a step the re-search proposes in place of a verified t̂ (the
+    paper's output is the *verified* t̃), on the evidence block the re-search read: its span is
+    i-1..i+1 as far as that block holds it, its linked steps those the block holds."""
+    shown = set(evidence.steps)
+    span = [s for s in neighbourhood(step, g.view.n, VERIFY_RADIUS) if s in shown]
+    linked = [s for s in linked_steps(step, links) if s in shown and s not in span]
+    question = _question(g, step, range(span[0], span[-1] + 1), linked, links, same_as_wrong)
+    messages = [g.system, {"role": "user", "content": evidence.head + "\n\n" + question}]
+    return g.ctx.request(
+        f"falat/verify/{step}", messages, verify_grammar(g.limits), g.opts.sampling(verify_max_tokens(g.limits), judge=True)
+    )
 
 
 def parse_verdict(step: int, value: dict[str, Any]) -> Verdict:
