@@ -26,9 +26,11 @@ what it shows, for every step:
   the search points at (the prompt names it), else the nearest rankable one.
 
 Wrong answers are plausible ones of the same kind, drawn through `Ask.wrong_step` (the error
-model's plausible other step) and the request's own rng: another focus; a plausible step
-recognised instead of the fault; one link misread; a plausible step rated as the error and the
-fault left unsure; a verdict that misses the fault or takes a carrier (a step after it, which
+model's plausible other step) and the request's own rng: another focus; the steps that show the
+error recognised instead of the fault (`_symptoms`: the steps after it that share a number or a
+name with it or with the wrong result; a plausible step where none is shown), as a judge reading
+step by step blames the symptoms (the paper's premise); one link misread; the steps that show the
+error (else a plausible step) rated as the error and the fault left unsure; a verdict that misses the fault or takes a carrier (a step after it, which
 shows the error) for its source, while a step before the fault is at worst half-passed; a
 plausible step first in the re-search; an expected answer taken from the wrong result.
 """
@@ -364,7 +366,7 @@ POLICY = Policy(
             _window,
             _window_wrong,
             "passive where a step repeats what was shown; outcome relevance by the result's numbers and names; inconsistencies at a recognised fault",
-            "a nearby step recognised instead",
+            "the steps that show the error (else a plausible one) recognised instead",
         ),
         Rule("links", r"falat/links/\d+", _links, _links_wrong, "follow_up from a recognised fault; else by the texts", "one link misread"),
         Rule(
@@ -373,7 +375,7 @@ POLICY = Policy(
             _rank,
             _rank_wrong,
             "10 at a recognised fault, 2 after it, 3 elsewhere",
-            "a plausible step rated 10, the fault 5",
+            "the steps that show the error (else a plausible one) rated 10, the fault 5",
         ),
         Rule(
             "verify",
