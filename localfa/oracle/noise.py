@@ -29,6 +29,10 @@ steps of the labelled one (`policy.nearby_other`).
   labelled agent's other steps, `WEIGHTS.agent_first` for that agent's first step and
   `WEIGHTS.last` for the trace's last step.
 
+What a fooled call answers is its policy's `wrong` answer, of the same kind as the honest one; a
+call that judges several steps at once may name several (FALAT's fooled windows and ratings take
+the steps that show the error for its source: `localfa.methods.falat.oracle._symptoms`).
+
 Every draw uses the request's own random source (`_draw` in the engine: request seed, trace,
 key), so a run is reproducible and independent of batching.
 """
