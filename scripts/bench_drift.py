@@ -120,7 +120,7 @@ def main() -> None:
     try:
         run(engine, get_method(f"drift:tracer={modes[0]}{extra}"), traces[:1], seeds[0] + 99)  # warm-up
         for mode, seed in itertools.product(modes, seeds):
-            engine.reset_prefix_cache()  # every run starts cold: its cache hits are its own
+            engine.start_cold()  # every run starts cold: its cache hits and grammar compiles are its own
             watched.sizes = []
             results, wall = run(watched, get_method(f"drift:tracer={mode}{extra}"), traces, seed)
             runs[mode][seed] = results

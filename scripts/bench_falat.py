@@ -10,7 +10,8 @@ of totals; `..._mean=` is the mean of the per-trace ratios), `record_kb_max=`.
 
 `--engine vllm` (or another real engine): 8 dev traces (`--traces`), half from each subset, the
 shortest ones, diagnosed concurrently on one engine, with the engine's profile applied (the
-embedded model: cpu-embedded.toml's `[methods.falat]` table). Prints per-stage calls, tokens and
+embedded model: cpu-embedded.toml's `[methods.falat]` table), from a cold start: the warm-up's
+cached prefixes and compiled grammars are forgotten first. Prints per-stage calls, tokens and
 FALAT's own batch sizes, then, last:
 
 - `calls_per_trace=`      model calls per trace (mean);
@@ -156,7 +157,7 @@ def main() -> None:
     try:
         warm = [method_job(engine, method, MethodContext(traces[0], seed=args.seed + 99))]
         list(run_jobs(engine, warm, concurrency=1))  # grammar compile, kernels
-        engine.reset_prefix_cache()
+        engine.start_cold()  # the measured run compiles its own grammars and fills its own cache
         watched = BatchCounter(engine)
         jobs = [method_job(watched, method, MethodContext(t, seed=args.seed)) for t in traces]
         t0 = time.perf_counter()

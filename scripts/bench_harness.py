@@ -266,6 +266,7 @@ def engine_busy_share(data: Path, n_traces: int) -> float:
     try:
         list(diagnose_iter(engine, MethodSpec.parse("all-at-once:max_chars=6000"), traces[:1], seed=99))  # warm-up
         sessions.clear()
+        engine.start_cold()  # the measured run compiles its own grammars, as a fresh sweep does
         list(diagnose_iter(engine, MethodSpec.parse("all-at-once:max_chars=6000"), traces, concurrency=len(traces)))
     finally:
         engine.close()

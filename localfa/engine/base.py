@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from localfa.engine.errors import ContextLengthError, InvalidOutputError, TruncatedOutputError
+from localfa.engine.grammar import clear_interned
 from localfa.engine.session import BatchSession
 from localfa.engine.settings import MethodDefaults
 from localfa.engine.types import Message, Request, Response, Session, Usage
@@ -79,6 +80,18 @@ class BaseEngine(ABC):
 
     def reset_prefix_cache(self) -> None:  # noqa: B027 - a no-op where there is no prefix cache
         """Forget cached prompt prefixes (benchmarks measure phases from a cold cache)."""
+
+    def forget_grammars(self) -> None:
+        """Forget every grammar built or compiled so far. A benchmark whose warm-up (or earlier
+        phase) compiled the grammars it then measures hides a cost every fresh sweep pays: a
+        per-trace grammar is built and compiled once, for its one trace. Backends that compile
+        grammars themselves extend this."""
+        clear_interned()
+
+    def start_cold(self) -> None:
+        """Start a measured phase as a fresh sweep starts: no cached prefix, no compiled grammar."""
+        self.reset_prefix_cache()
+        self.forget_grammars()
 
     @classmethod
     def available(cls) -> bool:

@@ -45,7 +45,7 @@ from localfa.engine.errors import ContextLengthError, EngineError, EngineUnavail
 from localfa.engine.rotation import Rotation
 from localfa.engine.session import as_engine_error
 from localfa.engine.types import Message, Request
-from localfa.engine.vllm_types import structured_outputs
+from localfa.engine.vllm_types import forget_fields, structured_outputs
 from localfa.redact import masked_errors, masker
 from localfa.tokens import approx_tokens
 
@@ -309,6 +309,12 @@ class OpenAIEngine(BaseEngine):
     def token_unit(self) -> str:
         """How this engine's token counts were made so far ("tokens" until it counted any)."""
         return "+".join(sorted(self._units)) or "tokens"
+
+    def forget_grammars(self) -> None:
+        """Forget the structured-outputs fields built here. The servers keep the grammars they
+        compiled: a benchmark that must pay compilation again needs fresh servers."""
+        super().forget_grammars()
+        forget_fields()
 
     def describe(self) -> dict[str, Any]:
         served = self.served.get("answer_settings") or {}

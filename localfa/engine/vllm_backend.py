@@ -19,7 +19,7 @@ from localfa.engine.errors import ContextLengthError, EngineError, GrammarError,
 from localfa.engine.self_check import vllm_version_note
 from localfa.engine.settings import EngineSettings
 from localfa.engine.types import Message, Request
-from localfa.engine.vllm_types import structured_outputs
+from localfa.engine.vllm_types import forget_fields, structured_outputs
 
 PROMPT_MEMO = 64  # prompts whose token ids are kept (measured, then sent: tokenized once)
 COUNT_MEMO = 4096  # texts whose token counts are kept
@@ -189,6 +189,16 @@ class VLLMEngine(BaseEngine):
     def reset_prefix_cache(self) -> None:
         self.llm.reset_prefix_cache()
 
+    def forget_grammars(self) -> None:
+        """Also forget the structured-outputs fields, and the grammars vLLM's backend compiled where
+        it keeps them: guidance (the default) builds each request's matcher afresh; xgrammar
+        keeps a compiler cache, emptied here."""
+        super().forget_grammars()
+        forget_fields()
+        compiler = grammar_compiler(self.llm)
+        if compiler is not None:
+            compiler.clear_cache()
+
     def close(self) -> None:
         llm = getattr(self, "llm", None)
         if llm is not None:
@@ -337,6 +347,17 @@ class VLLMSession:
                 self._ready.append((ticket, resp))
         ready, self._ready = sorted(self._ready, key=lambda c: c[0]), []
         return ready
+
+
+def grammar_compiler(llm: object) -> Any | None:
+    """The grammar compiler (and its cache) of vLLM's structured-outputs backend, in process;
+    None before the first grammar-constrained request or where this vLLM keeps it elsewhere."""
+    try:
+        backend = llm.llm_engine.engine_core.engine_core.structured_output_manager.backend  # type: ignore[attr-defined]
+    except AttributeError:
+        return None
+    compiler = getattr(backend, "compiler", None)
+    return compiler if hasattr(compiler, "clear_cache") else None
 
 
 def _compile_grammars_synchronously(llm: object) -> bool:

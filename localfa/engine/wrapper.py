@@ -38,6 +38,12 @@ class EngineWrapper:
     def reset_prefix_cache(self) -> None:
         self.inner.reset_prefix_cache()
 
+    def forget_grammars(self) -> None:
+        self.inner.forget_grammars()
+
+    def start_cold(self) -> None:
+        self.inner.start_cold()
+
     def describe(self) -> dict[str, Any]:
         return dict(self.inner.describe())
 
