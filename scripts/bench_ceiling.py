@@ -34,31 +34,13 @@ import sys
 import time
 from pathlib import Path
 
+import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
 
-def _in_the_project_venv() -> None:
-    """`python scripts/bench_ceiling.py` from a Python without localfa installed: run again with
-    the project's .venv (where `localfa.grammars` and `localfa.prompts` are installed)."""
-    import importlib.util
-    import os
-
-    try:
-        if importlib.util.find_spec("localfa.grammars") is not None or os.environ.get("LOCALFA_REEXEC"):
-            return
-    except ModuleNotFoundError:  # no localfa at all
-        pass
-    venv = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python"
-    if venv.exists():
-        os.environ["LOCALFA_REEXEC"] = "1"
-        os.execv(str(venv), [str(venv), *sys.argv])
-
-
-_in_the_project_venv()
-
-from localfa.bench.benchjson import add_json_option, run_recorded  # noqa: E402 - after the venv check
-from localfa.bench.ceiling import dropped_at, load_p_runs, p_run_dir, write_p_report  # noqa: E402 - after the venv check
-from localfa.bench.sweep import load_traces, parse_seeds, run_sweep  # noqa: E402 - after the venv check
-from localfa.engine.factory import make_engine  # noqa: E402 - after the venv check
-from localfa.methods.registry import MethodSpec  # noqa: E402 - after the venv check
+from localfa.bench.benchjson import add_json_option, run_recorded
+from localfa.bench.ceiling import dropped_at, load_p_runs, p_run_dir, write_p_report
+from localfa.bench.sweep import load_traces, parse_seeds, run_sweep
+from localfa.engine.factory import make_engine
+from localfa.methods.registry import MethodSpec
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "whowhen"

@@ -16,6 +16,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
+import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
+
 from localfa.bench.benchjson import add_json_option, run_recorded
 
 

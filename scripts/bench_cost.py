@@ -30,6 +30,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
+
 from localfa.bench.benchjson import add_json_option, run_recorded
 from localfa.bench.cost import DEFAULT_WINDOW, TraceCost, cost_model, growth_by_trace, measure_isolated, summary
 from localfa.bench.prefill import PromptTokens, load_tokenizer

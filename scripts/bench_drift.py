@@ -28,6 +28,7 @@ import itertools
 import time
 from pathlib import Path
 
+import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
 from bench_safari import DEFAULT_DATA, pick_traces  # scripts/ is on sys.path when run as a script
 
 from localfa.bench.benchjson import add_json_option, run_recorded

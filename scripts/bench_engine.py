@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
+import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
 from pydantic import BaseModel, Field
 
 from localfa.bench.benchjson import add_json_option, run_recorded

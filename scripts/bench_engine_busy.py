@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
+
 import localfa  # noqa: F401  (sets Ray's offline switches before Ray is imported, as the CLI does)
 from localfa.bench.benchjson import add_json_option, run_recorded
 from localfa.bench.driver import run_units_sweep

@@ -24,6 +24,8 @@ import argparse
 import time
 from pathlib import Path
 
+import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
+
 import localfa
 from localfa.bench.benchjson import add_json_option, run_recorded
 from localfa.bench.metrics import GroupSummary, summarize

@@ -34,6 +34,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
+
 from localfa.bench.benchjson import add_json_option, run_recorded
 from localfa.engine.factory import make_engine
 from localfa.methods.base import MethodContext

@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
+
 from localfa.bench.benchjson import add_json_option, run_recorded
 from localfa.bench.driver import run_units_sweep
 from localfa.bench.executors import LocalExecutor

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from localfa.bench.benchjson import add_json_option, run_recorded  # noqa: E402

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
+
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # one core, before numpy loads
     os.environ[_var] = "1"
 

@@ -17,6 +17,8 @@ import json
 import sys
 from pathlib import Path
 
+import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
+
 from localfa.bench.sweep import load_traces
 from localfa.traces.longruns import LongRunError, as_whowhen, lengthen, parse_tokens, window_depths
 

@@ -97,3 +97,13 @@ def test_the_committed_benchmark_files_are_data_the_page_can_draw():
         assert record["schema"] == SCHEMA and record["rows"], path
         assert {"date", "commit", "machine", "load"} <= set(record), path
     assert "not a" not in render_page(files) and "unreadable" not in render_page(files)
+
+
+@pytest.mark.skipif(not (REPO / ".venv" / "bin" / "python").exists(), reason="no project .venv (scripts/setup_cpu.sh makes it)")
+@pytest.mark.parametrize("script", ["bench_falat.py", "bench_ensembles.py", "bench_ceiling.py"])
+def test_a_script_run_by_a_python_without_localfa_runs_again_in_the_project_venv(script):
+    """`python scripts/X.py`, as the issues write it, from a Python that cannot import localfa
+    (here: no site-packages at all) still runs, under .venv/bin/python."""
+    proc = subprocess.run([sys.executable, "-S", str(REPO / "scripts" / script), "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--json FILE" in proc.stdout
