@@ -25,6 +25,13 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT's default action in the child, as a terminal's Ctrl-C finds it. A runner started in
+    the background of a script (`pytest &`) ignores SIGINT and its children inherit that, so
+    Python would never raise KeyboardInterrupt there (the SIGINT case then waits out its timeout)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_fake_serve() -> tuple[subprocess.Popen, set[int]]:
     """`localfa serve` over the fake server, healthy; returns it and its process tree."""
     port = free_port()
@@ -34,6 +41,7 @@ def start_fake_serve() -> tuple[subprocess.Popen, set[int]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
     line = proc.stdout.readline().strip()  # the URL, printed once healthy
     assert line == f"http://127.0.0.1:{port}", proc.stderr.read() if not line else line
