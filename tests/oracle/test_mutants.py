@@ -73,9 +73,10 @@ def test_each_registered_mutant_is_killed_on_its_expected_rule(method: str, muta
     )
 
 
-@pytest.mark.parametrize("method", sorted(unloadable_mutants()))
-def test_every_method_with_mutants_loads(method: str):
-    pytest.fail(f"{method}: its class or its oracle mutants do not load: {unloadable_mutants()[method]}")
+def test_every_method_with_mutants_loads():
+    """One test, never skipped: a parameter per unloadable method was an empty set, so a skip, when all loaded."""
+    assert unloadable_mutants() == {}, "their class or their oracle mutants do not load"
+    assert {"drift", "falat", "safari"} <= {method for method, _ in REGISTERED}
 
 
 # ---- the machinery, on a baseline with a mutant of the test's own ----------------------------------
