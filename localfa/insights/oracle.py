@@ -1,9 +1,9 @@
 """The oracle's answers to the categorise pass (key ``categorise``): a ceiling like every method's.
 
-Honest: where the step the prompt shows is one of the trace's labelled faults and the trace's
-labels carry a category of this taxonomy (AgentRx's do), that category; otherwise a valid category
-drawn from the trace id (the same for every call on the trace, as a consistent model's would be),
-since nothing shown says which is right. Wrong: another category of the taxonomy.
+Honest: where the prompt carries the fault's words and the fingerprint holds a labelled category
+of this taxonomy (AgentRx's labels do), that category; otherwise a category chosen by the task the
+prompt shows (the same for every call on one run, as a consistent model's would be), since nothing
+shown says which is right. Wrong: another category of the taxonomy.
 """
 
 from __future__ import annotations
@@ -21,26 +21,27 @@ def _norm(name: str) -> str:
 
 
 def labelled_category(ask: Ask, names: list[str]) -> str | None:
-    """The first of the trace's labelled categories that names one of `names` (spelling aside)."""
+    """The first of the fingerprint's labelled categories that names one of `names` (spelling aside)."""
     by_norm = {_norm(n): n for n in names}
-    for c in ask.labels.categories:
+    for c in ask.fingerprint.categories:
         if _norm(c) in by_norm:
             return by_norm[_norm(c)]
     return None
 
 
-def _seeded(ask: Ask, names: list[str]) -> str:
-    digest = hashlib.sha256(f"categorise\x1f{ask.trace.id}".encode()).digest()
-    return names[int.from_bytes(digest[:4], "big") % len(names)]
+def _guessed(ask: Ask, names: list[str]) -> str:
+    """A category chosen by the run's task as the prompt shows it (one guess per run)."""
+    task = ask.fenced("TASK") or ask.prompt
+    digest = hashlib.sha256(f"categorise\x1f{task}".encode()).digest()
+    return names[int.from_bytes(digest[:4], "big") % len(names)] if names else ""
 
 
 def _honest_category(ask: Ask) -> str:
     names = [str(n) for n in schema_choices(ask.grammar, "category")]
-    shown = ask.shown_steps()
     labelled = labelled_category(ask, names)
-    if labelled is not None and any(ask.is_fault(step) for step in shown):
+    if labelled is not None and ask.recognised():
         return labelled
-    return _seeded(ask, names)
+    return _guessed(ask, names)
 
 
 def _definition(ask: Ask, category: str) -> str:
@@ -51,19 +52,21 @@ def _definition(ask: Ask, category: str) -> str:
     return f"it fits {category}"
 
 
-def _honest(ask: Ask) -> dict[str, str]:
-    category = _honest_category(ask)
-    reason = f"At this step {_definition(ask, category)[0].lower()}{_definition(ask, category)[1:]}"
+def _answer(ask: Ask, category: str) -> dict[str, str]:
+    definition = _definition(ask, category)
+    reason = f"At this step {definition[:1].lower()}{definition[1:]}"
     return {"reason": clip(reason, max_length(ask.grammar, "reason")), "category": category}
+
+
+def _honest(ask: Ask) -> dict[str, str]:
+    return _answer(ask, _honest_category(ask))
 
 
 def _wrong(ask: Ask) -> dict[str, str]:
     names = [str(n) for n in schema_choices(ask.grammar, "category")]
     right = _honest_category(ask)
     others = [n for n in names if n != right] or names
-    category = ask.rng.choice(others)
-    reason = f"At this step {_definition(ask, category)[0].lower()}{_definition(ask, category)[1:]}"
-    return {"reason": clip(reason, max_length(ask.grammar, "reason")), "category": category}
+    return _answer(ask, ask.rng.choice(others))
 
 
 POLICY = Policy(
@@ -73,7 +76,7 @@ POLICY = Policy(
             r"categorise",
             _honest,
             _wrong,
-            "the trace's labelled category where the shown step is a labelled fault (else a category seeded by the trace)",
+            "the labelled category where the prompt carries the fault's words (else a category chosen by the task shown)",
             "another category of the taxonomy",
         )
     ]

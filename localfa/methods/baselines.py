@@ -326,6 +326,7 @@ class _ModelBaseline(BaseMethod):
 class AllAtOnce(_ModelBaseline):
     name = "all-at-once"
     oracle_policy = "localfa.methods.baselines_oracle:ALL_AT_ONCE"
+    oracle_mutants = "localfa.methods.baselines_mutants:ALL_AT_ONCE"
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
@@ -365,6 +366,7 @@ class AllAtOnce(_ModelBaseline):
 class StepByStep(_ModelBaseline):
     name = "step-by-step"
     oracle_policy = "localfa.methods.baselines_oracle:STEP_BY_STEP"
+    oracle_mutants = "localfa.methods.baselines_mutants:STEP_BY_STEP"
 
     def run(self, ctx: MethodContext) -> Program:
         trace = ctx.trace
@@ -426,6 +428,7 @@ class StepByStep(_ModelBaseline):
 class BinarySearch(_ModelBaseline):
     name = "binary-search"
     oracle_policy = "localfa.methods.baselines_oracle:BINARY_SEARCH"
+    oracle_mutants = "localfa.methods.baselines_mutants:BINARY_SEARCH"
     Options = BinarySearchOptions
     options: BinarySearchOptions
 

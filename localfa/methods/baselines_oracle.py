@@ -1,17 +1,18 @@
-"""The baselines' oracle policies (`localfa.oracle.policy`): what a careful model that knows the
-labelled decisive step answers to each baseline prompt, and what its wrong answer looks like.
+"""The baselines' oracle policies (`localfa.oracle.policy`): what a careful model answers to each
+baseline prompt, from that prompt and the fault's fingerprint alone, and what its wrong answer
+looks like.
 
-Each answer reads the prompt's own definitions (which steps it shows, which steps each half
-covers) and names only steps the prompt shows. The labels serve only to recognise the labelled
-step where its text is shown: when a method's window hides it, the oracle answers as an honest
-model that did not see the fault would (a guess that does not use the labels, `Ask.blind_step`),
-and the miss shows at p = 1.
+The fault is recognised only where a shown step's text carries its words (`Ask.fault_id`); the
+id named is the one the prompt shows beside that text. Where the prompt carries nothing, the honest
+answer is a guess among the shown steps seeded by the prompt (`Ask.blind_step`), and the miss
+shows at p = 1.
 
-- all-at-once (``aao``): the labelled step and agent / a wrong step (`Ask.wrong_step`: the error
-  model's choice) and whoever acted there.
-- step-by-step (``sbs/step/i``): ``yes`` exactly at the labelled step, when shown / the opposite verdict.
-- binary-search (``bs/round/r``): the half showing the labelled step (a guess when neither does) /
-  the other half; (``bs/final``): the labelled step among the window's shown steps / another one.
+- all-at-once (``aao``): the step shown with the fault's words and the labelled agent / a wrong
+  step (`Ask.wrong_step`: the error model's choice) and the agent the prompt shows there.
+- step-by-step (``sbs/step/i``): ``yes`` exactly when the step the prompt stops at carries the
+  fault's words / the opposite verdict.
+- binary-search (``bs/round/r``): the half that shows the fault's words (a guess when neither
+  does) / the other half; (``bs/final``): the step shown with the fault's words / another one.
 """
 
 from __future__ import annotations
@@ -19,18 +20,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from localfa.oracle.policy import Ask, Policy, Rule, clip, max_length, other_choice, schema_choices, schema_ints
+from localfa.oracle.policy import Ask, Policy, PolicyError, Rule, clip, max_length, other_choice, schema_choices, schema_ints
 
 _STOPS_AT = re.compile(r"The log above stops at step (\d+)")
 _HALVES = re.compile(r"upper \(steps (\d+) to (\d+)\) or lower \(steps (\d+) to (\d+)\)")
 
 
-def _candidates(ask: Ask) -> list[int]:
-    """Steps the prompt shows that the answer grammar admits."""
+def _shown_candidates(ask: Ask) -> dict[int, str]:
+    """Steps the prompt shows that the answer grammar admits (id -> shown text); where it shows
+    none of them, every admitted step with no text."""
     admitted = schema_ints(ask.grammar, "step")
-    allowed = set(admitted)
-    shown = [s for s in ask.shown_steps() if s in allowed]
-    return shown or admitted
+    shown = {i: t for i, t in ask.shown_steps().items() if i in set(admitted)}
+    return shown or dict.fromkeys(admitted, "")
 
 
 def _step_answer(ask: Ask, step: int, agent: str | None = None) -> dict[str, object]:
@@ -44,32 +45,38 @@ def _step_answer(ask: Ask, step: int, agent: str | None = None) -> dict[str, obj
     return out
 
 
+def _honest_step(ask: Ask) -> tuple[int, bool]:
+    """(the step shown with the fault's words, True), else (a guess seeded by the prompt, False)."""
+    shown = _shown_candidates(ask)
+    found = ask.fault_id(shown)
+    return (found, True) if found is not None else (ask.blind_step(shown), False)
+
+
 # ---- all-at-once -------------------------------------------------------------------------------
 
 
-def _seen_or_guess(ask: Ask, candidates: list[int]) -> int:
-    """The labelled step where the prompt shows it, else a guess that does not use the labels."""
-    return ask.mistake_step if ask.mistake_step in candidates else ask.blind_step(candidates)
-
-
 def _aao(ask: Ask) -> dict[str, object]:
-    step = _seen_or_guess(ask, _candidates(ask))
-    if step != ask.mistake_step:
-        return _with_agent_at(ask, step)
-    return _step_answer(ask, step, ask.agent_choice(schema_choices(ask.grammar, "agent")))
+    step, recognised = _honest_step(ask)
+    choices = schema_choices(ask.grammar, "agent")
+    if recognised:
+        try:
+            return _step_answer(ask, step, ask.agent_choice(choices))
+        except PolicyError:  # the labelled agent is not among the choices: whoever the prompt shows there
+            pass
+    return _with_agent_at(ask, step)
 
 
 def _aao_wrong(ask: Ask) -> dict[str, object]:
-    return _with_agent_at(ask, ask.wrong_step(_candidates(ask)))
+    return _with_agent_at(ask, ask.wrong_step(_shown_candidates(ask), honest=_honest_step(ask)[0]))
 
 
 def _with_agent_at(ask: Ask, step: int) -> dict[str, object]:
-    """A step answer naming whoever acted at `step` (any agent choice when none names them)."""
+    """A step answer naming the agent the prompt shows at `step` (a guess when none matches)."""
     choices = schema_choices(ask.grammar, "agent")
     try:
         agent = ask.agent_choice(choices, step=step)
-    except ValueError:
-        agent = ask.rng.choice(choices)
+    except PolicyError:
+        agent = ask.blind_choice(sorted(choices), salt=f"agent at {step}")
     return _step_answer(ask, step, agent)
 
 
@@ -83,7 +90,7 @@ def _current(ask: Ask) -> int:
 
 def _sbs(ask: Ask) -> str:
     current = _current(ask)
-    return "yes" if current == ask.mistake_step and current in ask.shown_steps() else "no"
+    return "yes" if ask.fault_id() == current else "no"
 
 
 def _sbs_wrong(ask: Ask) -> str:
@@ -96,15 +103,15 @@ def _sbs_wrong(ask: Ask) -> str:
 def _half(ask: Ask) -> str:
     m = _HALVES.search(ask.prompt)
     if m is None:
-        raise ValueError("the prompt does not say which steps each half covers")
+        raise PolicyError("the prompt does not say which steps each half covers")
     u_lo, u_hi, l_lo, l_hi = (int(g) for g in m.groups())
-    step = ask.mistake_step
-    if step in ask.shown_steps():  # recognised where its text is shown, nowhere else
-        if u_lo <= step <= u_hi:
+    found = ask.fault_id()
+    if found is not None:  # recognised where its words are shown, nowhere else
+        if u_lo <= found <= u_hi:
             return "upper"
-        if l_lo <= step <= l_hi:
+        if l_lo <= found <= l_hi:
             return "lower"
-    return str(ask.rng.choice(_halves(ask)))
+    return str(ask.blind_choice(_halves(ask)))
 
 
 def _halves(ask: Ask) -> list[str]:
@@ -117,11 +124,11 @@ def _half_wrong(ask: Ask) -> str:
 
 
 def _bs_final(ask: Ask) -> dict[str, object]:
-    return _step_answer(ask, _seen_or_guess(ask, _candidates(ask)))
+    return _step_answer(ask, _honest_step(ask)[0])
 
 
 def _bs_final_wrong(ask: Ask) -> dict[str, object]:
-    return _step_answer(ask, ask.wrong_step(_candidates(ask)))
+    return _step_answer(ask, ask.wrong_step(_shown_candidates(ask), honest=_honest_step(ask)[0]))
 
 
 # ---- where a miss at p = 1 came from (read from the record's details) --------------------------
@@ -157,8 +164,8 @@ ALL_AT_ONCE = Policy(
             r"aao",
             _aao,
             _aao_wrong,
-            "the labelled step and agent where the prompt shows it (else a guess that does not use the labels)",
-            "a wrong shown step (the error model's choice), and the agent who acted there",
+            "the step shown with the fault's words, and the labelled agent (else a guess seeded by the prompt)",
+            "a wrong shown step (the error model's choice), and the agent the prompt shows there",
         )
     ],
     dropped_at=_aao_dropped,
@@ -170,7 +177,7 @@ STEP_BY_STEP = Policy(
             r"sbs/step/\d+",
             _sbs,
             _sbs_wrong,
-            "yes exactly when the step the prompt stops at is the labelled step (and is shown)",
+            "yes exactly when the step the prompt stops at carries the fault's words",
             "the opposite verdict",
         )
     ],
@@ -183,7 +190,7 @@ BINARY_SEARCH = Policy(
             r"bs/round/\d+",
             _half,
             _half_wrong,
-            "the half (as the prompt defines it) that shows the labelled step (a guess when neither does)",
+            "the half (as the prompt defines it) that shows the fault's words (a guess seeded by the prompt when neither does)",
             "the other half",
         ),
         Rule(
@@ -191,7 +198,7 @@ BINARY_SEARCH = Policy(
             r"bs/final",
             _bs_final,
             _bs_final_wrong,
-            "the labelled step among the window's shown steps (else a guess that does not use the labels)",
+            "the step of the window shown with the fault's words (else a guess seeded by the prompt)",
             "another shown step of the window (the error model's choice)",
         ),
     ],

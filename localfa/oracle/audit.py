@@ -1,9 +1,13 @@
-"""No clairvoyance: an honest oracle answer may name only step ids its request shows.
+"""No clairvoyance: an honest oracle answer names only ids its request shows, and recognises the
+fault only where the request carries its words.
 
-An oracle policy reads the labels, so it could name the labelled step in a prompt that hides it,
-and a stage that never saw the fault would look sound. With the audit on (`OracleEngine(audit=True)`
-or ``LOCALFA_ORACLE_AUDIT=1``; the tests turn it on), every honest answer is walked and each step id
-it names is checked against `Ask.shown_step_ids()`:
+A rule sees no labels (`localfa.oracle.policy`), so by construction it cannot aim at a step the
+prompt hides; the audit checks that this holds for every honest answer of every oracle run (it is
+always on: `OracleEngine(audit=False)` exists only for the audit's own test):
+
+- every id the fault was recognised at (`Ask.recognitions`) is one whose text, as the request
+  shows it in any of its messages, carries the fault's fingerprint (checked afresh here);
+- every step id the answer names is one the request shows (`Ask.shown_step_ids()`):
 
 - JSON answers: every integer under a key that names steps or spans (`STEP_KEYS`, or any key with
   ``step`` or ``span`` in it: ``step``, ``step_id``, ``focus_step``, ``steps``, ``start``, ``end``,
@@ -17,23 +21,19 @@ Wrong answers are not audited: a model that errs may name any id its grammar adm
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any, Iterator
 
+from localfa.oracle import prompt as prompt_reader
 from localfa.oracle.policy import Ask, PolicyError
 
-AUDIT_ENV = "LOCALFA_ORACLE_AUDIT"
 STEP_KEYS = frozenset({"start", "end", "introduced", "consequential", "uses", "ranking"})
 _ID_LIST = re.compile(r"\d+(,\d+)*")
 
 
 class ClairvoyantAnswer(PolicyError):
-    """An honest answer named a step id its prompt does not show."""
-
-
-def audit_from_env() -> bool:
-    return os.environ.get(AUDIT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    """An honest answer named a step id its prompt does not show, or recognised a fault the prompt
+    does not carry."""
 
 
 def names_steps(key: str) -> bool:
@@ -85,8 +85,24 @@ def answer_ids(ask: Ask, value: Any) -> list[tuple[str, int]]:
     return list(named_ids(value))
 
 
+def audit_recognitions(ask: Ask) -> None:
+    """Raise `ClairvoyantAnswer` where the rule recognised the fault at an id whose shown text does
+    not carry it (recomputed from every message of the request)."""
+    if not ask.recognitions:
+        return
+    shown = prompt_reader.units(ask.text)
+    texts = {u.id: u.text for u in shown}
+    for i in dict.fromkeys(ask.recognitions):
+        if not ask.carries_fault(texts.get(i, "")):
+            raise ClairvoyantAnswer(
+                f"request {ask.key!r}: the fault was recognised at id {i}, whose text the request does not show carrying it"
+            )
+
+
 def audit_answer(ask: Ask, value: Any) -> None:
-    """Raise `ClairvoyantAnswer` naming the field when `value` names an id the prompt hides."""
+    """Raise `ClairvoyantAnswer` naming the field when `value` names an id the prompt hides, or the
+    rule recognised a fault the prompt does not carry."""
+    audit_recognitions(ask)
     shown = ask.shown_step_ids()
     hidden = [(where, i) for where, i in answer_ids(ask, value) if i not in shown]
     if hidden:

@@ -3,18 +3,21 @@
 `--engine oracle` (p = 1: always the honest answer) or `--engine oracle:p=0.8` (each call is
 honest with probability p, else a plausible wrong answer of the same kind; `window=N` sets the
 context window it reports, 32768 by default, the size localfa's methods are sized for).
-`noise=iid` (the default: independent errors) or `noise=real` (errors correlated within a trace
+`recognise=F` sets the share of a fault's distinctive shingles a block must show for the fault to
+be recognised there (`localfa.oracle.fingerprint.RECOGNISE`, 0.5 by default). `noise=iid` (the default: independent errors) or `noise=real` (errors correlated within a trace
 and biased like a real judge's; `spread=F` sets the per-trace difficulty spread, `length=L` how
 much harder long runs are) picks the error model, defined in `localfa.oracle.noise`. Whether a call errs is drawn from (request seed, trace,
 key), so a run is reproducible and independent of batching; the run seed moves it, as it moves a
 model's sampling.
 
-With `audit=True` (or ``LOCALFA_ORACLE_AUDIT=1``) every honest answer is checked to name only step
-ids its request shows (`localfa.oracle.audit`); a clairvoyant answer fails that request with an
-`OracleError` naming the field.
-
-The engine learns each job's trace through `attach_trace` (the runner calls it for every job:
-API, sweeps, shards, Ray workers) and finds it again by the request's `route` (the trace id).
+A rule never sees the trace: the engine turns each trace it is given (`attach_trace`; the runner
+calls it for every job: API, sweeps, shards, Ray workers) into a `FaultFingerprint`
+(`localfa.oracle.labels`) and hands a rule only the request and that fingerprint
+(`localfa.oracle.policy.Ask`), finding it again by the request's `route` (the trace id). The
+engine itself keeps the trace's id and length: the error model's per-trace difficulty is drawn from
+them. Every honest answer is audited (`localfa.oracle.audit`): an id the prompt does not show, or a
+recognition the prompt does not bear out, fails that request with an `OracleError` naming the rule
+and the field. The audit is always on (`audit=False` exists for the audit's own test only).
 Answers are serialised and validated against the request's grammar like any backend's text
 (JSON answers also against the compacted schema every backend enforces). A request the oracle
 cannot answer (no policy for its key, an unlabelled trace, a policy bug) fails that request only,
@@ -34,12 +37,13 @@ from pydantic import BaseModel
 from localfa.engine.base import BaseEngine, RawOutput
 from localfa.engine.errors import EngineError, InvalidOutputError
 from localfa.engine.types import Message, Request
-from localfa.oracle.audit import audit_answer, audit_from_env
+from localfa.oracle.audit import audit_answer
+from localfa.oracle.fingerprint import RECOGNISE, FaultFingerprint
+from localfa.oracle.labels import fingerprint_of
 from localfa.oracle.noise import DEFAULT_SPREAD, NOISE_KINDS, NoiseModel
 from localfa.oracle.policy import Ask, AskRandom
 from localfa.oracle.registry import Policies, registered_policies
 from localfa.tokens import approx_tokens
-from localfa.traces.model import Trace
 
 DEFAULT_WINDOW = 32768
 MESSAGE_TOKENS = 8  # chat-template tokens a message adds (as localfa.methods.budget counts them)
@@ -50,14 +54,23 @@ class OracleError(EngineError):
 
 
 def parse_params(spec: str | None) -> dict[str, float | int | str]:
-    """``oracle:p=0.8:window=16384:noise=real:spread=4:length=0.5`` -> {"p": 0.8, "window": 16384,
-    "noise": "real", "spread": 4.0, "length": 0.5}, with clear errors."""
-    params: dict[str, float | int | str] = {"p": 1.0, "window": DEFAULT_WINDOW, "noise": "iid", "spread": DEFAULT_SPREAD, "length": 0.0}
+    """``oracle:p=0.8:window=16384:noise=real:spread=4:length=0.5:recognise=0.5`` -> {"p": 0.8,
+    "window": 16384, "noise": "real", "spread": 4.0, "length": 0.5, "recognise": 0.5}, with clear errors."""
+    params: dict[str, float | int | str] = {
+        "p": 1.0,
+        "window": DEFAULT_WINDOW,
+        "noise": "iid",
+        "spread": DEFAULT_SPREAD,
+        "length": 0.0,
+        "recognise": RECOGNISE,
+    }
     for part in (spec or "").split(":")[1:]:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in params:
-            raise EngineError(f"--engine {spec}: {part!r} is not p=FLOAT, window=INT, noise=iid|real, spread=FLOAT or length=FLOAT")
+            raise EngineError(
+                f"--engine {spec}: {part!r} is not p=FLOAT, window=INT, noise=iid|real, spread=FLOAT, length=FLOAT or recognise=FLOAT"
+            )
         if key == "noise":
             if value not in NOISE_KINDS:
                 raise EngineError(f"--engine {spec}: noise must be one of {', '.join(NOISE_KINDS)}, got {value!r}")
@@ -75,6 +88,8 @@ def parse_params(spec: str | None) -> dict[str, float | int | str]:
         raise EngineError(f"--engine {spec}: spread must be positive, got {params['spread']}")
     if not float(params["length"]) >= 0:
         raise EngineError(f"--engine {spec}: length must be at least 0, got {params['length']}")
+    if not 0.0 < float(params["recognise"]) <= 1.0:
+        raise EngineError(f"--engine {spec}: recognise must be in (0, 1], got {params['recognise']}")
     return params
 
 
@@ -107,8 +122,9 @@ class OracleEngine(BaseEngine):
         policies: Policies | None = None,
         noise: str = "iid",
         spread: float = DEFAULT_SPREAD,
-        audit: bool | None = None,
+        audit: bool = True,
         length: float = 0.0,
+        threshold: float = RECOGNISE,
     ) -> None:
         if not 0.0 <= p <= 1.0:
             raise EngineError(f"oracle: p must be in [0, 1], got {p}")
@@ -118,7 +134,8 @@ class OracleEngine(BaseEngine):
             raise EngineError(f"oracle: {exc}") from None
         self.p = p
         self.max_model_len = max_model_len
-        self.audit = audit_from_env() if audit is None else audit
+        self.audit = audit
+        self.threshold = threshold
         self.policies = policies or registered_policies()
         self.policy_fingerprint = self.policies.fingerprint()
         # iid keeps the identity it always had (cached responses stay valid); other models name theirs
@@ -127,30 +144,36 @@ class OracleEngine(BaseEngine):
             "path": None,
             "sha256": None,
             "name": f"oracle(p={p:g}{'' if noise == 'iid' else ', noise=' + noise})",
-            "identity": f"oracle:p={p}:window={max_model_len}{model}:policies={self.policy_fingerprint}",
+            "identity": f"oracle:p={p}:window={max_model_len}{model}{'' if threshold == RECOGNISE else f':recognise={threshold:g}'}"
+            f":policies={self.policy_fingerprint}",
         }
-        self._traces: dict[str, Trace] = {}
+        self._traces: dict[str, tuple[FaultFingerprint | None, int]] = {}  # trace id -> (fingerprint, steps)
         self._lock = threading.Lock()
         self.answered = 0
         self.wrong = 0
 
     # ---- the trace each request runs on --------------------------------------------------------
     def attach_trace(self, trace: Any) -> None:
+        """Keep `trace`'s fingerprint and length (never the trace itself: no rule can reach it)."""
+        entry = (fingerprint_of(trace), len(trace.steps))
         with self._lock:
-            self._traces[trace.id] = trace
+            self._traces[trace.id] = entry
 
     # ---- answering -------------------------------------------------------------------------------
     def answer(self, req: Request) -> tuple[str, bool]:
         """(answer text, whether it is a wrong answer) for one request."""
-        trace = self._traces.get(req.route)
-        if trace is None:
+        entry = self._traces.get(req.route)
+        if entry is None:
             raise OracleError(f"request {req.key!r}: the oracle was not given trace {req.route!r} (Engine.attach_trace)")
-        ask = Ask(req, trace, _draw(req), self.noise)
+        fingerprint, n_steps = entry
+        if fingerprint is None:
+            raise OracleError(f"request {req.key!r}: trace {req.route} has no labels: the oracle answers only labelled traces")
+        ask = Ask(req, fingerprint, _draw(req), self.noise, self.threshold)
         try:
             method, rule = self.policies.rule_for(ask.key)
         except LookupError as exc:
             raise OracleError(str(exc)) from None
-        wrong = ask.rng.random() >= self.noise.honesty(trace.id, len(trace.steps))
+        wrong = ask.rng.random() >= self.noise.honesty(str(req.route), n_steps)
         try:
             value = (rule.wrong if wrong else rule.honest)(ask)
             if self.audit and not wrong:
@@ -158,7 +181,7 @@ class OracleEngine(BaseEngine):
         except Exception as exc:  # noqa: BLE001 - a policy bug ends that trace only, with its name
             raise OracleError(
                 f"oracle policy of {method}, rule {rule.kind!r} ({'wrong' if wrong else 'honest'} answer), "
-                f"failed on request {req.key!r} of trace {trace.id}: {type(exc).__name__}: {exc}"
+                f"failed on request {req.key!r} of trace {req.route}: {type(exc).__name__}: {exc}"
             ) from exc
         text = serialise(value)
         if req.grammar.kind == "json":  # the compacted schema every backend enforces, not only the model
@@ -193,6 +216,7 @@ class OracleEngine(BaseEngine):
             "length": self.noise.length if self.noise.real else None,
             "policies": {name: target for name, (target, _) in sorted(self.policies.by_method.items())},
             "policy_fingerprint": self.policy_fingerprint,
+            "recognise": self.threshold,
         }
 
     @classmethod
@@ -203,4 +227,11 @@ class OracleEngine(BaseEngine):
             f"localfa: engine oracle (answers from each trace's labels, honest with p={params['p']}, "
             f"noise={params['noise']}; no model), window {window}"
         )
-        return cls(float(params["p"]), window, noise=str(params["noise"]), spread=float(params["spread"]), length=float(params["length"]))
+        return cls(
+            float(params["p"]),
+            window,
+            noise=str(params["noise"]),
+            spread=float(params["spread"]),
+            length=float(params["length"]),
+            threshold=float(params["recognise"]),
+        )

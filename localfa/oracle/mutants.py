@@ -24,10 +24,14 @@ the method does not need (remove it, with the figures) or a blind spot of the po
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, ContextManager, Iterator, Literal, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Literal, Sequence
+
+import regex
 
 from localfa.methods.registry import METHODS, method_class
 
@@ -145,3 +149,79 @@ class Figures:
     calls_per_trace: float
     prefill_per_trace: float
     long_ceiling: float | None = None
+
+
+# ---- content-blind mutants: a template's trace text removed, or replaced by same-shape nonsense ----
+
+BlindMode = Literal["removed", "nonsense"]
+_BLOCK_BODY = re.compile(r"^(<<<(?:STEP|PASSAGE) \d+>>>\n)(.*?)(\n<<<END (?:STEP|PASSAGE) \d+>>>)$", re.S | re.M)
+_NUMBERED_LINE = re.compile(r"^(\s*\d+ \(step \d+\)\| )(.*)$", re.M)
+_WORDISH = regex.compile(r"[\p{L}\p{N}]+")
+_LETTERS = "bcdfghjklmnpqrstvwxz"
+
+
+def nonsense(text: str) -> str:
+    """`text` with every run of letters or digits replaced by a made-up word of the same length
+    (the same word always by the same nonsense): the line shape and length stay, the words go."""
+
+    def word(m: regex.Match[str]) -> str:
+        w = m.group(0)
+        seed = int.from_bytes(hashlib.sha256(w.encode()).digest()[:8], "big")
+        out = []
+        for _ in w:
+            out.append(_LETTERS[seed % len(_LETTERS)])
+            seed = seed // len(_LETTERS) or int.from_bytes(hashlib.sha256(f"{seed}{w}".encode()).digest()[:8], "big")
+        return "".join(out)
+
+    return _WORDISH.sub(word, text)
+
+
+def blind_prompt(rendered: str, mode: BlindMode) -> str:
+    """`rendered` with the trace text it shows blinded: the body of every fenced STEP/PASSAGE block
+    and the text of every numbered line of the line view, removed or made nonsense (headers,
+    ids and the prompt's own words stay)."""
+    change = (lambda _t: "") if mode == "removed" else nonsense
+    out = _BLOCK_BODY.sub(lambda m: m.group(1) + change(m.group(2)) + m.group(3), rendered)
+    return _NUMBERED_LINE.sub(lambda m: m.group(1) + change(m.group(2)), out)
+
+
+def content_blind(template: str, mode: BlindMode) -> Callable[[], ContextManager[object]]:
+    """A `Mutant.patch`: while active, every rendering of prompt `template` (``"drift/support.j2"``)
+    shows its trace text blinded (`blind_prompt`)."""
+    from unittest import mock
+
+    from localfa import templates
+
+    real = templates._template
+
+    class _Blinded:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def render(self, *args: Any, **kwargs: Any) -> str:
+            return blind_prompt(self.inner.render(*args, **kwargs), mode)
+
+    def lookup(name: str) -> Any:
+        found = real(name)
+        return _Blinded(found) if name == template else found
+
+    return lambda: mock.patch.object(templates, "_template", lookup)
+
+
+def content_blind_mutants(templates: dict[str, KillRule], traces: tuple[str, ...] = ()) -> list[Mutant]:
+    """Two mutants per trace-showing template (template -> the kill rule it must trip): its trace text
+    removed, and replaced by nonsense of the same length and line shape."""
+    out = []
+    for template, expect in templates.items():
+        stem = template.rsplit("/", 1)[-1].removesuffix(".j2").replace("_", "-")
+        for mode, says in (("removed", "removed"), ("nonsense", "replaced by same-shape nonsense")):
+            out.append(
+                Mutant(
+                    f"{stem}-text-{mode}",
+                    f"{template}: the trace text it shows {says}",
+                    expect,
+                    content_blind(template, mode),  # type: ignore[arg-type]
+                    traces=traces,
+                )
+            )
+    return out

@@ -3,9 +3,14 @@
 This module is the one place the error models and their parameters are defined (docs/ceilings.md
 describes them in words).
 
+Everything a wrong answer may depend on is read from the request's prompt (`PromptView`): the ids
+it shows, where it shows the fault (the id whose text carries the fault's fingerprint; none where
+it does not carry it), the agent it shows beside each id, and the labelled agent's name. Never the
+label's position: a prompt that hides the fault gives the error model nothing to aim near.
+
 ``noise=iid`` (the default, ``oracle:p=0.7``): every call is honest with probability p,
 independently of every other call; a wrong step is drawn uniformly among the candidates within 3
-steps of the labelled one (`policy.nearby_other`).
+steps of where the prompt shows the fault (else of the honest answer), else among all others.
 
 ``noise=real`` (``oracle:p=0.7:noise=real``): errors shaped like a real judge's.
 
@@ -22,16 +27,15 @@ steps of the labelled one (`policy.nearby_other`).
   the honesty on a short run (the calibration fits L to the published gap between Who&When's
   short algorithm-generated and long hand-crafted runs).
 - *Biased toward the positions judges favour, and plausible.* A wrong step is drawn among the
-  candidates (never the labelled step) with weight `WEIGHTS.base`, times an earliness factor
-  (1 + `WEIGHTS.early` · (1 - position), position 0 at the first step, 1 at the last), plus
-  `WEIGHTS.adjacent` for the steps next to the labelled one, `WEIGHTS.adopter` for the step that
-  adopted the error (the first later step of another agent), `WEIGHTS.same_agent` for the
-  labelled agent's other steps, `WEIGHTS.agent_first` for that agent's first step and
-  `WEIGHTS.last` for the trace's last step.
+  candidates (never the honest answer) with weight `WEIGHTS.base`, times an earliness factor
+  (1 + `WEIGHTS.early` · (1 - position), position 0 at the first shown step, 1 at the last), plus
+  `WEIGHTS.adjacent` for the steps next to where the prompt shows the fault, `WEIGHTS.adopter` for
+  the shown step that adopted it (the first later shown step of another agent),
+  `WEIGHTS.same_agent` for the labelled agent's other shown steps, `WEIGHTS.agent_first` for that
+  agent's first shown step and `WEIGHTS.last` for the last shown step.
 
 What a fooled call answers is its policy's `wrong` answer, of the same kind as the honest one; a
-call that judges several steps at once may name several (FALAT's fooled windows and ratings take
-the steps that show the error for its source: `localfa.methods.falat.oracle._symptoms`).
+call that judges several steps at once may name several.
 
 Every draw uses the request's own random source (`_draw` in the engine: request seed, trace,
 key), so a run is reproducible and independent of batching.
@@ -42,10 +46,10 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
-from localfa.traces.model import Trace, normalize_agent
+from localfa.naming import normalize_agent
 
 NoiseKind = Literal["iid", "real"]
 NOISE_KINDS: tuple[str, ...] = ("iid", "real")
@@ -121,27 +125,41 @@ class NoiseModel:
 IID = NoiseModel()
 
 
-def adopter_step(trace: Trace, mistake: int) -> int | None:
-    """The step that adopted the error: the first step after `mistake` by another agent."""
-    agent = normalize_agent(trace.agent_at(mistake))
-    for i in range(mistake + 1, len(trace.steps)):
-        if normalize_agent(trace.agent_at(i)) != agent:
-            return i
-    return None
+@dataclass(frozen=True)
+class PromptView:
+    """What the error model may know of one request, all read from its prompt: the ids it shows,
+    the id it shows the fault at (None: the prompt does not carry it), the agent it shows for each
+    id, and the labelled agent's name (the fingerprint's)."""
+
+    shown: tuple[int, ...]
+    fault: int | None = None
+    agents: dict[int, str] = field(default_factory=dict)
+    labelled_agent: str | None = None
 
 
-def wrong_step_weights(trace: Trace, mistake: int, pool: Sequence[int], weights: WrongStepWeights = WEIGHTS) -> list[float]:
-    """The weight of each step of `pool` as a realistic wrong answer (module doc)."""
-    n = max(1, len(trace.steps) - 1)
-    agent = normalize_agent(trace.agent_at(mistake)) if 0 <= mistake < len(trace.steps) else None
-    same = [i for i in range(len(trace.steps)) if agent is not None and normalize_agent(trace.agent_at(i)) == agent]
+def adopter_step(view: PromptView) -> int | None:
+    """The shown step that adopted the error: the first shown step after the fault by another agent."""
+    if view.fault is None:
+        return None
+    agent = normalize_agent(view.agents.get(view.fault, ""))
+    return next((i for i in sorted(view.shown) if i > view.fault and normalize_agent(view.agents.get(i, "")) != agent), None)
+
+
+def wrong_step_weights(view: PromptView, pool: Sequence[int], weights: WrongStepWeights = WEIGHTS) -> list[float]:
+    """The weight of each step of `pool` as a realistic wrong answer (module doc), from what the
+    prompt shows: earliness within the shown ids, the neighbours of and the adopter after the fault
+    where the prompt shows it, the labelled agent's shown steps, the last shown step."""
+    everything = sorted(set(view.shown) | set(pool))
+    lo, hi = (everything[0], everything[-1]) if everything else (0, 0)
+    span = max(1, hi - lo)
+    who = normalize_agent(view.labelled_agent) if view.labelled_agent else None
+    same = [i for i in everything if who is not None and normalize_agent(view.agents.get(i, "")) == who]
     first_of_agent = same[0] if same else None
-    adopter = adopter_step(trace, mistake) if agent is not None else None
-    last = len(trace.steps) - 1
+    adopter = adopter_step(view)
     out = []
     for s in pool:
-        w = weights.base * (1.0 + weights.early * (1.0 - min(max(s, 0), n) / n))
-        if abs(s - mistake) == 1:
+        w = weights.base * (1.0 + weights.early * (1.0 - (min(max(s, lo), hi) - lo) / span))
+        if view.fault is not None and abs(s - view.fault) == 1:
             w += weights.adjacent
         if s == adopter:
             w += weights.adopter
@@ -149,16 +167,27 @@ def wrong_step_weights(trace: Trace, mistake: int, pool: Sequence[int], weights:
             w += weights.same_agent
         if s == first_of_agent:
             w += weights.agent_first
-        if s == last:
+        if s == hi:
             w += weights.last
         out.append(w)
     return out
 
 
-def realistic_wrong_step(trace: Trace, mistake: int, candidates: Sequence[int], rng: random.Random) -> int:
-    """A wrong step among `candidates` (not `mistake` unless it is the only one), drawn with the
-    realistic weights."""
-    pool = sorted(c for c in set(candidates) if c != mistake)
+def realistic_wrong_step(view: PromptView, candidates: Sequence[int], rng: random.Random, avoid: int | None = None) -> int:
+    """A wrong step among `candidates` (never `avoid`, the honest answer, unless it is the only
+    one), drawn with the realistic weights."""
+    pool = sorted(c for c in set(candidates) if c != avoid)
     if not pool:
-        return mistake
-    return rng.choices(pool, weights=wrong_step_weights(trace, mistake, pool))[0]
+        return avoid if avoid is not None else sorted(candidates)[0]
+    return rng.choices(pool, weights=wrong_step_weights(view, pool))[0]
+
+
+def iid_wrong_step(view: PromptView, candidates: Sequence[int], rng: random.Random, avoid: int | None = None, spread: int = 3) -> int:
+    """A wrong step among `candidates` other than `avoid`: within `spread` of where the prompt shows
+    the fault (or of `avoid`) where one is, else any other."""
+    pool = sorted(c for c in set(candidates) if c != avoid)
+    if not pool:
+        return avoid if avoid is not None else sorted(candidates)[0]
+    centre = view.fault if view.fault is not None else avoid
+    near = [c for c in pool if centre is not None and abs(c - centre) <= spread]
+    return rng.choice(near or pool)

@@ -7,90 +7,90 @@ renderer). A policy is one `Rule` per request kind of the method:
 - `pattern`: a regex full-matched against the request's key without ensemble prefixes
   (`base_key`), e.g. ``r"falat/pair/\\d+/\\d+"``. Every key a method sends must match exactly one
   rule of one policy; a key no rule matches is that trace's error record, naming the key.
-- `honest(ask)`: what a careful model that knows the trace's labels answers, by the definitions
-  the prompt itself gives (a step unrelated to the fault is unrelated; a quote is verbatim from
-  the trace's steps). It names only what the prompt shows: a step the method hid from the prompt
-  cannot be the answer, so a window that drops the labelled step shows up as a miss at p = 1.
-- `wrong(ask)`: a plausible wrong answer of the same kind (a different step nearby, the opposite
-  verdict, another label, a claim marked supported), drawn with `ask.rng` (seeded per request).
-  A wrong *step* is drawn with `ask.wrong_step(pool)` (or `nearby_other(pool, ask.mistake_step,
-  ask.rng)`, the same thing): under ``noise=iid`` a step within 3 of the labelled one, under
-  ``noise=real`` a step drawn with the realistic weights of `localfa.oracle.noise` (earlier steps,
-  the labelled agent's first and other steps, the adjacent steps, the step that adopted the error,
-  the last step). A wrong verdict is `other_choice(grammar, value, ask.rng)`.
+- `honest(ask)`: what a careful model answers, by the definitions the prompt itself gives.
+- `wrong(ask)`: a plausible wrong answer of the same kind.
 
-What a prompt shows is read by `ask.shown_step_ids()` (every display format the methods use); the
-engine's audit (`OracleEngine(audit=True)`, `LOCALFA_ORACLE_AUDIT=1`) fails an honest answer that
-names a step id the prompt does not show (`localfa.oracle.audit`).
+**A rule cannot read the answer key.** It is handed an `Ask`: the request (key, messages, grammar),
+the trace's `FaultFingerprint` (the fault's own distinctive words, the labelled agent's name, the
+labelled categories; `localfa.oracle.fingerprint`), a random source seeded by the request, and the
+error model. No trace, no step id, no position, no other step's text. So:
 
-Both read only the `Ask`: the request (key, messages, grammar) and the trace (its labels, and its
-steps' text for verbatim quotes); never the method's internal state. They return a value the
-grammar admits: a dict, list or pydantic model for a JSON grammar (serialised compactly), a
-string for a choice, regex or CFG grammar. The engine validates it like any backend's output.
+- the fault is recognised only where the prompt carries its words (`Ask.recognised`,
+  `Ask.fault_id`: the id the prompt shows beside text holding at least `RECOGNISE` of the fault's
+  shingles; a quote shows it with `Ask.quotes_fault`);
+- everything else is decided from the prompt alone: a blind answer (nothing recognised) is
+  `Ask.blind_step`, a choice among the ids the prompt shows seeded by the request's text;
+- a wrong step is `Ask.wrong_step(pool, honest)`, drawn by the error model from what the prompt
+  shows (`localfa.oracle.noise.PromptView`); a wrong verdict is `other_choice(grammar, value, rng)`.
+
+Policy modules import nothing from `localfa.traces` nor from the methods' own machinery
+(tests/architecture/test_oracle_blind.py): prompt formats are read by `localfa.oracle.prompt`.
+Every honest answer is audited (`localfa.oracle.audit`): an id the prompt does not show, or a
+recognition the prompt does not bear out, fails that request loudly with the rule's name.
+
+Rules return a value the grammar admits: a dict, list or pydantic model for a JSON grammar
+(serialised compactly), a string for a choice, regex or CFG grammar. The engine validates it like
+any backend's output.
 
 A tiny policy (a method whose one request ``mine/pick`` asks for ``{"step": N}``)::
 
     def _pick(ask: Ask) -> dict:
-        return {"step": nearest(ask.shown_steps(), ask.mistake_step)}
+        shown = sorted(ask.shown_steps())
+        found = ask.fault_id()
+        return {"step": found if found is not None else ask.blind_step(shown)}
 
     def _pick_wrong(ask: Ask) -> dict:
-        return {"step": nearby_other(ask.shown_steps(), ask.mistake_step, ask.rng)}
+        return {"step": ask.wrong_step(sorted(ask.shown_steps()), honest=_pick(ask)["step"])}
 
-    POLICY = Policy([Rule("pick", r"mine/pick", _pick, _pick_wrong, "the labelled step", "a step nearby")])
+    POLICY = Policy([Rule("pick", r"mine/pick", _pick, _pick_wrong, "the step shown with the fault's words", "another shown step")])
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Request
 from localfa.methods.base import base_key
-from localfa.methods.fencing import fenced_blocks, neutralise
-from localfa.oracle.noise import IID, NoiseModel, realistic_wrong_step
-from localfa.traces.model import Labels, Trace, normalize_agent
+from localfa.methods.fencing import neutralise
+from localfa.naming import normalize_agent
+from localfa.oracle import prompt as prompt_reader
+from localfa.oracle.fingerprint import RECOGNISE, FaultFingerprint
+from localfa.oracle.noise import IID, NoiseModel, PromptView, iid_wrong_step, realistic_wrong_step
 
-_STEP_LABEL = re.compile(r"STEP (\d+)")
 _INT = re.compile(r"\d+")
-# Every way a method's prompt shows a step (or a span of steps), for `Ask.shown_step_ids`:
-_SHOWN_BLOCK = re.compile(r"(?:STEP|PASSAGE) (\d+)")  # fenced <<<STEP i>>> / DRIFT's <<<PASSAGE i>>>
-_LINE_VIEW = re.compile(r"^\s*\d+ \(step (\d+)\)\|", re.M)  # SAFARI's numbered lines: `  541 (step 71)| ...`
-_SPAN_HEADER = re.compile(r"^Span (\d+) \(steps? (\d+)(?:-(\d+))?\):$", re.M)  # DRIFT's span labels
-_CLAIM_HEADER = re.compile(r"introduced in span (\d+), relied on from span (\d+|-), used in spans ([\d, ]+|none recorded)")
-_LEDGER_LINE = re.compile(r"\| introduced (\d+), relied on from (\d+|-), used in ([\d,]+|-) \|")
-_STM_STEP = re.compile(r'"step_id": ?(\d+)')
+T = TypeVar("T")
 
 
 class AskRandom(random.Random):
-    """A request's random source that knows its `Ask`, so `nearby_other(pool, target, ask.rng)`
-    can follow the engine's error model without every policy passing the ask."""
-
-    ask: "Ask | None" = None
+    """A request's random source (kept as a type for the engine's seeding)."""
 
 
 class PolicyError(ValueError):
-    """A policy cannot answer this request (no labels, nothing it may name): names the key."""
+    """A policy cannot answer this request (nothing it may name, a prompt it cannot read): names the key."""
 
 
 @dataclass
 class Ask:
-    """One request as a policy sees it: the request itself, the trace it runs on, and a random
-    source seeded by the request (use it only to draw wrong answers)."""
+    """One request as a policy sees it (module doc): the request, the fault's fingerprint, a
+    random source seeded by the request (use it only to draw wrong answers) and the error model.
+    It records what it recognised, for the audit."""
 
     request: Request
-    trace: Trace
+    fingerprint: FaultFingerprint
     rng: random.Random
     noise: NoiseModel = IID
+    threshold: float = RECOGNISE
     key: str = field(init=False)
+    recognitions: list[int] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         self.key = base_key(self.request.key)
-        if isinstance(self.rng, AskRandom):
-            self.rng.ask = self
 
     # ---- the request -----------------------------------------------------------------------
     @property
@@ -113,96 +113,102 @@ class Ask:
         return [int(x) for x in _INT.findall(self.key)]
 
     def shown_steps(self, text: str | None = None) -> dict[int, str]:
-        """Steps whose text the prompt shows in a fenced ``<<<STEP i>>>`` block: index -> text."""
-        out: dict[int, str] = {}
-        for label, body in fenced_blocks(self.prompt if text is None else text):
-            m = _STEP_LABEL.fullmatch(label)
-            if m:
-                out[int(m.group(1))] = body
-        return out
+        """Step id -> the text the prompt (or `text`) shows of it (`localfa.oracle.prompt.units`)."""
+        return {u.id: u.text for u in prompt_reader.units(self.prompt if text is None else text)}
 
     @cached_property
     def shown_ids(self) -> frozenset[int]:
-        """Every step or span id the request shows, in any display format the methods use, over
-        all its messages: fenced ``<<<STEP i>>>`` and ``<<<PASSAGE i>>>`` blocks (every method;
-        DRIFT's passages of cut steps), SAFARI's numbered line view (``541 (step 71)| ...``) and
-        the step ids its STM block carries, DRIFT's span headers (``Span 3 (steps 4-5):``: the
-        span id and its steps) and the spans its ledger and claim headers name. Step and span ids
-        share one set: an answer's span field is checked against the same set."""
-        ids: set[int] = set()
-        for label, body in fenced_blocks(self.text):
-            m = _SHOWN_BLOCK.fullmatch(label)
-            if m:
-                ids.add(int(m.group(1)))
-            elif label == "STM":
-                ids.update(int(x) for x in _STM_STEP.findall(body))
-            elif label == "LEDGER":
-                for intro, relied, uses in _LEDGER_LINE.findall(body):
-                    ids.update(int(x) for x in _INT.findall(f"{intro} {relied} {uses}"))
-        ids.update(int(x) for x in _LINE_VIEW.findall(self.text))
-        for span, first, last in _SPAN_HEADER.findall(self.text):
-            ids.add(int(span))
-            ids.update(range(int(first), int(last or first) + 1))
-        for intro, relied, uses in _CLAIM_HEADER.findall(self.text):
-            ids.update(int(x) for x in _INT.findall(f"{intro} {relied} {uses}"))
-        return frozenset(ids)
+        """Every step or span id the request shows, over all its messages (`prompt.shown_ids`)."""
+        return prompt_reader.shown_ids(self.text)
 
     def shown_step_ids(self) -> frozenset[int]:
-        """Step (and span) ids the request shows (`shown_ids`): the only ids an honest answer names."""
         return self.shown_ids
 
-    # ---- the labels ------------------------------------------------------------------------
-    @property
-    def labels(self) -> Labels:
-        if self.trace.labels is None:
-            raise PolicyError(f"trace {self.trace.id} has no labels: the oracle answers only labelled traces")
-        return self.trace.labels
+    def agents(self, text: str | None = None) -> dict[int, str]:
+        """Step id -> the agent the prompt (or `text`; default: every message) shows beside it."""
+        return prompt_reader.agents_shown(self.text if text is None else text)
 
-    @property
-    def mistake_step(self) -> int:
-        step = self.labels.mistake_step
-        if step is None:
-            raise PolicyError(f"trace {self.trace.id} has no labelled mistake step")
-        return step
+    def fenced(self, label: str, text: str | None = None) -> str:
+        """The prompt's block `label` (``TASK``, ``RESULT``), or ''."""
+        return prompt_reader.fenced(self.prompt if text is None else text, label)
 
-    @property
-    def mistake_agent(self) -> str:
-        """The labelled agent in the trace's own spelling (else the agent at the labelled step)."""
-        name = self.labels.mistake_agent
-        resolved = self.trace.resolve_agent(name) if name else None
-        return resolved or self.trace.agent_at(self.mistake_step)
+    # ---- recognising the fault by its words -------------------------------------------------------
+    def recognised(self, shown: dict[int, str] | None = None) -> list[int]:
+        """The ids whose shown text carries a labelled fault, ascending (`shown`: the prompt's
+        own units by default). A fault whose words are not its own (nothing distinctive) is
+        recognised at the first id that carries them only, as a careful reader would."""
+        shown = self.shown_steps() if shown is None else shown
+        found: set[int] = set()
+        for fault in self.fingerprint.faults:
+            carrying = [i for i in sorted(shown) if fault.covered_by(shown[i], self.threshold)]
+            found.update(carrying if fault.distinctive else carrying[:1])
+        ids = sorted(found)
+        self.recognitions.extend(ids)
+        return ids
 
-    @cached_property
-    def fault_steps(self) -> list[int]:
-        """Every labelled faulty step: the decisive one, `fault_steps` and the `fault_spans`."""
-        lab = self.labels
-        steps = set(lab.fault_steps) | {self.mistake_step}
-        for lo, hi in lab.fault_spans:
-            steps.update(range(lo, hi + 1))
-        return sorted(steps)
+    def fault_id(self, shown: dict[int, str] | None = None) -> int | None:
+        """The id the prompt shows beside the decisive fault's words (else beside any labelled
+        fault's), None where it carries none."""
+        shown = self.shown_steps() if shown is None else shown
+        decisive = self.fingerprint.decisive
+        if decisive is not None:
+            carrying = [i for i in sorted(shown) if decisive.covered_by(shown[i], self.threshold)]
+            if carrying:
+                self.recognitions.append(carrying[0])
+                return carrying[0]
+        others = self.recognised(shown)
+        return others[0] if others else None
 
-    def is_fault(self, step: int) -> bool:
-        return step in self.fault_steps
+    def carries_fault(self, text: str) -> bool:
+        """Whether `text` (a block, a result) carries a labelled fault."""
+        return self.fingerprint.carried_by(text, self.threshold)
 
+    def quotes_fault(self, text: str) -> bool:
+        """Whether a quote (evidence, a claim, a summary) shows a labelled fault verbatim."""
+        return self.fingerprint.quoted_in(text)
+
+    def quote_of_fault(self, text: str, max_chars: int) -> str:
+        """The verbatim piece of `text` that shows the fault best ('' where none)."""
+        return self.fingerprint.best_quote(text, max_chars)
+
+    # ---- answers that do not recognise -------------------------------------------------------------
     def blind_step(self, pool: Sequence[int] | dict[int, Any]) -> int:
-        """The step an honest model names when its prompt does not show the fault: a guess among
-        `pool` that does not use the labels (uniform, seeded by the request)."""
-        options = sorted(pool)
+        """What an honest model names when its prompt does not show the fault: a choice among `pool`
+        seeded by the request's text (never by the labels)."""
+        return self.blind_choice(sorted(pool))
+
+    def blind_choice(self, options: Sequence[T], salt: str = "") -> T:
+        """One of `options`, chosen by a hash of the request's text (and `salt`): the same prompt
+        always gets the same guess, and nothing but the prompt moves it."""
         if not options:
-            raise PolicyError(f"request {self.key!r}: no step to choose from")
-        return self.rng.choice(options)
+            raise PolicyError(f"request {self.key!r}: nothing to choose from")
+        digest = hashlib.sha256(f"blind\x1f{salt}\x1f{self.key}\x1f{self.text}".encode()).digest()
+        return options[int.from_bytes(digest[:8], "big") % len(options)]
 
-    def wrong_step(self, pool: Sequence[int] | dict[int, Any]) -> int:
-        """A wrong step among `pool` (never the labelled one unless it is the only one), drawn as
-        the engine's error model says (`nearby_other`)."""
-        return nearby_other(pool, self.mistake_step, self.rng)
+    def view(self, shown: dict[int, str] | None = None) -> PromptView:
+        """What the error model may know of this request (`localfa.oracle.noise.PromptView`)."""
+        shown = self.shown_steps() if shown is None else shown
+        return PromptView(tuple(sorted(shown)), self.fault_id(shown), self.agents(), self.fingerprint.agent)
 
+    def wrong_step(self, pool: Sequence[int] | dict[int, Any], honest: int | None = None, shown: dict[int, str] | None = None) -> int:
+        """A wrong step among `pool`, never `honest` (the honest answer) unless it is the only one,
+        drawn as the engine's error model says from what the prompt shows."""
+        view = self.view(shown)
+        avoid = honest if honest is not None else view.fault
+        if self.noise.real:
+            return realistic_wrong_step(view, list(pool), self.rng, avoid)
+        return iid_wrong_step(view, list(pool), self.rng, avoid)
+
+    # ---- agents ------------------------------------------------------------------------------------
     def agent_choice(self, choices: Sequence[str], step: int | None = None) -> str:
-        """The choice that names the labelled agent (or, with `step`, whoever acted there), as
-        the trace spells it or as a prompt shows it (`neutralise`d)."""
-        name = self.mistake_agent if step is None else self.trace.agent_at(step)
-        target = normalize_agent(name)
-        shown = normalize_agent(neutralise(name))
+        """The choice that names the labelled agent (or, with `step`, the agent the prompt shows
+        beside that step), as the trace spells it or as a prompt shows it (`neutralise`d)."""
+        name = self.fingerprint.agent if step is None else self.agents().get(step)
+        if not name:
+            raise PolicyError(
+                f"request {self.key!r}: no agent to name" + (f" (the prompt shows none at step {step})" if step is not None else "")
+            )
+        target, shown = normalize_agent(name), normalize_agent(neutralise(name))
         for c in choices:
             if normalize_agent(c) in (target, shown):
                 return c
@@ -233,7 +239,8 @@ class Policy:
     """A method's rules, one per request kind it sends, and optionally `dropped_at(details,
     step)`: from a record's details (label and options removed), in words, the stage where the
     labelled step dropped out (scripts/bench_ceiling.py prints it for each miss at p = 1; without
-    it a generic reading of the details is used)."""
+    it a generic reading of the details is used). `dropped_at` reads a finished record, never a
+    request: it answers nothing."""
 
     rules: tuple[Rule, ...]
     dropped_at: Callable[[dict[str, Any], int], str] | None = None
@@ -258,21 +265,6 @@ def nearest(candidates: Sequence[int] | dict[int, Any], target: int) -> int:
     if not pool:
         raise PolicyError("no step to choose from")
     return min(pool, key=lambda c: (abs(c - target), c))
-
-
-def nearby_other(candidates: Sequence[int] | dict[int, Any], target: int, rng: random.Random, spread: int = 3) -> int:
-    """A candidate other than `target`, within `spread` of it where one is (else any other);
-    `target` itself only when it is the only candidate. Under ``noise=real`` (an `AskRandom` whose
-    ask runs under that model), a wrong answer for the labelled step is drawn with the realistic
-    weights instead (`localfa.oracle.noise.realistic_wrong_step`)."""
-    ask = getattr(rng, "ask", None)
-    if ask is not None and ask.noise.real and ask.trace.labels is not None and target == ask.trace.labels.mistake_step:
-        return realistic_wrong_step(ask.trace, target, list(candidates), rng)
-    pool = sorted(c for c in candidates if c != target)
-    if not pool:
-        return target
-    near = [c for c in pool if abs(c - target) <= spread]
-    return rng.choice(near or pool)
 
 
 def other_choice(grammar: Grammar, value: str, rng: random.Random) -> str:

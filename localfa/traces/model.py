@@ -8,29 +8,12 @@ differences (``Websurfer`` vs ``WebSurfer``, ``Orchestrator (-> WebSurfer)``) do
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-_PAREN_SUFFIX = re.compile(r"\s*\(.*\)\s*$", re.DOTALL)
-_SPACES = re.compile(r"\s+")
-
-
-def normalize_agent(name: str) -> str:
-    """Comparison key for an agent name: the speaker before any parenthesis, case-folded.
-
-    Magentic-One roles name the speaker before the parenthesis (``Orchestrator (thought)``,
-    ``Orchestrator (-> WebSurfer)`` are both the orchestrator); Who&When labels differ from the
-    trace in case only (``Websurfer``). Inner whitespace is collapsed so ``Web  Surfer`` and
-    ``web surfer`` compare equal; underscores are kept (``Verification_Expert`` and
-    ``VerificationExpert`` are distinct agents in Who&When).
-    """
-    text = name.strip()
-    stripped = _PAREN_SUFFIX.sub("", text)
-    if stripped:  # a name that is only a parenthesis keeps its text
-        text = stripped
-    return _SPACES.sub(" ", text).strip().casefold()
+from localfa.naming import PAREN_SUFFIX as _PAREN_SUFFIX  # noqa: F401  (re-exported: the oracle reads names without traces)
+from localfa.naming import normalize_agent
 
 
 class Step(BaseModel):
