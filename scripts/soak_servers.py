@@ -133,7 +133,11 @@ def servers_phase(args: argparse.Namespace, work: Path) -> bool:
     poisoned.write_text(json.dumps(steps))
     methods, seeds = method_names(), parse_seeds(args.seeds)
     planned = {(t.id, m, "none", s) for t in load_traces([traces_dir]) for m in methods for s in seeds}
-    common = ["--delay", str(args.server_delay), "--events", str(events), "--poison", POISON, "--poison-file", str(work / "poison")]
+    hold = work / "hold"  # present from B's kill until B is back in rotation: the sweep slows down, never ends first
+    common = [
+        *("--delay", str(args.server_delay), "--events", str(events), "--poison", POISON, "--poison-file", str(work / "poison")),
+        *("--hold-file", str(hold)),
+    ]
     servers = [Server(free_port(), [*common, "--throttle-at", "40"]), Server(free_port(), common)]
     for s in servers:
         s.start()
@@ -151,11 +155,14 @@ def servers_phase(args: argparse.Namespace, work: Path) -> bool:
         while sweep.proc.poll() is None:
             done = count_lines(results)
             if killed_at is None and done >= 0.05 * len(planned):  # early: the probes back off (1, 2, 4 s)
+                hold.touch()
                 servers[1].kill()
                 killed_at = time.monotonic()
             if killed_at is not None and restarted is None and time.monotonic() - killed_at >= 1.5:
                 servers[1].start()
                 restarted = time.monotonic()
+            if restarted is not None and sweep.readmitted():
+                hold.unlink(missing_ok=True)
             if restarted is not None and sweep.readmitted() and done >= 0.5 * len(planned):
                 sweep.kill()
                 outcomes.append("killed")
@@ -168,6 +175,7 @@ def servers_phase(args: argparse.Namespace, work: Path) -> bool:
         else:
             outcomes.append(sweep.finish(60))
         readmitted += sweep.readmitted()
+        hold.unlink(missing_ok=True)
         if restarted is None:
             servers[1].start()
         servers[1].wait_healthy()

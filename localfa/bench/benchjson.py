@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, TextIO
 from localfa.durable import replace_durably
 from localfa.manifest import git_revision
 from localfa.redact import mask_argv
+from localfa.values import number_or_text
 
 SCHEMA = "localfa-bench/1"
 # `name=value`: a value runs to the next space, or is bracketed: `[0.64, 0.78]`, `{0: 0.84, 1: 0.1}`.
@@ -37,18 +38,9 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _number(text: str) -> Any:
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
 def figures_of(line: str) -> dict[str, Any]:
     """The ``name=value`` figures of one printed line (numbers as numbers), in their order."""
-    return {name: _number(value.rstrip(",;")) for name, value in _FIGURE.findall(line)}
+    return {name: number_or_text(value.rstrip(",;")) for name, value in _FIGURE.findall(line)}
 
 
 def _cpu_model() -> str | None:

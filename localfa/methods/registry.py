@@ -17,6 +17,7 @@ from typing import Any
 
 from localfa.methods.base import BaseMethod
 from localfa.methods.options import MethodOptionError, build_options
+from localfa.values import number_or_text
 
 METHODS: dict[str, str] = {
     "safari": "localfa.methods.safari.method:Safari",
@@ -47,12 +48,7 @@ def _option_value(text: str) -> Any:
         return False
     if low in ("none", "null"):
         return None
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
+    return number_or_text(text)
 
 
 def _fmt_value(value: Any) -> str:

@@ -7,6 +7,10 @@ seed, and reports usage as vLLM does. Faults a sweep must survive, each logged a
 in `--events`:
 
 - ``--throttle-at N``: the N-th chat completion gets one 429 with `Retry-After: 1`;
+- ``--hold-file F``: while file F exists, every chat completion waits up to `HOLD_STEP_S` (less
+  once the file goes): a test slows the work down until an event it waits for has happened (the
+  soak's restarted server back in rotation) and releases it then, instead of hoping a fixed delay
+  is long enough; requests keep arriving meanwhile, so the client's own probes still run;
 - ``--poison TEXT --poison-file F``: the first request whose messages hold TEXT (on any server
   sharing F) becomes the poison request, answered 500 on every try, by every such server;
 - the process itself can be killed and started again on its port (the soak does that).
@@ -23,6 +27,7 @@ import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from localfa.engine.examples import example_text
@@ -84,6 +89,16 @@ class Faults:
         return True
 
 
+HOLD_STEP_S = 1.0
+
+
+def hold_while(path: Path, limit_s: float = HOLD_STEP_S) -> None:
+    """Wait while `path` exists, at most `limit_s` (then answer: the client must keep asking)."""
+    deadline = time.monotonic() + limit_s
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def handler_for(faults: Faults) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
@@ -117,6 +132,8 @@ def handler_for(faults: Faults) -> type[BaseHTTPRequestHandler]:
                 return
             if faults.args.delay:
                 time.sleep(faults.args.delay)
+            if faults.args.hold_file:
+                hold_while(Path(faults.args.hold_file))
             if faults.throttled():
                 self._send(429, {"error": "slow down"}, {"Retry-After": "1"})
                 return
@@ -149,6 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--poison", default="")
     ap.add_argument("--poison-file", default="")
     ap.add_argument("--events", default="")
+    ap.add_argument("--hold-file", default="", help="while this file exists, chat completions wait")
     args = ap.parse_args(argv)
     _Listener(("127.0.0.1", args.port), handler_for(Faults(args))).serve_forever()
 

@@ -9,7 +9,6 @@ that reads labels is imported by the engine alone.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import typing
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from localfa.oracle.fingerprint import FaultFingerprint, FaultText
 from localfa.oracle.policy import Ask
 from localfa.oracle.registry import registered_policies
+from tests.architecture.test_one_place import _imports
 
 REPO = Path(__file__).resolve().parents[2]
 # What a policy module may import from localfa: the policy protocol, the prompt reader, the
@@ -31,17 +31,6 @@ def _policy_files() -> dict[str, Path]:
         module = target.partition(":")[0]
         out[module] = REPO / (module.replace(".", "/") + ".py")
     return out
-
-
-def _imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{a.name}" for a in node.names)
-    return names
 
 
 def test_every_method_policy_is_checked():

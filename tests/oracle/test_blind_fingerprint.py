@@ -58,4 +58,6 @@ def test_another_traces_fingerprint_finds_this_traces_step_only_by_chance(method
         q = 1.0 / len(t.action_steps())
         chance, var = chance + q, var + q * (1 - q)
     # a guess's expected hits, with three standard deviations of room (a one-sided bound)
-    assert hits <= chance + 3 * math.sqrt(var) + 1, f"{method}: {hits} of {len(traces)} found with another trace's fingerprint (chance {chance:.1f})"
+    assert hits <= chance + 3 * math.sqrt(var) + 1, (
+        f"{method}: {hits} of {len(traces)} found with another trace's fingerprint (chance {chance:.1f})"
+    )

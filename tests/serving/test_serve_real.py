@@ -145,7 +145,7 @@ def test_sigterm_to_localfa_serve_leaves_no_process_of_its_tree(served):
     assert len(tree) >= 2  # the API server and its engine core, at least
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while alive(tree) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert alive(tree) == set(), {p: cmdline(p) for p in alive(tree)}

@@ -45,7 +45,7 @@ def start_fake_serve() -> tuple[subprocess.Popen, set[int]]:
     )
     line = proc.stdout.readline().strip()  # the URL, printed once healthy
     assert line == f"http://127.0.0.1:{port}", proc.stderr.read() if not line else line
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     tree = descendants(proc.pid)
     while len(tree) < 2 and time.monotonic() < deadline:  # the server and its worker
         time.sleep(0.1)
@@ -54,7 +54,7 @@ def start_fake_serve() -> tuple[subprocess.Popen, set[int]]:
     return proc, tree
 
 
-def wait_gone(pids: set[int], timeout_s: float = 5.0) -> set[int]:
+def wait_gone(pids: set[int], timeout_s: float = 30.0) -> set[int]:
     deadline = time.monotonic() + timeout_s
     while alive(pids) and time.monotonic() < deadline:
         time.sleep(0.1)
