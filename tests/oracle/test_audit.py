@@ -1,5 +1,6 @@
-"""No clairvoyance: an honest answer that names a step its prompt hides fails the audit, every
-display format the methods use counts as shown, and every registered policy passes on dev traces."""
+"""No clairvoyance: an honest answer that names a step its prompt hides, or recognises a fault its
+prompt does not carry, fails the audit (always on); every display format the methods use counts
+as shown; every registered policy passes on dev traces."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from pathlib import Path
 import pytest
 
 from localfa.api import diagnose_iter
+from localfa.engine.factory import make_engine
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Request, Sampling
 from localfa.methods.base import BaseMethod, MethodContext, Program
 from localfa.methods.fencing import fence
 from localfa.methods.registry import METHODS, get_method
-from localfa.oracle.audit import AUDIT_ENV, ClairvoyantAnswer, answer_ids, audit_answer
+from localfa.oracle.audit import ClairvoyantAnswer, answer_ids, audit_answer
 from localfa.oracle.engine import OracleEngine
+from localfa.oracle.fingerprint import FaultFingerprint, FaultText, distinctive_shingles
 from localfa.oracle.policy import Ask, Policy, Rule
 from localfa.oracle.registry import Policies, registered_policies
 from localfa.traces.load import load_trace
@@ -41,13 +44,14 @@ class _Peek(BaseMethod):
         return ctx.diagnosis(self.name, step=resp.value["step"])
 
 
-def _clairvoyant(ask: Ask) -> dict[str, int]:
-    return {"step": ask.mistake_step}  # reads the label, whatever the prompt shows
+def _names_a_hidden_step(ask: Ask) -> dict[str, int]:
+    return {"step": max(SHOWN) + 1}  # a step the prompt does not show, whatever it says
 
 
 def _honest(ask: Ask) -> dict[str, int]:
     shown = sorted(ask.shown_step_ids())
-    return {"step": ask.mistake_step if ask.mistake_step in shown else ask.wrong_step(shown)}
+    found = ask.fault_id()
+    return {"step": found if found is not None else ask.blind_step(shown)}
 
 
 def _engine(answer, audit: bool = True) -> OracleEngine:
@@ -63,25 +67,36 @@ def _run(engine, method, traces):
 def test_a_policy_that_names_a_step_its_prompt_hides_fails_the_audit():
     trace = synthetic_trace(12, "syn/12", "step {i}: the agent reports {i}")  # labelled step 4: not shown
     assert trace.labels.mistake_step not in SHOWN
-    (d,) = _run(_engine(_clairvoyant), _Peek(), [trace])
-    assert d.error and "answer.step names step 4" in d.error and "does not show" in d.error, d.error
-    (unaudited,) = _run(_engine(_clairvoyant, audit=False), _Peek(), [trace])
-    assert unaudited.error is None and unaudited.step == 4  # what the audit exists to catch
+    (d,) = _run(_engine(_names_a_hidden_step), _Peek(), [trace])
+    assert d.error and "answer.step names step 3" in d.error and "does not show" in d.error, d.error
+    (unaudited,) = _run(_engine(_names_a_hidden_step, audit=False), _Peek(), [trace])
+    assert unaudited.error is None and unaudited.step == 3  # what the audit exists to catch
     (fair,) = _run(_engine(_honest), _Peek(), [trace])
     assert fair.error is None and fair.step in SHOWN
 
 
-def test_the_audit_is_on_from_the_environment(monkeypatch):
-    monkeypatch.setenv(AUDIT_ENV, "1")
-    assert OracleEngine(1.0).audit
-    monkeypatch.setenv(AUDIT_ENV, "0")
-    assert not OracleEngine(1.0).audit
+def test_the_audit_is_always_on(monkeypatch):
+    monkeypatch.setenv("LOCALFA_ORACLE_AUDIT", "0")  # the old switch turns nothing off
+    assert OracleEngine(1.0).audit and make_engine("oracle:p=0.5", say=lambda _: None).audit
+
+
+def _forged_recognition(ask: Ask) -> dict[str, int]:
+    ask.recognitions.append(1)  # claims to have seen the fault at step 1, which shows other words
+    return {"step": 1}
+
+
+def test_a_recognition_the_prompt_does_not_bear_out_fails_the_audit():
+    trace = synthetic_trace(12, "syn/12", "step {i}: the agent reports {i}")
+    (d,) = _run(_engine(_forged_recognition), _Peek(), [trace])
+    assert d.error and "recognised at id 1" in d.error, d.error
+    (fair,) = _run(_engine(_honest), _Peek(), [trace])  # the fault (step 4) is not shown: a blind pick
+    assert fair.error is None and fair.step in SHOWN
 
 
 def _ask(text: str, grammar: Grammar | None = None) -> Ask:
     trace = synthetic_trace(40, "syn/40", "step {i}")
     req = Request(({"role": "user", "content": text},), grammar or Grammar.choice(["a"]), Sampling(), key="k", route=trace.id)
-    return Ask(req, trace, random.Random(0))
+    return Ask(req, FaultFingerprint((distinctive_shingles(trace.steps[4].content, []),)), random.Random(0))
 
 
 def test_shown_step_ids_knows_every_display_format():
@@ -125,6 +140,24 @@ def _dev_traces(whowhen: Path) -> list:
 
 # Methods whose policy still names what its prompt hides: (method, issue that makes it honest).
 PENDING: dict[str, str] = {}
+
+
+def test_recognition_is_by_content_not_by_header_or_length():
+    """The issue-49 cases: a header over other text, text of the right length that says something
+    else, and the fault's own words under another id."""
+    fault = "the agent multiplied 17 by 3 and reported 41 as the final count"
+    fp = FaultFingerprint((distinctive_shingles(fault, ["an unrelated step says other things entirely"]),))
+
+    def ask(text: str) -> Ask:
+        req = Request(({"role": "user", "content": text},), Grammar.choice(["a"]), Sampling(), key="k", route="t")
+        return Ask(req, fp, random.Random(0))
+
+    assert ask(fence("(hidden)", "STEP 7")).fault_id() is None
+    same_shape = " ".join("x" * len(w) for w in fault.split())
+    assert ask(fence(same_shape, "STEP 7")).fault_id() is None
+    assert ask(fence("unrelated", "STEP 7") + "\n" + fence(fault, "STEP 9")).fault_id() == 9
+    assert ask("  12 (step 5)| " + '{"step_id": 5, "agent": "A", "content": "' + fault + '"}').fault_id() == 5
+    assert FaultText(frozenset()).share(fault) == 0.0
 
 
 @pytest.mark.parametrize("method", sorted(set(registered_policies().by_method) & set(METHODS)))  # methods, not passes

@@ -13,9 +13,8 @@ from localfa.api import diagnose_iter
 from localfa.engine.errors import EngineError
 from localfa.methods.registry import get_method
 from localfa.oracle.engine import OracleEngine, parse_params
-from localfa.oracle.noise import NoiseModel, adopter_step, realistic_wrong_step, wrong_step_weights
+from localfa.oracle.noise import NoiseModel, PromptView, adopter_step, realistic_wrong_step, wrong_step_weights
 from localfa.traces.load import iter_trace_files, load_trace
-from tests.methods.synthetic import synthetic_trace
 
 
 def test_engine_spec_takes_the_noise_model():
@@ -42,19 +41,32 @@ def test_difficulty_is_per_trace_with_mean_p_and_spread_sets_its_width():
 
 
 def test_wrong_steps_favour_adjacent_early_agent_and_last_steps():
-    trace = synthetic_trace(30, "syn/30", "step {i}")  # labelled step 4, agent Coder (steps 1, 4, 7, ...)
+    """Weights read from what the prompt shows (`PromptView`): the fault where the prompt shows it
+    (step 4, by Coder, who acts at 1, 4, 7, ...), the agents beside each shown step."""
+    agents = {i: "Coder" if i % 3 == 1 else f"Agent{i % 3}" for i in range(30)}
+    view = PromptView(tuple(range(30)), fault=4, agents=agents, labelled_agent="Coder")
     pool = [s for s in range(30) if s != 4]
-    w = dict(zip(pool, wrong_step_weights(trace, 4, pool)))
-    assert adopter_step(trace, 4) == 5
+    w = dict(zip(pool, wrong_step_weights(view, pool)))
+    assert adopter_step(view) == 5
     assert w[3] > w[12] and w[5] > w[3]  # adjacent; the adopter more still
     assert w[1] > w[2]  # the labelled agent's first step
     assert w[29] > w[28]  # the last step
     assert w[10] > w[28]  # earlier over later, all else equal (both the labelled agent's)
     rng = random.Random(0)
-    drawn = [realistic_wrong_step(trace, 4, range(30), rng) for _ in range(2000)]
+    drawn = [realistic_wrong_step(view, range(30), rng, avoid=4) for _ in range(2000)]
     assert 4 not in drawn and set(drawn) <= set(pool)
     assert drawn.count(5) > drawn.count(16) * 2  # the adopter over a far step of the labelled agent
-    assert realistic_wrong_step(trace, 4, [4], rng) == 4  # nothing else to name
+    assert realistic_wrong_step(view, [4], rng, avoid=4) == 4  # nothing else to name
+
+
+def test_a_prompt_that_hides_the_fault_gives_the_error_model_nothing_to_aim_near():
+    """Without the fault shown, no step gets the adjacency or adopter weight: the label's position
+    cannot reach the error model."""
+    agents = {i: "A" if i % 2 else "B" for i in range(20)}
+    hidden = PromptView(tuple(range(20)), fault=None, agents=agents, labelled_agent=None)
+    w = wrong_step_weights(hidden, list(range(20)))
+    assert adopter_step(hidden) is None
+    assert all(a >= b for a, b in zip(w[:-2], w[1:-1]))  # only earliness (and the last step) move it
 
 
 def _dev(whowhen: Path) -> list:
@@ -82,9 +94,9 @@ def test_real_noise_correlates_errors_within_a_trace_and_is_reproducible(whowhen
     assert _hits(real, traces, 3) == _hits(OracleEngine(0.7, noise="real", spread=2.0), traces, 3, concurrency=1)
 
 
-def test_policies_get_the_noise_through_nearby_other(whowhen):
-    """A policy's wrong step (`nearby_other(pool, ask.mistake_step, ask.rng)`) follows the model:
-    under iid it stays within 3 of the label, under real it reaches the early and last steps."""
+def test_policies_get_the_noise_through_wrong_step(whowhen):
+    """A policy's wrong step (`ask.wrong_step(pool, honest)`) follows the model: under iid it stays
+    within 3 of where the prompt shows the fault, under real it reaches the early and last steps."""
     traces = [t for t in _dev(whowhen) if len(t.steps) > 20]
     assert traces
     far = {"iid": 0, "real": 0}

@@ -57,9 +57,10 @@ def _dev(root: Path, per_subset: int = 3):
 
 
 def test_engine_spec_parameters_and_errors():
-    assert parse_params("oracle") == {"p": 1.0, "window": 32768, "noise": "iid", "spread": 4.0, "length": 0.0}
-    assert parse_params("oracle:p=0.8:window=4096") == {"p": 0.8, "window": 4096, "noise": "iid", "spread": 4.0, "length": 0.0}
-    for bad in ("oracle:p=1.5", "oracle:q=1", "oracle:p=x", "oracle:window=10"):
+    base = {"p": 1.0, "window": 32768, "noise": "iid", "spread": 4.0, "length": 0.0, "recognise": 0.5}
+    assert parse_params("oracle") == base
+    assert parse_params("oracle:p=0.8:window=4096:recognise=0.25") == {**base, "p": 0.8, "window": 4096, "recognise": 0.25}
+    for bad in ("oracle:p=1.5", "oracle:q=1", "oracle:p=x", "oracle:window=10", "oracle:recognise=0"):
         with pytest.raises(EngineError):
             parse_params(bad)
     eng = make_engine("oracle:p=0.7", say=lambda _: None)
