@@ -55,6 +55,16 @@ def vllm_server(embedded_model_dir, tmp_path_factory):
     stop_server(proc)
 
 
+@pytest.fixture(scope="session")
+def real_sweep(tmp_path_factory):
+    """Every model-calling method on the embedded model, audited, then again with the same seed
+    (tests/realsweep.py): the methods' end-to-end tests, the offline audit of a sweep and the real
+    report all read it."""
+    from tests.realsweep import run_sweep_twice
+
+    return run_sweep_twice(tmp_path_factory.mktemp("real-sweep"))
+
+
 def pytest_collection_modifyitems(config, items):
     # Real-engine tests are the ones that matter; CI runs them. LOCALFA_SKIP_REAL=1 is for a quick
     # local loop only.

@@ -1,4 +1,4 @@
-"""DRIFT end to end on the REAL embedded model (vLLM CPU build) through `localfa diagnose`.
+"""DRIFT end to end on the REAL embedded model (vLLM CPU build), in the shared real sweep (tests/realsweep.py).
 
 The 135M model cannot audit claims well; what must hold is that the machinery is real: every
 stage's output parsed under its grammar (a violation would be an error record), the ledger keeps
@@ -13,7 +13,6 @@ from collections import Counter
 import pytest
 
 from localfa.methods.drift.audit import STAGES
-from tests.methods.real_cli import SHORT_WHOWHEN, diagnose_twice_same_seed
 
 pytestmark = pytest.mark.real
 
@@ -54,5 +53,7 @@ def _check(rec, trace):
     assert (details["first_error_span"] is None) == (details["no_error_reason"] is not None)
 
 
-def test_diagnose_two_whowhen_traces_twice_same_seed(tmp_path):
-    diagnose_twice_same_seed(SHORT_WHOWHEN, tmp_path, "drift:chunk_tokens=1024:max_checked_claims=4:segment=true", _check)
+def test_drift_on_the_real_sweep_twice_same_seed(real_sweep):
+    for rec, trace in real_sweep.with_traces("drift"):
+        _check(rec, trace)
+    assert real_sweep.reproduced("drift")

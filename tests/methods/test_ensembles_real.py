@@ -1,20 +1,23 @@
-"""A cascade end to end on the REAL embedded model through `localfa diagnose`: stage 1's samples
+"""A cascade end to end on the REAL embedded model, in the shared real sweep: stage 1's samples
 share the trace's cached prefix, the record names the answering stage and carries a confidence."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.methods.real_cli import diagnose_cli
+from tests.realsweep import SPECS
 
 pytestmark = pytest.mark.real
 
-# agree=3: stage 2 (SAFARI, two turns to stay lean) runs unless all three samples agree.
-SPEC = "cascade:stages=all-at-once*3>safari(max_turns=2;min_investigate_turns=0):agree=3"
+
+def test_cascade_on_the_embedded_model(real_sweep):
+    for rec, _trace in real_sweep.with_traces("cascade"):
+        assert rec["method"] == SPECS["cascade"]
+        _check(rec)
+    assert real_sweep.reproduced("cascade")
 
 
-def test_cascade_on_the_embedded_model(whowhen, tmp_path):
-    [rec], _ = diagnose_cli([whowhen / "algorithm-generated" / "21.json"], tmp_path / "c.jsonl", SPEC)
+def _check(rec):
     assert rec["error"] is None, rec["error"]
     d = rec["details"]
     stage1 = d["stages"][0]

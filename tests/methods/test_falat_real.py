@@ -14,7 +14,7 @@ from localfa.methods.falat.candidates import PASSIVE_JUDGED
 from localfa.methods.falat.method import ALL_PASSIVE_WARNING
 from localfa.view.page import build_page
 from localfa.view.records import group_records
-from tests.methods.real_cli import SHORT_WHOWHEN, diagnose_twice_same_seed
+from tests.realsweep import FALAT_LEAN
 
 pytestmark = pytest.mark.real
 
@@ -24,11 +24,7 @@ ROLES = {"ROOT_CAUSE", "PROPAGATION", "SYMPTOM", "CONTRIBUTING"}
 # bounds; one pair per candidate each way, shorter step text and short texts (the 135M model
 # writes every string to its bound) keep two CPU runs of two traces in CI's time. Canonical:
 # options sorted.
-LEAN = (
-    "falat:action_chars=40:analysis_chars=40:answer_chars=60:argument_chars=40:decision_chars=40:pair_quota=1"
-    ":pair_reason_chars=20:pair_step_tokens=64:plan_chars=100:quote_chars=40:rank_reason_chars=20"
-    ":requirement_chars=40:stage_chars=60:step_tokens=160"
-)
+LEAN = FALAT_LEAN
 
 
 def _check(rec, trace):
@@ -87,5 +83,7 @@ def _check(rec, trace):
     assert "Top candidates and verdicts" in html and "Local re-search" in html and "Other details" not in html
 
 
-def test_falat_diagnose_two_whowhen_traces_twice_same_seed(tmp_path):
-    diagnose_twice_same_seed(SHORT_WHOWHEN, tmp_path, LEAN, _check)
+def test_falat_on_the_real_sweep_twice_same_seed(real_sweep):
+    for rec, trace in real_sweep.with_traces("falat"):
+        _check(rec, trace)
+    assert real_sweep.reproduced("falat")

@@ -1,4 +1,4 @@
-"""SAFARI end to end on the REAL embedded model (vLLM CPU build) through `localfa diagnose`.
+"""SAFARI end to end on the REAL embedded model (vLLM CPU build), in the shared real sweep (tests/realsweep.py).
 
 The 135M model cannot find real faults; what must hold is that the machinery is real: every turn
 parses under the grammar, the answer is a step of the trace, and a fixed seed reproduces the run.
@@ -8,24 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.methods.real_cli import SHORT_WHOWHEN, diagnose_cli, without_timing
-
 pytestmark = pytest.mark.real
 
 
-def _diagnose(traces, out, *extra):
-    return diagnose_cli(traces, out, "safari", "--max-turns", "3", "--transcript", *extra)
-
-
-def test_diagnose_two_whowhen_traces_twice_same_seed(tmp_path):
-    from localfa.traces.load import load_trace
-
-    traces = SHORT_WHOWHEN  # SAFARI past the window: test_window_budget_and_head_refusal_in_process
-    first, stderr = _diagnose(traces, tmp_path / "a.jsonl")
-    assert "engine vllm" in stderr
-    assert len(first) == 2
-    for path, rec in zip(traces, first):
-        trace = load_trace(path)
+def test_safari_on_the_real_sweep_twice_same_seed(real_sweep):
+    recs = real_sweep.with_traces("safari")
+    assert "engine vllm" in real_sweep.stderr
+    for rec, trace in recs:
         assert rec["method"] == "safari:max_turns=3:transcript=true" and rec["method_name"] == "safari"
         assert rec["seed"] == 7 and rec["error"] is None
         assert rec["stop_reason"] in ("submitted", "forced")
@@ -37,8 +26,7 @@ def test_diagnose_two_whowhen_traces_twice_same_seed(tmp_path):
         assert 1 <= len(turns) <= 3
         for t in turns:
             assert t["output"]["tool"]["name"] in ("read", "search", "evaluate", "submit_step")
-    second, _ = _diagnose(traces, tmp_path / "b.jsonl")
-    assert [without_timing(r) for r in first] == [without_timing(r) for r in second]
+    assert real_sweep.reproduced("safari")
 
 
 def test_window_budget_and_head_refusal_in_process(vllm_engine, whowhen):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.view.conftest import EXAMPLE, REPO, localfa
+from tests.view.conftest import REPO, localfa
 
 ALLOWED_SCHEMES = ("file:", "data:", "about:")
 WIDTH = 1280
@@ -142,10 +142,10 @@ def test_report_in_chromium(browser, tmp_path):
 
 
 @pytest.mark.real
-def test_safari_on_the_embedded_model_opens_without_console_errors(browser, tmp_path):
+def test_safari_on_the_embedded_model_opens_without_console_errors(browser, real_sweep, tmp_path):
+    rec = real_sweep.records("safari")[0]  # SAFARI on the embedded model, with its transcript
     out = tmp_path / "real.jsonl"
-    localfa("diagnose", str(EXAMPLE), "--engine", "vllm", "--max-turns", "3", "--transcript", "--out", str(out), timeout=900)
-    rec = json.loads(out.read_text())
+    out.write_text(json.dumps(rec) + "\n")
     page_path = tmp_path / "page.html"
     localfa("view", str(out), "--out", str(page_path))
     opened = Opened(browser, page_path)
