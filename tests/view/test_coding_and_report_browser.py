@@ -166,7 +166,7 @@ def test_report_labels_calibration_and_cascade_stages(browser, tmp_path):  # noq
 def test_view_method_takes_the_spec_in_any_key_order(browser, tmp_path):  # noqa: F811
     run = _report_run(tmp_path)
     page_path = tmp_path / "one.html"
-    localfa("view", str(run), "--method", "cascade:stages=random*3>heuristic:agree=3", "--out", str(page_path))
+    localfa("view", str(run), "--method", "cascade:stages=random*3>heuristic:agree=3", "--one-page", "--out", str(page_path))
     opened = Opened(browser, page_path)
     badges = set(opened.page.locator("article.diag .verdict .badge").all_inner_texts())
     assert badges == {"cascade:agree=3:stages=random*3>heuristic"}

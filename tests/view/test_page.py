@@ -21,7 +21,7 @@ def _step_li(html: str, gid: int, step: int) -> str:
 
 def test_view_command_highlights_the_decisive_and_labelled_steps(scripted_results, tmp_path):
     page = tmp_path / "page.html"
-    localfa("view", str(scripted_results), "--out", str(page))
+    localfa("view", str(scripted_results), "--one-page", "--out", str(page))
     html = page.read_text()
     records = [json.loads(line) for line in scripted_results.read_text().splitlines()]
     step = records[0]["step"]
