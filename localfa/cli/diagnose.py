@@ -251,7 +251,7 @@ ORDINARY_STOPS = frozenset({"submitted", "voted", "agreed"})  # a verdict line n
 def verdict_line(r, out: Path | None = None) -> str:
     """One readable line per trace: the step and agent named, the category and confidence when
     there are any, the label's verdict, the cost, the start of the reasoning, where the record went."""
-    from localfa.cli.text import plain
+    from localfa.terminal import plain
 
     if r.error:
         return f"{plain(r.trace)}: error: {plain(r.error.strip().splitlines()[0] if r.error.strip() else r.error, 300)}"
@@ -276,7 +276,7 @@ def verdict_line(r, out: Path | None = None) -> str:
 def label_verdict(r) -> str:
     """``label step 3 (hit), agent Coder (miss)`` by the report's scorer, "" without a label."""
     from localfa.bench.metrics import score_record
-    from localfa.cli.text import plain
+    from localfa.terminal import plain
 
     s = score_record(r)
     if r.label is None or s["step"] is None:

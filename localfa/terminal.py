@@ -23,11 +23,22 @@ def plain(value: object, limit: int | None = None) -> str:
     return text
 
 
+def clip(text: str, width: int) -> str:
+    """`text` (already plain) cut to `width` characters with an ellipsis."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def _cell(value: object) -> str:
+    """`plain`, keeping a cell's leading spaces (an indented row under its parent)."""
+    text = "" if value is None else str(value)
+    return " " * (len(text) - len(text.lstrip(" "))) + plain(text)
+
+
 def table(head: Sequence[str], rows: Sequence[Sequence[str]], width: int = 100, shrink: Sequence[int] = (), right: Sequence[int] = ()) -> list[str]:
     """Aligned lines (two spaces between columns) no wider than `width` where the columns in
     `shrink` can give way: the widest of them is cut (with an ellipsis, to 8 characters at least)
     until the table fits. Columns in `right` are right-aligned (numbers)."""
-    cells = [[plain(c) for c in head]] + [[plain(c) for c in r] for r in rows]
+    cells = [[_cell(c) for c in head]] + [[_cell(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
     while sum(widths) + 2 * (len(widths) - 1) > width:
         can = [i for i in shrink if widths[i] > 8]
