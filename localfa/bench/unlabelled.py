@@ -131,9 +131,10 @@ def unlabelled_html(records: Sequence[ResultRecord], method_order: Sequence[str]
         more = f"<li class=note>… {len(p.agents) - 8} more</li>" if len(p.agents) > 8 else ""
         cats = "".join(f"<li>{e(str(k))} <span class=note>{v}</span></li>" for k, v in p.categories.most_common(8))
         conf = f"{p.mean_confidence:.2f} ({len(p.confidences)} runs)" if p.mean_confidence is not None else "—"
+        cat_list = f"<ul class=flat>{cats}</ul>" if cats else "—"
         rows.append(
             f"<tr><td>{e(p.method)}</td><td>{e(p.budget)}</td><td class=num>{p.traces}</td><td class=num>{p.runs}</td>"
-            f"<td class=num>{p.errors}</td><td><ul class=flat>{agents}{more}</ul></td><td>{f"<ul class=flat>{cats}</ul>" if cats else "—"}</td>"
+            f"<td class=num>{p.errors}</td><td><ul class=flat>{agents}{more}</ul></td><td>{cat_list}</td>"
             f"<td class=num>{conf}</td><td class=num>{p.calls:.1f}</td><td class=num>{p.tokens:,.0f}</td></tr>"
         )
     agree, compared = step_agreement(records)
