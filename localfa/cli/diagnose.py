@@ -41,7 +41,7 @@ def shortcut_options(
 
 @with_engine_options
 def diagnose(
-    traces: Annotated[list[str], typer.Argument(help="Trace files or folders")],
+    traces: Annotated[list[str], typer.Argument(metavar="TRACE", help="Trace files or folders (a harness trial or job too)")],
     method: Annotated[str, typer.Option("--method", help=METHOD_HELP)] = DEFAULT_METHOD,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the trace format")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Run seed; every request seed derives from it")] = 0,
@@ -75,8 +75,8 @@ def diagnose(
 
     \b
     Examples:
-      localfa diagnose run.json                      # SAFARI on the embedded model
-      localfa diagnose run.json --engine scripted    # no model: try the pipeline
+      localfa diagnose run.json                  # SAFARI, embedded model
+      localfa diagnose run.json --engine scripted  # no model: try it
       localfa diagnose runs/ --method drift --out d.jsonl --html d.html
     """
     from localfa.bench.units import Unreadable, read_trace_file

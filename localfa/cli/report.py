@@ -15,7 +15,7 @@ from localfa.cli.errors import fail
 
 
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `localfa bench --out`")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory written by `localfa bench --out`")],
     html_out: Annotated[Optional[Path], typer.Option("--html", help="Where to write the HTML (default: RUN_DIR/report.html)")] = None,
     substring: Annotated[
         bool,

@@ -19,7 +19,7 @@ from localfa.cli.errors import fail
 
 
 def summarize(
-    runs: Annotated[list[Path], typer.Argument(help="A run directory (localfa bench --out), or two to compare (before, after)")],
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", help="A run directory (localfa bench --out), or two to compare (before, after)")],
     max_groups: Annotated[int, typer.Option("--max-groups", min=1, help="Show at most this many groups of like diagnoses")] = 20,
     jsonl: Annotated[
         Optional[Path], typer.Option("--jsonl", help="Also write the summary (or the comparison) as JSON Lines to this file")

@@ -16,7 +16,7 @@ from localfa.cli.errors import fail, fail_located
 
 
 def view(
-    results: Annotated[Path, typer.Argument(help="A results file (diagnose --out, results.jsonl) or a run directory")],
+    results: Annotated[Path, typer.Argument(metavar="RESULTS", help="A results file (diagnose --out, results.jsonl) or a run directory")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Where to write the page (default: beside the input, .html)")] = None,
     trace: Annotated[Optional[list[str]], typer.Option("--trace", help="Only traces whose id contains this (repeatable)")] = None,
     method: Annotated[Optional[list[str]], typer.Option("--method", help="Only this method label (repeatable)")] = None,
