@@ -75,7 +75,7 @@ def diagnose(
 
     \b
     Examples:
-      localfa diagnose run.json                  # SAFARI, embedded model
+      localfa diagnose run.json                    # SAFARI, embedded model
       localfa diagnose run.json --engine scripted  # no model: try it
       localfa diagnose runs/ --method drift --out d.jsonl --html d.html
     """
