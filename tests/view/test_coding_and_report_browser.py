@@ -134,7 +134,7 @@ def _report_run(tmp_path: Path) -> Path:
 
 def test_report_labels_calibration_and_cascade_stages(browser, tmp_path):  # noqa: F811
     run = _report_run(tmp_path)
-    markdown = localfa("report", str(run)).stdout
+    markdown = localfa("report", str(run), "--markdown").stdout
     opened = Opened(browser, run / "report.html")
     page = opened.page
     labels = ["cascade:agree=2:stages=random*3>heuristic", "cascade:agree=3:stages=random*3>heuristic"]
