@@ -34,7 +34,9 @@ def _cell(value: object) -> str:
     return " " * (len(text) - len(text.lstrip(" "))) + plain(text)
 
 
-def table(head: Sequence[str], rows: Sequence[Sequence[str]], width: int = 100, shrink: Sequence[int] = (), right: Sequence[int] = ()) -> list[str]:
+def table(
+    head: Sequence[str], rows: Sequence[Sequence[str]], width: int = 100, shrink: Sequence[int] = (), right: Sequence[int] = ()
+) -> list[str]:
     """Aligned lines (two spaces between columns) no wider than `width` where the columns in
     `shrink` can give way: the widest of them is cut (with an ellipsis, to 8 characters at least)
     until the table fits. Columns in `right` are right-aligned (numbers)."""

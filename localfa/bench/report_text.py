@@ -52,12 +52,22 @@ def unlabelled_lines(records: Sequence[ResultRecord], method_order: Sequence[str
     names = [p.method + ("" if p.budget == "none" else f" ({p.budget})") for p in found]
     head = ["method", "traces", "runs", "errors", "mean conf.", "tokens/run"]
     rows = [
-        [name, str(p.traces), str(p.runs), str(p.errors), "—" if p.mean_confidence is None else f"{p.mean_confidence:.2f}", f"{p.tokens:,.0f}"]
+        [
+            name,
+            str(p.traces),
+            str(p.runs),
+            str(p.errors),
+            "—" if p.mean_confidence is None else f"{p.mean_confidence:.2f}",
+            f"{p.tokens:,.0f}",
+        ]
         for name, p in zip(names, found)
     ]
     lines = table(head, rows, width, shrink=(0,), right=(1, 2, 3, 4, 5))
     pad = min(max(len(plain(n)) for n in names), 30)
-    for title, counts in (("Agents named", lambda p: (p.agents, p.answered)), ("Categories", lambda p: (p.categories, sum(p.categories.values())))):
+    for title, counts in (
+        ("Agents named", lambda p: (p.agents, p.answered)),
+        ("Categories", lambda p: (p.categories, sum(p.categories.values()))),
+    ):
         shown = [(name, *counts(p)) for name, p in zip(names, found) if counts(p)[0]]
         if shown:
             lines += ["", f"{title} (share of each method's answers):"]

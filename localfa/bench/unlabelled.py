@@ -127,7 +127,9 @@ def unlabelled_html(records: Sequence[ResultRecord], method_order: Sequence[str]
     e = html.escape
     rows = []
     for p in profiles(records, method_order):
-        agents = "".join(f"<li>{e(str(k))} <span class=note>{v} ({v / max(1, p.answered):.2f})</span></li>" for k, v in p.agents.most_common(8))
+        agents = "".join(
+            f"<li>{e(str(k))} <span class=note>{v} ({v / max(1, p.answered):.2f})</span></li>" for k, v in p.agents.most_common(8)
+        )
         more = f"<li class=note>… {len(p.agents) - 8} more</li>" if len(p.agents) > 8 else ""
         cats = "".join(f"<li>{e(str(k))} <span class=note>{v}</span></li>" for k, v in p.categories.most_common(8))
         conf = f"{p.mean_confidence:.2f} ({len(p.confidences)} runs)" if p.mean_confidence is not None else "—"

@@ -59,7 +59,9 @@ def build_app() -> typer.Typer:
 
     @app.callback()
     def main(
-        version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit")] = False,
+        version: Annotated[
+            bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit")
+        ] = False,
     ) -> None:
         """Find who broke a failed LLM-agent run, and when, on your own hardware."""
 

@@ -19,7 +19,9 @@ from localfa.cli.errors import fail
 
 
 def summarize(
-    runs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", help="A run directory (localfa bench --out), or two to compare (before, after)")],
+    runs: Annotated[
+        list[Path], typer.Argument(metavar="RUN_DIR", help="A run directory (localfa bench --out), or two to compare (before, after)")
+    ],
     max_groups: Annotated[int, typer.Option("--max-groups", min=1, help="Show at most this many groups of like diagnoses")] = 20,
     jsonl: Annotated[
         Optional[Path], typer.Option("--jsonl", help="Also write the summary (or the comparison) as JSON Lines to this file")
@@ -36,7 +38,7 @@ def summarize(
       localfa summarize runs/week48
       localfa summarize runs/before-fix runs/after-fix
     """
-    from localfa.bench.report import ReportError, load_run
+    from localfa.bench.report import ReportError
 
     if len(runs) > 2:
         fail(" ".join(map(str, runs)), "give one run directory, or two to compare")
@@ -96,7 +98,14 @@ def compare_runs(run_a: Path, run_b: Path, jsonl: Optional[Path]) -> None:
         ]
         rows += [
             {"type": "moved", "method": m.method, "trace": m.trace, "change": m.change, "label_step": m.label_step}
-            | {"step_a": m.a.step, "agent_a": m.a.agent, "error_a": m.a.error, "step_b": m.b.step, "agent_b": m.b.agent, "error_b": m.b.error}
+            | {
+                "step_a": m.a.step,
+                "agent_a": m.a.agent,
+                "error_a": m.a.error,
+                "step_b": m.b.step,
+                "agent_b": m.b.agent,
+                "error_b": m.b.error,
+            }
             for m in moved
         ]
         rows += [

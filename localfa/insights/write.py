@@ -56,12 +56,7 @@ def write_summary(run_dir: str | Path, max_groups: int = 20, folders: tuple[str,
     if chosen:
         try:
             files.append(
-                write_view(
-                    [r.record() for r in chosen],
-                    run / SUMMARY_VIEW,
-                    readable=readable,
-                    title="localfa — exemplars of what failed",
-                )
+                write_view([r.record() for r in chosen], run / SUMMARY_VIEW, readable=readable, title="localfa — exemplars of what failed")
             )
         except OSError as exc:
             problem, anchors = f"{run / SUMMARY_VIEW}: {exc.strerror or exc}", {}

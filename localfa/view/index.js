@@ -225,7 +225,7 @@
       const input = document.createElement("input");
       input.type = "search";
       input.dataset.key = col.key;
-      input.placeholder = col.kind === "num" ? "<3, 2..5" : "filter";
+      input.placeholder = col.kind === "num" ? "<3" : "filter";
       input.setAttribute("aria-label", "filter " + col.title);
       input.autocomplete = "off";
       if (col.kind !== "num") attachChoices(input, c);

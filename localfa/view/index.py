@@ -44,29 +44,29 @@ class Column:
     always: bool = False  # shown even when no row has a value
     hidden: bool = False  # in the column menu but not shown until asked for
 
-    def spec(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"key": self.key, "title": self.title, "kind": self.kind, "width": self.width, "tip": self.tip}
+    def spec(self, width: int | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key, "title": self.title, "kind": self.kind, "width": width or self.width, "tip": self.tip}
         if self.digits is not None:
             out["digits"] = self.digits
         return out
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("trace", "trace", "text", 200, "the trace's id; opens its page", always=True),
-    Column("subset", "subset", "text", 100, "the trace's subset (Who&When: algorithm-generated or hand-crafted)"),
-    Column("method", "method", "text", 140, "the method's label", always=True),
+    Column("trace", "trace", "text", 260, "the trace's id; opens its page", always=True),
+    Column("subset", "subset", "text", 150, "the trace's subset (Who&When: algorithm-generated or hand-crafted)"),
+    Column("method", "method", "text", 220, "the method's label", always=True),
     Column("seed", "seed", "num", 46, "the run seed"),
     Column("budget", "budget", "text", 70, "the context budget"),
     Column("step", "step", "num", 48, "the decisive step the method named", always=True),
-    Column("agent", "agent", "text", 130, "the agent the method held responsible", always=True),
+    Column("agent", "agent", "text", 150, "the agent the method held responsible", always=True),
     Column("label_step", "label", "num", 50, "the labelled decisive step"),
-    Column("label_agent", "label agent", "text", 120, "the labelled responsible agent", hidden=True),
+    Column("label_agent", "label agent", "text", 170, "the labelled responsible agent", hidden=True),
     Column("step_ok", "step ✓", "text", 64, "yes: the named step is the labelled one"),
     Column("agent_ok", "agent ✓", "text", 70, "yes: the named agent is the labelled one"),
-    Column("category", "category", "text", 150, "the failure category (localfa bench --categorise)"),
+    Column("category", "category", "text", 180, "the failure category (localfa bench --categorise)"),
     Column("confidence", "conf.", "num", 50, "the method's confidence (an ensemble's agreement share)", digits=2),
     Column("harness", "harness", "text", 66, "what the harness said of the run (failed, passed)"),
-    Column("stop", "stop", "text", 80, "why the method stopped; error: it failed", always=True),
+    Column("stop", "stop", "text", 110, "why the method stopped; error: it failed (such rows are red)", always=True, hidden=True),
     Column("calls", "calls", "num", 52, "model calls", hidden=True),
     Column("tokens", "tokens", "num", 74, "prompt + completion tokens"),
     Column("seconds", "s", "num", 50, "wall seconds", digits=1, hidden=True),
@@ -142,14 +142,42 @@ def row_values(record: dict[str, Any], group: TraceGroup) -> dict[str, Any]:
     }
 
 
+CHAR_PX = 7.4  # about one character of the table's font
+TITLE_PX = 7.6  # ... of a title (bold)
+PAD_PX = 14  # a cell's padding
+TITLE_PAD_PX = 20  # ... and room for the sort mark
+
+
+def column_width(column: Column, values: list[Any]) -> int:
+    """Pixels for `column`: its title, and 9 values in 10 up to its `width` (a few long ones are
+    cut with an ellipsis and shown whole on hover); the last column (the reasoning) takes what the
+    window has left, so it keeps its own."""
+    if column.key == COLUMNS[-1].key:
+        return column.width
+    texts = sorted(
+        len(f"{v:,}" if isinstance(v, int) else f"{v:.{column.digits or 0}f}" if isinstance(v, float) else str(v))
+        for v in values
+        if v is not None
+    )
+    typical = texts[int(0.9 * (len(texts) - 1))] if texts else 0
+    title = len(column.title) * TITLE_PX + TITLE_PAD_PX
+    return int(max(title, min(column.width, typical * CHAR_PX + PAD_PX)))
+
+
+def _redundant_subset(cells: list[dict[str, Any]]) -> bool:
+    """Every trace id already names its subset (Who&When's ``whowhen/hand-crafted/6``)."""
+    return all(not v["subset"] or str(v["subset"]) in str(v["trace"]) for v in cells)
+
+
 def index_data(groups: list[TraceGroup], pages_dir: str) -> dict[str, Any]:
     """The JSON the index script reads: the columns that have something to show, one row per
     record (its cells, then its trace page's number and its place on that page)."""
     cells = [(gid, k, row_values(r, g)) for gid, g in enumerate(groups) for k, r in enumerate(g.records)]
     columns = [c for c in COLUMNS if c.always or any(v[c.key] is not None for _, _, v in cells)]
+    hidden = [c.key for c in columns if c.hidden or (c.key == "subset" and _redundant_subset([v for _, _, v in cells]))]
     return {
-        "columns": [c.spec() for c in columns],
-        "hidden": [c.key for c in columns if c.hidden],
+        "columns": [c.spec(column_width(c, [v[c.key] for _, _, v in cells])) for c in columns],
+        "hidden": hidden,
         "pages": pages_dir,
         "rows": [[v[c.key] for c in columns] + [gid, k] for gid, k, v in cells],
     }
@@ -175,7 +203,9 @@ def script() -> str:
 def csp(source: str) -> str:
     """The index's policy: this one script (by its hash), inline styles, nothing fetched."""
     digest = base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode("ascii")
-    return f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'"
+    return (
+        f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'"
+    )
 
 
 INDEX_CSS = """

@@ -229,7 +229,21 @@ def test_the_terminal_table_is_short_and_fits_100_columns(tmp_path):
     assert lines[0] == f"localfa report: {run} (SmolLM2-135M-Instruct on vllm): 8 records, 4 traces, 3 methods"
     table = lines[lines.index(next(x for x in lines if x.startswith("method / subset"))) :]
     assert all(len(x) <= 100 for x in table if x and not x.startswith("Everything else"))
-    assert table[0].split() == ["method", "/", "subset", "traces", "runs", "agent", "acc", "[95%]", "step", "acc", "[95%]", "tokens/trace", "errors"]
+    assert table[0].split() == [
+        "method",
+        "/",
+        "subset",
+        "traces",
+        "runs",
+        "agent",
+        "acc",
+        "[95%]",
+        "step",
+        "acc",
+        "[95%]",
+        "tokens/trace",
+        "errors",
+    ]
     safari = next(x for x in table if x.startswith("safari "))
     assert safari.split()[:3] == ["safari", "4", "4"] and "0.250 [" in safari and safari.split()[-1] == "1"
     assert "  hand-crafted" in out and "  algorithm-generated" in out  # subsets under their method

@@ -138,10 +138,35 @@ def test_the_index_of_1000_diagnoses_opens_in_under_2_s_and_filters(browser, tmp
     _ready(opened)
     assert page.locator('tr.filters input[data-key="tokens"]').input_value() == ">=645"  # the view came back
     opened.check_offline_and_clean()
-    page.locator('tr.filters input[data-key="step_ok"]').fill("")
-    page.locator('tr.filters input[data-key="tokens"]').fill("")
-    page.locator('tr.titles th[data-key="tokens"]').click()  # unsorted again
+
+
+def test_a_small_sweep_index_and_its_trace_page(browser, tmp_path):  # noqa: F811
+    """The pictures on docs/viewing.md: a sweep of the Who&When examples on the oracle engine (p =
+    0.7, categorised), its index filtered to one method, and a row's trace page."""
+    run = tmp_path / "run"
+    methods = "all-at-once,step-by-step,vote:members=all-at-once*3"
+    localfa(
+        "bench", "examples/whowhen", "--methods", methods, "--seeds", "0,1", "--engine", "oracle:p=0.7",
+        "--categorise", "agentrx", "--out", str(run), "--no-progress",
+    )  # fmt: skip
+    localfa("view", str(run))
+    opened = Opened(browser, run / "view.html")
+    _ready(opened)
+    page = opened.page
+    assert _status(opened).startswith("30 of 30 diagnoses · 5 traces · step right in ")
+    headers = page.locator("tr.titles th:not([hidden])").all_inner_texts()
+    assert headers[:3] == ["trace", "method", "seed"] and "subset" not in headers  # the ids already name their subset
+    page.locator('tr.filters input[data-key="method"]').fill("=all-at-once")
+    assert _status(opened).startswith("10 of 30 diagnoses · 5 traces")
+    assert set(page.locator('tbody td[data-key="method"]').all_inner_texts()) == {"all-at-once"}
     opened.screenshot("sweep-index.png", tmp_path)
+    page.locator("tbody tr[data-p]").nth(2).locator("td").nth(3).click()
+    page.wait_for_load_state("load")
+    assert page.locator("h1").inner_text() == "whowhen/algorithm-generated/2" and "#d0-" in page.url
+    assert page.locator("article.diag:target").count() == 1  # the row's own diagnosis
+    opened.check_offline_and_clean()
+    page.evaluate("window.scrollTo(0, 0)")  # the picture shows the page from its top: the way back, the verdicts, the trace
+    opened.screenshot("sweep-trace.png", tmp_path)
 
 
 def test_hostile_rows_stay_text(browser, tmp_path):  # noqa: F811

@@ -74,7 +74,10 @@ def test_view_never_replaces_a_file_it_did_not_write_unless_forced(tmp_path):
     mine.write_text("<p>my notes</p>")
     refused = _view(str(run), "--out", str(mine))
     assert refused.returncode == 2 and refused.stdout == ""
-    assert refused.stderr == f"error: {mine}: exists and is not a page localfa view wrote: left as it is (give another --out, or add --force to replace it)\n"
+    assert (
+        refused.stderr
+        == f"error: {mine}: exists and is not a page localfa view wrote: left as it is (give another --out, or add --force to replace it)\n"
+    )
     assert mine.read_text() == "<p>my notes</p>"
     # a folder of other files where the trace pages would go is left alone too
     (tmp_path / "notes-traces").mkdir()
