@@ -5,7 +5,7 @@ Commands are added here, explicitly; importing a command module registers nothin
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -65,7 +65,7 @@ def build_app() -> typer.Typer:
     ) -> None:
         """Find who broke a failed LLM-agent run, and when, on your own hardware."""
 
-    functions = {
+    functions: dict[str, Any] = {
         "inspect": inspect.inspect,
         "diagnose": diagnose.diagnose,
         "bench": bench.bench,

@@ -22,7 +22,7 @@ def _keep(text: str) -> str:
     return text.replace("-", _KEEP)
 
 
-class HelpFormatter(typer.Context.formatter_class):  # type: ignore[misc,name-defined]  # the click Typer carries
+class HelpFormatter(typer.Context.formatter_class):  # type: ignore[misc,name-defined,valid-type]  # the click Typer carries
     """click's help layout, breaking lines only at spaces."""
 
     def write_text(self, text: str) -> None:

@@ -256,8 +256,8 @@ def load_runs(trace: str, fmt: str | None) -> tuple[list[tuple[Trace, Path, Path
         kept = harness_traces(found, lambda f: read_trace_file(f, fmt), lambda root, f, exc: errors.append(exc), [path], False, say)
     except TraceError as e:
         fail_trace(e)
-    for e in errors:
-        say(f"error: {e}")
+    for problem in errors:
+        say(f"error: {problem}")
     if not kept:
         fail(trace, "no trace file in this folder could be read" if errors else "no trace file in this folder")
     return [(t, root, f) for root, f, t in kept], len(errors)

@@ -11,7 +11,7 @@ categories, each category's share in each and its shift.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -90,7 +90,7 @@ def compare_runs(run_a: Path, run_b: Path, jsonl: Optional[Path]) -> None:
         lines += [""] + shifts_lines(shifts)
     typer.echo("\n".join(lines))
     if jsonl:
-        rows = [
+        rows: list[dict[str, Any]] = [
             {"type": "accuracy", "method": d.method, "traces": d.traces, "step_a": d.step_a, "step_b": d.step_b}
             | {"step_diff": d.step_diff, "step_ci95": d.step_ci, "agent_a": d.agent_a, "agent_b": d.agent_b}
             | {"agent_diff": d.agent_diff, "agent_ci95": d.agent_ci}
