@@ -382,5 +382,6 @@
   buildColumnMenu();
   loadHash();
   apply();
+  document.body.dataset.readyMs = String(Math.round(performance.now())); // since the navigation began
   document.body.dataset.ready = "1";
 })();
