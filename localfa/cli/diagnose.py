@@ -128,7 +128,8 @@ def diagnose(
         if "transcript" not in known:  # --transcript is also an output switch: other methods skip it
             shortcuts.pop("transcript", None)
         # --transcript and --html only keep the transcript: the method's label stays the one asked for
-        label = MethodSpec.of(spec.name, **{**spec.options_dict, **{k: v for k, v in shortcuts.items() if k != "transcript"}}).label
+        as_asked = MethodSpec.of(spec.name, **{**spec.options_dict, **{k: v for k, v in shortcuts.items() if k != "transcript"}})
+        label = as_asked.label
         spec = MethodSpec.of(spec.name, **{**spec.options_dict, **shortcuts})
         chosen = get_method(spec)
     except MethodOptionError as exc:
@@ -153,7 +154,7 @@ def diagnose(
         for d, t in zip(results, loaded)
     ]
     if unreadable:  # each unreadable file is its own error record, in the order the files came
-        records += [r for u in unreadable for r in u.records([spec], [budget_label], [seed])]
+        records += [r for u in unreadable for r in u.records([as_asked], [budget_label], [seed])]
         order = {str(f): i for i, f in enumerate(files)}
         records.sort(key=lambda r: order.get(r.source, len(order)))
     if out:
