@@ -120,6 +120,8 @@ class ResultRecord(Diagnosis):
     category: str | None = None
     category_reason: str | None = None
     taxonomy: str | None = None
+    # What the harness said of the run (a Harbor trial, a SWE-bench instance): `localfa.traces.runs.Verdict`.
+    harness: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _classify(self) -> "ResultRecord":
@@ -162,6 +164,7 @@ class ResultRecord(Diagnosis):
             label=trace.labels.model_dump() if trace.labels is not None else None,
             error_kind=diag.error_kind or classify_error(diag.error),
             trace_sha256=digest or trace_digest(trace),
+            harness=trace.metadata.get("harness") if isinstance(trace.metadata.get("harness"), dict) else None,
             finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         )
         return cls.model_validate(data)

@@ -144,3 +144,16 @@ def test_the_cache_merge_replaces_the_main_file_durably(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == before
     monkeypatch.undo()
     assert merge_parts(tmp_path) == 1 and set(rows(tmp_path / MAIN)) == {"a", "b"}
+
+
+def test_replace_atomically_replaces_whole_without_fsyncs(tmp_path, monkeypatch):
+    """The trace pages' writer: atomic (a reader sees the old file or the new one, no temporary
+    file stays), with no fsync (the caller fsyncs the folder once for hundreds of pages)."""
+    from localfa.durable import replace_atomically
+
+    _fail_fsync(monkeypatch)
+    monkeypatch.setattr(durable, "fsync_dir", lambda path: (_ for _ in ()).throw(AssertionError("fsync_dir called")))
+    target = tmp_path / "00000.html"
+    target.write_text("old")
+    assert replace_atomically(target, "new") == target
+    assert target.read_text() == "new" and os.listdir(tmp_path) == ["00000.html"]

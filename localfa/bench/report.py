@@ -223,6 +223,11 @@ def markdown_report(
         out.append("No records in this run yet.")
         return "\n".join(out) + "\n"
     out.append(f"{len(records)} records. {method_line()} Cost columns are per trace run.")
+    from localfa.bench.unlabelled import labelled_traces, no_label_line
+
+    labelled, traces = labelled_traces(records)
+    if labelled < traces:
+        out += ["", no_label_line("RUN_DIR") if not labelled else f"{labelled} of {traces} traces carry labels: accuracy is over those."]
     if superseded_note(manifest):
         out += ["", _md_escape(superseded_note(manifest) or "")]
     out.append("")
@@ -271,6 +276,7 @@ th{background:#f2f2f2}td.num{text-align:right}
 .note{color:#555;font-size:.9em}details{margin:.3em 0}summary{cursor:pointer}
 blockquote{margin:.2em 0 .2em 1em;padding-left:.5em;border-left:3px solid #ccc;white-space:pre-wrap}
 code{font-size:.95em}
+.nolabel{font-size:1.05em;background:#fff8ec;border-left:4px solid #b26b00;padding:.4em .7em}ul.flat{margin:0;padding-left:1.1em}
 """
 
 
@@ -314,9 +320,9 @@ def per_trace_html(records: list[ResultRecord], reasoning_chars: int = 1200) -> 
         label = recs[0].label
         lab = f"label: step {label.mistake_step} by {label.mistake_agent}" if label else "no label"
         hits = sum(1 for r in recs if score_record(r)["step"] == 1.0)
-        out.append(
-            f"<details><summary><code>{_e(tid)}</code> ({_e(recs[0].subset or '')}) — {_e(lab)} — {hits}/{len(recs)} runs exact</summary>"
-        )
+        subset = f" ({_e(recs[0].subset)})" if recs[0].subset else ""
+        exact = f" — {hits}/{len(recs)} runs exact" if label else ""
+        out.append(f"<details><summary><code>{_e(tid)}</code>{subset} — {_e(lab)}{exact}</summary>")
         if label and label.reason:
             out.append(f"<p class=note>labelled reason: {_e(label.reason)}</p>")
         if label and len(label.fault_steps) > 1:
@@ -381,10 +387,20 @@ def html_report(
 ) -> str:
     """The whole report as one self-contained HTML document; with `insights` (or records that
     carry categories) a "What failed" section (`localfa.insights`), exemplars linked by `anchors`."""
+    from localfa.bench.unlabelled import labelled_traces, no_label_line, unlabelled_html
+
     groups = summarize(records, n_boot=n_boot, method_order=_method_order(manifest))
     body = [f"<h1>localfa bench report{_e(_title_suffix(manifest))}</h1>", _manifest_html(manifest, run_dir)]
+    labelled, traces = labelled_traces(records)
     if not groups:
         body.append("<p>No records in this run yet.</p>")
+    elif not labelled:  # nothing to score: say so once, and show what is known without labels
+        body.append(f"<p class=nolabel>{_e(no_label_line(run_dir or 'RUN_DIR'))}</p>")
+        body.append(unlabelled_html(records, _method_order(manifest)))
+        body.append(stage_table_html(records))
+        body.append("<h2>Per trace</h2>")
+        body.append("<p class=note>Each trace: every run's prediction, with the evidence the method quoted and its reasoning.</p>")
+        body.append(per_trace_html(records))
     else:
         head, rows = table_rows(groups)
         body.append("<h2>Results</h2>")
@@ -394,6 +410,8 @@ def html_report(
         )
         if superseded_note(manifest):
             body.append(f"<p class=note>{_e(superseded_note(manifest))}</p>")
+        if labelled < traces:
+            body.append(f"<p class=note>{labelled} of {traces} traces carry labels: accuracy is over those.</p>")
         body.append(html_table(head, rows, numeric_from=head.index("traces")))
         body += [f"<p class=note>{_e(n)}</p>" for n in method_notes(groups)]
         body.append("<h2>Charts</h2>")

@@ -52,7 +52,7 @@ SHARD_HELP = (
 
 @with_engine_options
 def bench(
-    datasets: Annotated[list[str], typer.Argument(help="Trace files or folders (e.g. a Who&When checkout)")],
+    datasets: Annotated[list[str], typer.Argument(metavar="DATASET", help="Trace files or folders (e.g. a Who&When checkout)")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory: results.jsonl, manifest.json, cache/")] = None,
     methods: Annotated[str, typer.Option("--methods", help=METHODS_HELP)] = DEFAULT_METHOD,
     seeds: Annotated[str, typer.Option("--seeds", help="Run seeds: 0,1,2 or 0-4")] = "0",

@@ -1,8 +1,9 @@
 """`localfa diagnose TRACE...`: who broke each failed run, and when.
 
 Traces are investigated concurrently; their model calls go to the engine together, so even a
-handful of traces keeps the engine batched. One JSON line per trace goes to --out (or stdout);
-a human summary goes to stderr.
+handful of traces keeps the engine batched. stdout gets one readable line per trace (the verdict,
+what it cost, the start of the reasoning, where the record went), or with --json the record
+itself as one JSON line; --out writes the records as JSON lines. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from localfa.cli.engine_options import EngineChoice, with_engine_options
-from localfa.cli.errors import fail, fail_trace
+from localfa.cli.errors import fail, fail_located, fail_trace
 from localfa.cli.trace_options import FailedOnlyOpt, FollowLinksOpt
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 from localfa.traces.errors import TraceError
@@ -40,7 +41,7 @@ def shortcut_options(
 
 @with_engine_options
 def diagnose(
-    traces: Annotated[list[str], typer.Argument(help="Trace files or folders")],
+    traces: Annotated[list[str], typer.Argument(metavar="TRACE", help="Trace files or folders (a harness trial or job too)")],
     method: Annotated[str, typer.Option("--method", help=METHOD_HELP)] = DEFAULT_METHOD,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the trace format")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Run seed; every request seed derives from it")] = 0,
@@ -57,17 +58,27 @@ def diagnose(
     with_ground_truth: Annotated[
         bool, typer.Option("--with-ground-truth", help="Baselines: show the task's answer (paper's 'with G')")
     ] = False,
-    transcript: Annotated[bool, typer.Option("--transcript", help="Include the per-turn transcript in each line")] = False,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Write JSON lines here (default: stdout)")] = None,
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the trace view page here (as `localfa view`)")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress or summary on stderr (errors still show)")] = False,
+    transcript: Annotated[bool, typer.Option("--transcript", help="Include the per-turn transcript in each record")] = False,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write the records here, one JSON line per trace")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print each record as one JSON line instead of the readable line")] = False,
+    html: Annotated[
+        Optional[Path], typer.Option("--html", help="Also write the trace view here (as `localfa view`: an index for several traces)")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress on stderr (errors still show)")] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Traces investigated at once")] = 8,
     failed_only: FailedOnlyOpt = False,
     follow_links: FollowLinksOpt = False,
     *,
     engine_choice: EngineChoice,
 ) -> None:
-    """Find the decisive faulty step and the responsible agent of each trace."""
+    """Find the decisive faulty step and the responsible agent of each trace.
+
+    \b
+    Examples:
+      localfa diagnose run.json                    # SAFARI, embedded model
+      localfa diagnose run.json --engine scripted  # no model: try it
+      localfa diagnose runs/ --method drift --out d.jsonl --html d.html
+    """
     from localfa.bench.units import Unreadable, read_trace_file
     from localfa.methods.budget import parse_budget
     from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, method_option_names
@@ -79,6 +90,8 @@ def diagnose(
         budget_label = parse_budget(budget).label
     except ValueError as exc:
         fail("--budget", str(exc))
+    if html is not None:  # before any work: never over a file `localfa view` did not write
+        check_html_target(html)
     try:
         found = trace_files_with_roots(traces, follow_links, _say)
     except TraceError as exc:
@@ -114,6 +127,9 @@ def diagnose(
         known = method_option_names(spec.name)
         if "transcript" not in known:  # --transcript is also an output switch: other methods skip it
             shortcuts.pop("transcript", None)
+        # --transcript and --html only keep the transcript: the method's label stays the one asked for
+        as_asked = MethodSpec.of(spec.name, **{**spec.options_dict, **{k: v for k, v in shortcuts.items() if k != "transcript"}})
+        label = as_asked.label
         spec = MethodSpec.of(spec.name, **{**spec.options_dict, **shortcuts})
         chosen = get_method(spec)
     except MethodOptionError as exc:
@@ -126,7 +142,7 @@ def diagnose(
             manifest = build_manifest(
                 eng,
                 seeds=[seed],
-                methods={spec.label: chosen.for_model(eng.method_defaults).describe()},
+                methods={label: chosen.for_model(eng.method_defaults).describe()},
                 extra={"budget": budget, "trace_files": [str(f) for f in files]},
             )
             Path(f"{out}.manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
@@ -134,27 +150,50 @@ def diagnose(
     finally:
         eng.close()
     records = [
-        ResultRecord.from_diagnosis(d, t, method=spec.label, method_name=spec.name, budget=budget_label, seed=seed)
+        ResultRecord.from_diagnosis(d, t, method=label, method_name=spec.name, budget=budget_label, seed=seed)
         for d, t in zip(results, loaded)
     ]
     if unreadable:  # each unreadable file is its own error record, in the order the files came
-        records += [r for u in unreadable for r in u.records([spec], [budget_label], [seed])]
+        records += [r for u in unreadable for r in u.records([as_asked], [budget_label], [seed])]
         order = {str(f): i for i, f in enumerate(files)}
         records.sort(key=lambda r: order.get(r.source, len(order)))
-    sink = open(out, "w", encoding="utf-8") if out else sys.stdout
-    try:
-        for r in records:
-            sink.write(r.to_line(with_transcript=transcript))
-    finally:
-        if out:
-            sink.close()
+    if out:
+        with open(out, "w", encoding="utf-8") as sink:
+            for r in records:
+                sink.write(r.to_line(with_transcript=transcript))
     if html is not None:  # the page shows each turn: transcripts are kept for it whatever --transcript says
-        from localfa.view import write_view
+        from localfa.cli.view import written_line
+        from localfa.view import write_browsable
+        from localfa.view.records import ViewError
 
-        write_view([r.record(with_transcript=True) for r in records], html, traces={t.id: t for t in loaded})
-    print_summary([r for r in records if r.error] if quiet else records)
+        try:
+            done = write_browsable([r.record(with_transcript=True) for r in records], html, traces={t.id: t for t in loaded})
+        except ViewError as exc:
+            fail_located(exc)
+        if not quiet:
+            _say(written_line(done))
+    if as_json:
+        for r in records:
+            sys.stdout.write(r.to_line(with_transcript=transcript))
+        print_summary([r for r in records if r.error] if quiet else records)
+    else:
+        for r in records:
+            typer.echo(verdict_line(r, out))
+        if not out and not quiet:
+            _say("The records (evidence, reasoning, cost, the method's path): --out FILE keeps them as JSON lines, --json prints them.")
     if any(r.error for r in records):
         raise typer.Exit(1)
+
+
+def check_html_target(html: Path) -> None:
+    """Refuse (exit 2) an --html path `localfa view` would not replace, before anything runs."""
+    from localfa.view.records import ViewError
+    from localfa.view.sweep import check_replaceable, pages_folder
+
+    try:
+        check_replaceable(html, pages=pages_folder(html))
+    except ViewError as exc:
+        fail_located(exc)
 
 
 def _say(msg: str) -> None:
@@ -206,31 +245,55 @@ def _stderr_console():
     return Console(stderr=True, soft_wrap=True)
 
 
-def summary_line(r) -> str:
-    """A record's stderr line: prediction, hit or miss against the label (the report's scorer), cost."""
-    from localfa.bench.metrics import score_record
+REASON_CHARS = 72  # of the reasoning in a verdict line
+ORDINARY_STOPS = frozenset({"submitted", "voted", "agreed"})  # a verdict line names any other way a method stopped
+
+
+def verdict_line(r, out: Path | None = None) -> str:
+    """One readable line per trace: the step and agent named, the category and confidence when
+    there are any, the label's verdict, the cost, the start of the reasoning, where the record went."""
+    from localfa.terminal import plain
 
     if r.error:
-        return f"{r.trace}: error: {r.error.splitlines()[0]}"
-    s = score_record(r)
-    hit = {1.0: "hit", 0.0: "miss"}
-    verdict = ""
-    if r.label is not None and s["step"] is not None:
-        verdict = f"  label: step {r.label.mistake_step} ({hit[s['step']]})"
-        if s["agent"] is not None:
-            verdict += f", agent {r.label.mistake_agent} ({hit[s['agent']]})"
+        return f"{plain(r.trace)}: error: {plain(r.error.strip().splitlines()[0] if r.error.strip() else r.error, 300)}"
+    stop = "" if r.stop_reason in ORDINARY_STOPS else f" [{plain(r.stop_reason, 40)}]"
+    parts = [f"{plain(r.trace)}: step {r.step} by {plain(r.agent, 60)}{stop}"]
+    if r.category:
+        parts.append(plain(r.category, 60))
+    if r.confidence is not None:
+        parts.append(f"confidence {r.confidence:.2f}")
+    verdict = label_verdict(r)
+    if verdict:
+        parts.append(verdict)
     u = r.usage
-    return (
-        f"{r.trace}: step {r.step} by {r.agent} [{r.stop_reason}]{verdict}  "
-        f"calls={u['calls']} tokens={u['prompt_tokens']}+{u['completion_tokens']} cached={u['cached_tokens']} {r.wall_s:.1f}s"
-    )
+    tokens = int(u.get("prompt_tokens", 0) or 0) + int(u.get("completion_tokens", 0) or 0)
+    calls = u.get("calls", 0)
+    parts.append(f"{calls} call{'' if calls == 1 else 's'}, {tokens:,} tokens, {r.wall_s:.1f} s")
+    if r.reasoning.strip():
+        parts.append(f'"{plain(r.reasoning, REASON_CHARS)}"')
+    return " · ".join(parts) + (f" → {out}" if out else "")
+
+
+def label_verdict(r) -> str:
+    """``label step 3 (hit), agent Coder (miss)`` by the report's scorer, "" without a label."""
+    from localfa.bench.metrics import score_record
+    from localfa.terminal import plain
+
+    s = score_record(r)
+    if r.label is None or s["step"] is None:
+        return ""
+    hit = {1.0: "hit", 0.0: "miss"}
+    text = f"label step {r.label.mistake_step} ({hit[s['step']]})"
+    if s["agent"] is not None:
+        text += f", agent {plain(r.label.mistake_agent, 60)} ({hit[s['agent']]})"
+    return text
 
 
 def print_summary(records) -> None:
-    """One line per trace on stderr (`summary_line`)."""
+    """One line per trace on stderr (`verdict_line`), beside --json's records on stdout."""
     from rich.markup import escape
 
     console = _stderr_console()
     for r in records:
-        line = escape(summary_line(r))
+        line = escape(verdict_line(r))
         console.print(f"[red]{line}[/red]" if r.error else line)

@@ -179,7 +179,9 @@ def render_summary(info: dict[str, Any]) -> str:
 
 
 def inspect(
-    trace: str = typer.Argument(..., help="Trace file (JSON, JSON Lines, or an inspect_ai .eval log)."),
+    trace: str = typer.Argument(
+        ..., metavar="TRACE", help="Trace file (JSON, JSON Lines, an inspect_ai .eval log), or a folder of them (a harness trial or job)."
+    ),
     format: Optional[str] = typer.Option(None, "--format", help=f"Force the importer instead of detecting it: {', '.join(FORMATS)}."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary (or the lines) as JSON."),
     lines: Optional[str] = typer.Option(
@@ -196,11 +198,17 @@ def inspect(
     width: int = typer.Option(200, "--width", min=20, help="Line width of the line view."),
 ) -> None:
     """Summarise a trace (format, steps, agents, size, labels) or print part of its line view; a
-    file of several runs (an inspect_ai log) is summarised run by run."""
-    try:
-        runs = load_traces(trace, format=format)
-    except TraceError as e:
-        fail_trace(e)
+    file of several runs (an inspect_ai log) or a folder (a Harbor trial or job, a SWE-bench run)
+    is summarised run by run, read as `diagnose` reads it.
+
+    \b
+    Examples:
+      localfa inspect run.json
+      localfa inspect run.json --lines 0:40
+      localfa inspect jobs/2026-12-01/fix-dates__A1b2C    # a Harbor trial folder
+    """
+    loaded, unreadable = load_runs(trace, format)
+    runs = [t for t, _, _ in loaded]
     if sample is not None:
         runs = [t for t in runs if t.id == sample or t.id.endswith("/" + sample)]
         if not runs:
@@ -212,15 +220,47 @@ def inspect(
         return
     name, counter = resolve_token_counter(tokenizer)
     infos = []
-    for loaded in runs:
-        view = LineView(loaded, width=width, count_tokens=counter)
-        info = summary(with_verdict(loaded, Path(trace).parent, Path(trace)), view, name)
+    for run, root, path in loaded:
+        if run not in runs:  # --sample left it out
+            continue
+        view = LineView(run, width=width, count_tokens=counter)
+        info = summary(with_verdict(run, root, path), view, name)
         info["format_source"] = "forced" if format else "detected"
         infos.append(info)
     if as_json:
         typer.echo(json.dumps(infos[0] if len(infos) == 1 else infos, ensure_ascii=False, indent=2))
     else:
         typer.echo("\n\n".join(render_summary(info) for info in infos))
+    if unreadable:  # each one's `error:` line is above
+        raise typer.Exit(1)
+
+
+def load_runs(trace: str, fmt: str | None) -> tuple[list[tuple[Trace, Path, Path]], int]:
+    """((run, root, file) for each run `trace` holds, files of a folder that could not be read):
+    a file's runs, or those of every trace file in a folder (a harness's trials as `diagnose`
+    finds them), with the ids `diagnose` gives; each unreadable file is an `error:` line."""
+    from localfa.bench.units import read_trace_file
+    from localfa.traces.load import trace_files_with_roots
+    from localfa.traces.runs import harness_traces
+
+    path = Path(trace)
+    if not path.is_dir():
+        try:
+            return [(t, path.parent, path) for t in load_traces(trace, format=fmt)], 0
+        except TraceError as e:
+            fail_trace(e)
+    errors: list[TraceError] = []
+    say = lambda msg: typer.echo(msg, err=True)  # noqa: E731
+    try:
+        found = trace_files_with_roots([trace], warn=say)
+        kept = harness_traces(found, lambda f: read_trace_file(f, fmt), lambda root, f, exc: errors.append(exc), [path], False, say)
+    except TraceError as e:
+        fail_trace(e)
+    for problem in errors:
+        say(f"error: {problem}")
+    if not kept:
+        fail(trace, "no trace file in this folder could be read" if errors else "no trace file in this folder")
+    return [(t, root, f) for root, f, t in kept], len(errors)
 
 
 def print_lines(loaded: Trace, spec: str, source: str, width: int, as_json: bool) -> None:

@@ -10,6 +10,7 @@ when the committed page and the parsers disagree. Regenerate with:
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import subprocess
 import sys
@@ -48,11 +49,26 @@ def _param_row(param: Any, ctx: typer.Context) -> str:
     return f"| `{_cell(flags)}` | {_cell(help_text)} |"
 
 
+def help_markdown(text: str) -> str:
+    """A command's help as markdown: a paragraph click shows as written (``\\b``, an Examples
+    block) becomes a code block, the others stay text."""
+    import textwrap
+
+    out = []
+    for para in inspect.cleandoc(text or "").split("\n\n"):
+        if para.startswith("\b\n"):
+            title, _, body = para[2:].partition("\n")
+            out.append(f"{title}\n\n```\n{textwrap.dedent(body)}\n```")
+        else:
+            out.append(para)
+    return "\n\n".join(out).strip()
+
+
 def command_section(name: str, command: Any) -> str:
     """One command: its help, its usage line and a table of every argument and option."""
     ctx = typer.Context(command, info_name=f"localfa {name}")
     usage = " ".join(command.collect_usage_pieces(ctx))
-    lines = [f"## localfa {name}", "", (command.help or "").strip(), "", "```", f"localfa {name} {usage}", "```", ""]
+    lines = [f"## localfa {name}", "", help_markdown(command.help or ""), "", "```", f"localfa {name} {usage}", "```", ""]
     params = [p for p in command.params if not getattr(p, "hidden", False) and p.name != "help"]
     if params:
         lines += ["| argument or option | what |", "|---|---|"]
@@ -84,7 +100,9 @@ def render(scripts: bool = True) -> str:
     """The whole page: commands in the order `localfa --help` lists them, then the scripts."""
     group = command_tree()
     ctx = typer.Context(group, info_name="localfa")
-    sections = [command_section(name, group.commands[name]) for name in group.list_commands(ctx)]
+    top = ["## localfa", "", (group.help or "").strip(), "", help_markdown(group.epilog or ""), "", "| option | what |", "|---|---|"]
+    top += [_param_row(p, ctx) for p in group.params if not getattr(p, "hidden", False)]
+    sections = ["\n".join(top) + "\n"] + [command_section(name, group.commands[name]) for name in group.list_commands(ctx)]
     found = scripts_with_parsers() if scripts else []
     if found:
         sections.append(

@@ -1,6 +1,7 @@
-"""`localfa report RUN_DIR`: the markdown table on stdout and RUN_DIR/report.html.
+"""`localfa report RUN_DIR`: a short table on stdout (100 columns) and RUN_DIR/report.html.
 
-Works on a run that is still going or was killed (it reads the finished records only).
+Works on a run that is still going or was killed (it reads the finished records only). A sweep
+without labels says so and shows what is known without them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from localfa.cli.errors import fail
 
 
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `localfa bench --out`")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory written by `localfa bench --out`")],
     html_out: Annotated[Optional[Path], typer.Option("--html", help="Where to write the HTML (default: RUN_DIR/report.html)")] = None,
     substring: Annotated[
         bool,
@@ -26,10 +27,15 @@ def report(
     ] = False,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Bootstrap resamples for the 95% intervals")] = 1000,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the metrics as JSON here")] = None,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the full table (every metric and cost column) as markdown instead")
+    ] = False,
 ) -> None:
-    """Print method x subset x metric (with intervals, calls and tokens per trace); write report.html."""
+    """Print agent and step accuracy per method and subset (95% intervals, tokens, errors) in 100
+    columns; write report.html with everything else. Without labels: what is known without them."""
     from localfa.bench.report import ReportError, load_run
-    from localfa.bench.report_dir import write_any_report
+    from localfa.bench.report_dir import is_p_parent, write_any_report
+    from localfa.bench.report_text import terminal_report
 
     try:
         md, path = write_any_report(run_dir, html_out, substring=substring, n_boot=bootstrap)
@@ -37,7 +43,11 @@ def report(
         fail(exc.path, exc.message)
     except OSError as exc:
         fail(str(html_out or run_dir), f"cannot write the report: {exc.strerror or exc}")
-    typer.echo(md, nl=False)
+    if markdown or is_p_parent(run_dir):
+        typer.echo(md, nl=False)
+    else:
+        records, manifest = load_run(run_dir)
+        typer.echo(terminal_report(records, manifest, str(run_dir), path, n_boot=bootstrap, substring=substring), nl=False)
     if json_out:
         import json
 

@@ -1,7 +1,8 @@
-"""`localfa view RESULTS.jsonl|RUN_DIR`: one self-contained HTML page to look at diagnoses.
+"""`localfa view RESULTS.jsonl|RUN_DIR`: self-contained HTML pages to look at diagnoses.
 
 Each trace is shown as a timeline with the decisive step highlighted and every evidence quote
-marked where it occurs, beside each method's verdict and the path it took to get there.
+marked where it occurs, beside each method's verdict and the path it took to get there. Many
+traces get an index (one row per diagnosis, sortable and filterable) and one page per trace.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from localfa.cli.errors import fail, fail_located
 
 
 def view(
-    results: Annotated[Path, typer.Argument(help="A results file (diagnose --out, results.jsonl) or a run directory")],
+    results: Annotated[Path, typer.Argument(metavar="RESULTS", help="A results file (diagnose --out, results.jsonl) or a run directory")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Where to write the page (default: beside the input, .html)")] = None,
     trace: Annotated[Optional[list[str]], typer.Option("--trace", help="Only traces whose id contains this (repeatable)")] = None,
     method: Annotated[Optional[list[str]], typer.Option("--method", help="Only this method label (repeatable)")] = None,
@@ -27,9 +28,21 @@ def view(
             "(as its manifest lists them) are read, never a path a record names",
         ),
     ] = None,
+    one_page: Annotated[
+        bool, typer.Option("--one-page", help="All traces on one page, no index (a few traces to send as one file)")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out even when it is not a page localfa view wrote")] = False,
 ) -> None:
-    """Write one HTML page (no network, everything inline) showing each diagnosis and its trace."""
-    from localfa.view import write_view
+    """Write the trace view (no network, everything inline): for several traces an index of
+    every diagnosis, sortable and filterable, each row opening its trace's own page.
+
+    \b
+    Examples:
+      localfa view runs/week48                   # runs/week48/view.html
+      localfa view diag.jsonl --out diag.html
+      localfa view runs/week48 --method drift --trace hand-crafted
+    """
+    from localfa.view import write_browsable
     from localfa.view.records import TraceFiles, ViewError, read_results, results_path
 
     for folder in traces or ():
@@ -51,11 +64,22 @@ def view(
     if not records:
         fail(str(results), "no record matches --trace/--method")
     target = out or default_output(results)
+    readable = TraceFiles.of_run(path, traces or ())
     try:
-        written = write_view(records, target, readable=TraceFiles.of_run(path, traces or ()), title=f"localfa — {results.name}")
+        done = write_browsable(records, target, readable=readable, title=f"localfa — {results.name}", force=force, one_page=one_page)
+    except ViewError as exc:
+        fail_located(exc)
     except OSError as exc:
-        fail(str(target), f"cannot write the page: {exc.strerror or exc}")
-    typer.echo(f"wrote {written} ({len(records)} diagnoses)", err=True)
+        fail(str(exc.filename or target), f"cannot write the page: {exc.strerror or exc}")
+    typer.echo(written_line(done), err=True)
+
+
+def written_line(done) -> str:
+    """``wrote PAGE (N diagnoses of T traces...)``: what a view writer left and where."""
+    what = f"{done.diagnoses} diagnos{'is' if done.diagnoses == 1 else 'es'} of {done.traces} trace{'' if done.traces == 1 else 's'}"
+    if done.pages is not None:
+        what += f"; one page per trace in {done.pages}/"
+    return f"wrote {done.page} ({what})"
 
 
 def method_key(text: str) -> str:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import html
 import json
+from collections import Counter
 from typing import Any, Iterator, Sequence
 
-from localfa.insights.compare import Shift
-from localfa.insights.summary import CONSENSUS, Counts, Summary
+from localfa.insights.compare import AccuracyDiff, Move, Shift
+from localfa.insights.summary import CONSENSUS, UNKNOWN_KIND, Counts, Summary
+from localfa.terminal import plain, table
 
 AXES_TITLES = {"category": "Category", "agent": "Responsible agent", "step_kind": "Step kind", "position": "Position in the run"}
 SUMMARY_VIEW = "summary-view.html"
@@ -26,9 +28,19 @@ def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _rows(counter: Any, n: int, limit: int = 12) -> list[tuple[str, int, float]]:
-    items = sorted(counter.items(), key=lambda kv: (-kv[1], str(kv[0])))[:limit]
-    return [(str(k), v, v / n if n else 0.0) for k, v in items]
+ROWS = 12  # rows a count table shows; the rest are summed in one "other" row
+
+
+def _rows(counter: Any, n: int, limit: int = ROWS) -> list[tuple[str, int, float]]:
+    """The `limit` commonest keys with their counts and shares, then one row for all the others
+    (``other (8 more)``), so the rows always add up to `n`."""
+    items = sorted(counter.items(), key=lambda kv: (-kv[1], str(kv[0])))
+    rows = [(str(k), v, v / n if n else 0.0) for k, v in items[:limit]]
+    rest = items[limit:]
+    if rest:
+        total = sum(v for _, v in rest)
+        rows.append((f"other ({len(rest)} more)", total, total / n if n else 0.0))
+    return rows
 
 
 def _primary(summary: Summary) -> Counts | None:
@@ -48,6 +60,9 @@ def summary_markdown(summary: Summary, anchors: dict[str, str] | None = None) ->
         lines.append(f"Categories from taxonomy: {', '.join(summary.taxonomies)}.")
     else:
         lines.append("No record carries a category: run `localfa bench ... --categorise NAME` to add them.")
+    unknown = sum(1 for d in summary.diagnosed if d.step_kind == UNKNOWN_KIND)
+    if unknown:
+        lines.append(f"The step kind of {unknown} diagnoses is unknown: their trace files could not be read (--traces DIR names a folder).")
     for c in summary.counts:
         lines += ["", f"## {_md(c.method)} ({c.n} diagnoses)"]
         for axis, counter in c.axes().items():
@@ -142,11 +157,65 @@ def summary_html(summary: Summary, anchors: dict[str, str] | None = None) -> str
     return "".join(parts)
 
 
-def shifts_text(shifts: Sequence[Shift]) -> list[str]:
-    """One `name=value` line per (method, category) shift."""
-    return [
-        f"method={s.method} category={json.dumps(s.category, ensure_ascii=False)} traces_a={s.n_a} traces_b={s.n_b} "
-        f"share_a={s.share_a:.3f} share_b={s.share_b:.3f} shift={s.shift:+.3f} ci95={s.ci95[0]:+.3f}..{s.ci95[1]:+.3f}"
-        + (" significant" if s.significant else "")
+def _signed(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.3f}"
+
+
+def _share(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+def accuracy_lines(diffs: Sequence[AccuracyDiff], width: int = 100) -> list[str]:
+    """The accuracy of each method in A and B and the difference, with its interval."""
+    if not diffs:
+        return ["Accuracy: no trace is labelled in both runs, so there is none to compare."]
+    head = ["method", "traces", "", "A", "B", "Δ = B - A [95%]"]
+    rows = []
+    for d in diffs:
+        rows.append([d.method, str(d.traces), "step", _share(d.step_a), _share(d.step_b), f"{_signed(d.step_diff)} {_interval(d.step_ci)}"])
+        if d.agent_a is not None or d.agent_b is not None:
+            rows.append(["", "", "agent", _share(d.agent_a), _share(d.agent_b), f"{_signed(d.agent_diff)} {_interval(d.agent_ci)}"])
+    lines = ["Accuracy on the traces labelled in both (per trace, mean over seeds; paired bootstrap):"]
+    return lines + table(head, rows, width, shrink=(0,), right=(1, 3, 4, 5))
+
+
+def _move_text(m: Move) -> str:
+    """``step 3 → step 5 (by Coder)``, naming agents only where they differ."""
+    a, b = m.a, m.b
+    if a.error or b.error or (a.agent or "") != (b.agent or ""):
+        return f"{a.text()} → {b.text()}"
+    return f"step {a.step} → step {b.step} (by {b.agent})"
+
+
+def moves_lines(moved: Sequence[Move], pairs: int, width: int = 100, limit: int = 40) -> list[str]:
+    """The verdicts that moved, fixed and broken first, one line each."""
+    if not moved:
+        return [f"Verdicts: none moved ({pairs} method and trace pairs in both runs)."]
+    counts = Counter(m.change for m in moved)
+    said = ", ".join(f"{counts[c]} {c}" for c in ("fixed", "broke", "changed") if counts[c])
+    lines = [f"Verdicts that moved: {len(moved)} of {pairs} method and trace pairs ({said}):"]
+    order = {"fixed": 0, "broke": 1, "changed": 2}
+    shown = sorted(moved, key=lambda m: (order[m.change], m.method, m.trace))[:limit]
+    pad = max(len(plain(m.method, 40)) for m in shown)
+    for m in shown:
+        label = "" if m.label_step is None else f" (label step {m.label_step})"
+        lines.append(f"  {m.change:<7}  {plain(m.method, 40):<{pad}}  {plain(m.trace, 60)}{label}: {plain(_move_text(m), 160)}")
+    if len(moved) > limit:
+        lines.append(f"  ... and {len(moved) - limit} more (every one in --jsonl FILE).")
+    return lines
+
+
+def shifts_lines(shifts: Sequence[Shift], width: int = 100) -> list[str]:
+    """Each category's share of traces in A and B and the shift, with Newcombe's interval."""
+    head = ["method", "category", "n A", "n B", "A", "B", "shift [95%]", ""]
+    rows = [
+        [s.method, s.category, str(s.n_a), str(s.n_b), f"{s.share_a:.3f}", f"{s.share_b:.3f}"]
+        + [f"{s.shift:+.3f} [{s.ci95[0]:+.2f}, {s.ci95[1]:+.2f}]", "significant" if s.significant else ""]
         for s in shifts
     ]
+    lines = ["Categories (share of traces, each with the category its records agree on; Newcombe's interval):"]
+    return lines + table(head, rows, width, shrink=(0, 1), right=(2, 3, 4, 5, 6))

@@ -4,7 +4,8 @@
 label and for the consensus of all of them:
 
 - counts by category (from the categorise pass), by responsible agent, by the kind of the step
-  named (action or observation, where the pass recorded it) and by its position in the run;
+  named (action or observation: as the pass recorded it, else read from the trace) and by its
+  position in the run;
 - groups of diagnoses whose reasons say the same thing: TF-IDF over the category reason and the
   method's reasoning, reduced with a truncated SVD, then agglomerative clustering on cosine
   distance (average linkage, a fixed distance threshold). Above `DIRECT_LIMIT` diagnoses the
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from localfa.results import ResultRecord
 from localfa.traces.model import normalize_agent
@@ -63,8 +64,23 @@ class Diagnosed:
         return POSITIONS[1] if share < 1 / 3 else POSITIONS[2] if share < 2 / 3 else POSITIONS[3]
 
 
-def diagnosed(records: Iterable[ResultRecord]) -> list[Diagnosed]:
-    """The records that name a step, reduced to what the summary reads."""
+UNKNOWN_KIND = "unknown"
+
+
+def step_kind(record: ResultRecord, kinds: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The kind (action, observation) of the step a record names: as the categorise pass recorded
+    it, else from its trace's steps (`kinds`: trace id -> each step's kind), else unknown."""
+    recorded = record.details.get("step_kind")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    steps = (kinds or {}).get(record.trace)
+    if steps is not None and record.step is not None and 0 <= record.step < len(steps):
+        return steps[record.step]
+    return UNKNOWN_KIND
+
+
+def diagnosed(records: Iterable[ResultRecord], kinds: Mapping[str, Sequence[str]] | None = None) -> list[Diagnosed]:
+    """The records that name a step, reduced to what the summary reads (`kinds`: see `step_kind`)."""
     out = []
     for r in records:
         if r.error or r.step is None:
@@ -80,7 +96,7 @@ def diagnosed(records: Iterable[ResultRecord]) -> list[Diagnosed]:
                 n_steps=r.n_steps,
                 category=r.category,
                 reason=reason,
-                step_kind=str(r.details.get("step_kind") or "unknown"),
+                step_kind=step_kind(r, kinds),
             )
         )
     return out
@@ -229,8 +245,10 @@ class Summary:
     taxonomies: list[str]
 
 
-def summarize(records: Sequence[ResultRecord], max_groups: int = 20) -> Summary:
-    items = diagnosed(records)
+def summarize(records: Sequence[ResultRecord], max_groups: int = 20, kinds: Mapping[str, Sequence[str]] | None = None) -> Summary:
+    """The summary of `records`; `kinds` (trace id -> its steps' kinds) gives the step kind of a
+    record the categorise pass did not mark."""
+    items = diagnosed(records, kinds)
     methods = list(dict.fromkeys(d.method for d in items))
     counts = [count(m, [d for d in items if d.method == m]) for m in methods]
     if len(methods) > 1:

@@ -1,12 +1,15 @@
-"""Seeing a diagnosis: a self-contained HTML page per results file, and charts for the report.
+"""Seeing a diagnosis: self-contained HTML pages of results, and charts for the report.
 
 `localfa view RESULTS.jsonl|RUN_DIR` and `localfa diagnose --html FILE` write the trace view
-(`page.build_page`); `localfa report` embeds `charts.report_charts`. Nothing here fetches anything:
-styles are inline, charts are inline SVG, and the trace view carries no script at all.
+(`page.build_page`): one page for one trace, else a sweep index (`index`, one row per diagnosis)
+beside one page per trace (`sweep`). `localfa report` embeds `charts.report_charts`. Nothing here
+fetches anything: styles are inline, charts are inline SVG, the trace view carries no script, and
+the index runs one inline script that its content security policy names by hash.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,3 +32,40 @@ def write_view(
     from localfa.view.records import group_records
 
     return write_page(group_records(records, traces, readable), out, title)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What `write_browsable` wrote: the page to open, and the trace pages' folder when it wrote an index."""
+
+    page: Path
+    diagnoses: int
+    traces: int
+    pages: Path | None = None
+
+
+def write_browsable(
+    records: list[dict[str, Any]],
+    out: str | Path,
+    traces: dict[str, Trace] | None = None,
+    readable: "TraceFiles | None" = None,
+    title: str = "localfa diagnoses",
+    force: bool = False,
+    one_page: bool = False,
+) -> Written:
+    """The view a person opens: for one trace (or `one_page`) its page, else the sweep index with
+    one page per trace beside it (`localfa.view.sweep`). Replaces only files `localfa view` wrote,
+    unless `force` (`ViewError` otherwise)."""
+    from localfa.view.page import write_page
+    from localfa.view.records import group_records
+    from localfa.view.sweep import check_replaceable, pages_folder, remove_pages, write_sweep_view
+
+    target = Path(out)
+    check_replaceable(target, force)
+    groups = group_records(records, traces, readable)
+    if one_page or len(groups) == 1:
+        written = Written(write_page(groups, target, title), len(records), len(groups))
+        remove_pages(pages_folder(target))  # an index this page replaces leaves no pages behind
+        return written
+    done = write_sweep_view(groups, target, title, force)
+    return Written(done.index, len(records), len(groups), done.pages)

@@ -22,7 +22,7 @@ from localfa.view.html import FOLD_CHARS, e, folded_text, step_number
 from localfa.view.marks import Range, find_quotes, marked_html
 from localfa.view.paths import base_name, method_path
 from localfa.view.records import TraceGroup
-from localfa.view.style import CSP, CSS, PALETTE
+from localfa.view.style import CSP, CSS, GENERATOR, PALETTE
 
 
 @dataclass(frozen=True)
@@ -286,11 +286,13 @@ def method_colors(groups: list[TraceGroup]) -> dict[str, str]:
     return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(labels)}
 
 
-def build_page(groups: list[TraceGroup], title: str = "localfa diagnoses") -> str:
-    """The whole page as one HTML document (no external resource of any kind)."""
+def build_page(groups: list[TraceGroup], title: str = "localfa diagnoses", nav: str = "") -> str:
+    """The whole page as one HTML document (no external resource of any kind); `nav` is markup
+    the caller built (a link back to the sweep's index), put above the title."""
     colors = method_colors(groups)
     n = sum(len(g.records) for g in groups)
     body = [
+        nav,
         f"<h1>{e(title)}</h1>",
         f'<p class="note">{n} diagnos{"is" if n == 1 else "es"} of {len(groups)} trace{"" if len(groups) == 1 else "s"}. '
         "Highlighted in red: the step a method named; amber: the labelled fault; purple: error spans; "
@@ -301,7 +303,7 @@ def build_page(groups: list[TraceGroup], title: str = "localfa diagnoses") -> st
     body += [trace_section(g, gid, colors) for gid, g in enumerate(groups)]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">{GENERATOR}'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(title)}</title><style>{CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n"
     )

@@ -7,6 +7,9 @@ browser itself guarantees the page makes no request, whatever text a trace conta
 # Nothing may be fetched, posted or navigated to: no script, no form target, no <base> to re-aim links.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'"
 
+# Every page `localfa view` writes carries this, so a later run knows which files it may replace.
+GENERATOR = '<meta name="generator" content="localfa view">'
+
 PALETTE: tuple[str, ...] = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 
 CSS = """

@@ -35,7 +35,8 @@ def missing_from_page(group: Any, page: str) -> list[str]:
         for param in group.commands[name].params:
             if param.hidden or param.name == "help":
                 continue
-            names = [*param.opts, *param.secondary_opts] if param.param_type_name == "option" else [param.name]
+            # an argument is shown by its metavar (TRACE) where it has one, else by its name
+            names = [*param.opts, *param.secondary_opts] if param.param_type_name == "option" else [param.metavar or param.name]
             missing += [f"localfa {name} {flag}" for flag in names if f"`{flag}" not in section and f", {flag}" not in section]
     return missing
 

@@ -32,6 +32,6 @@ def test_bench_then_report_on_real_model(real_sweep):
 
     rep = subprocess.run([sys.executable, "-m", "localfa", "report", str(run)], capture_output=True, text=True, timeout=300)
     assert rep.returncode == 0, rep.stderr[-3000:]
-    assert "safari" in rep.stdout and "all-at-once" in rep.stdout and "|" in rep.stdout
+    assert "safari" in rep.stdout and "all-at-once" in rep.stdout and "step acc" in rep.stdout
     html = (run / "report.html").read_text()
     assert "<svg" in html and "whowhen_handcrafted" in html

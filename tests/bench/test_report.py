@@ -171,7 +171,10 @@ def test_html_is_self_contained_and_escaped(tmp_path):
 def test_report_cli_writes_html_and_prints_table(tmp_path):
     run = write_run(tmp_path)
     p = subprocess.run(
-        [*LOCALFA, "report", str(run), "--substring", "--json", str(tmp_path / "m.json")], capture_output=True, text=True, timeout=120
+        [*LOCALFA, "report", str(run), "--substring", "--json", str(tmp_path / "m.json"), "--markdown"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("## localfa bench report — SmolLM2-135M-Instruct on vllm")
@@ -209,3 +212,76 @@ def test_report_cli_bad_input(tmp_path):
         assert p.returncode == 2
         err = p.stderr.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0]
+
+
+def _report(run: Path, *args: str) -> subprocess.CompletedProcess:
+    p = subprocess.run([*LOCALFA, "report", str(run), *args], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_the_terminal_table_is_short_and_fits_100_columns(tmp_path):
+    long = "cascade:agree=3:stages=random*3>heuristic>all-at-once:max_chars=6000"
+    records = [*RECORDS, rec("whowhen/hand-crafted/1", long, 7, 7), rec("whowhen/hand-crafted/2", long, 6, 7)]
+    run = write_run(tmp_path, records=records, manifest=MANIFEST)
+    out = _report(run).stdout
+    lines = out.splitlines()
+    assert lines[0] == f"localfa report: {run} (SmolLM2-135M-Instruct on vllm): 8 records, 4 traces, 3 methods"
+    table = lines[lines.index(next(x for x in lines if x.startswith("method / subset"))) :]
+    assert all(len(x) <= 100 for x in table if x and not x.startswith("Everything else"))
+    assert table[0].split() == [
+        "method",
+        "/",
+        "subset",
+        "traces",
+        "runs",
+        "agent",
+        "acc",
+        "[95%]",
+        "step",
+        "acc",
+        "[95%]",
+        "tokens/trace",
+        "errors",
+    ]
+    safari = next(x for x in table if x.startswith("safari "))
+    assert safari.split()[:3] == ["safari", "4", "4"] and "0.250 [" in safari and safari.split()[-1] == "1"
+    assert "  hand-crafted" in out and "  algorithm-generated" in out  # subsets under their method
+    assert f"Everything else (±k, spans, cost, stages, charts, each trace): {run / 'report.html'}; --json FILE, --markdown." in lines
+    assert "safari: 1 of 4 runs are errors, scored as misses." in out
+
+
+def _unlabelled(r: ResultRecord, **update) -> ResultRecord:
+    return r.model_copy(update={"label": None, **update})
+
+
+def test_an_unlabelled_sweep_says_so_once_and_shows_what_is_known(tmp_path):
+    records = [
+        _unlabelled(RECORDS[0], category="Invalid Invocation"),
+        _unlabelled(RECORDS[1], category="Invalid Invocation"),
+        _unlabelled(RECORDS[2]),
+        _unlabelled(RECORDS[3]),
+        _unlabelled(RECORDS[4], confidence=0.5),
+        _unlabelled(RECORDS[5], confidence=1.0),
+    ]
+    run = write_run(tmp_path, records=records)
+    out = _report(run).stdout
+    lines = out.splitlines()
+    assert lines[1] == f"This sweep has no labels, so there is no accuracy to report; `localfa summarize {run}` says what failed."
+    assert "acc [95%]" not in out and out.count("no labels") == 1
+    rows = {x.split()[0]: x.split() for x in lines if x.startswith(("safari ", "all-at-once "))}
+    assert rows["safari"][1:4] == ["4", "4", "1"] and rows["safari"][4] == "—"  # traces, runs, errors, no confidence
+    assert rows["all-at-once"][4] == "0.75"  # mean confidence
+    assert "  safari       A 1.00" in lines and "  all-at-once  B 0.50, A 0.50" in lines  # agents named
+    assert "  safari       Invalid Invocation 1.00" in lines  # its categories
+    assert "The methods name the same step in 0 of the 2 traces two or more of them answered." in lines
+    page = (run / "report.html").read_text()
+    assert "This sweep has no labels" in page and "<h2>Without labels</h2>" in page
+    assert "<h2>Charts</h2>" not in page and 'data-chart="lines"' not in page and "step acc" not in page  # no empty accuracy charts
+
+
+def test_a_partly_labelled_sweep_says_what_accuracy_is_over(tmp_path):
+    run = write_run(tmp_path, records=[RECORDS[0], _unlabelled(RECORDS[1]), RECORDS[4], _unlabelled(RECORDS[5])])
+    out = _report(run).stdout
+    assert "1 of 2 traces carry labels: accuracy is over those." in out.splitlines()
+    assert "1 of 2 traces carry labels: accuracy is over those." in (run / "report.html").read_text()

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from localfa.bench.metrics import score_record
-from localfa.cli.diagnose import summary_line
+from localfa.cli.diagnose import verdict_line
 from localfa.results import ResultRecord
 
 LOCALFA = [sys.executable, "-m", "localfa"]
@@ -78,9 +78,9 @@ def test_one_failing_trace_gets_an_error_record_and_the_others_are_diagnosed(who
     assert ok.label is not None and ok.label.mistake_step == 0
     assert failed.error.startswith("BudgetError: budget scale:2: the trace has no labelled fault step")
     assert (failed.error_kind, failed.stop_reason, failed.step, failed.label) == ("final", "error", None, None)
-    # the stderr summary scores with the report's scorer
-    lines = p.stderr.strip().splitlines()
-    assert lines[-2:] == [summary_line(ok), summary_line(failed)]
+    # one readable line per trace on stdout, scored with the report's scorer, saying where the record went
+    lines = p.stdout.splitlines()
+    assert lines == [verdict_line(ok, out), verdict_line(failed, out)]
     hit = "hit" if score_record(ok)["step"] == 1.0 else "miss"
-    assert f"label: step 0 ({hit})" in lines[-2]
-    assert lines[-1] == "nolabel: error: BudgetError: budget scale:2: the trace has no labelled fault step to scale from"
+    assert f"· label step 0 ({hit})" in lines[0] and "· 1 call, " in lines[0] and lines[0].endswith(f" → {out}")
+    assert lines[1] == "nolabel: error: BudgetError: budget scale:2: the trace has no labelled fault step to scale from"

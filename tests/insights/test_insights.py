@@ -171,8 +171,9 @@ def test_newcombe_interval_matches_the_published_example():
     assert wilson(0, 10)[0] == 0.0
 
 
-def test_compare_two_sweeps_prints_shifts_with_intervals(categorised_run, tmp_path, capsys):
-    """Run B: the same sample with the wrong oracle's categories; every shift has an interval."""
+def test_compare_two_sweeps_prints_accuracy_moved_verdicts_and_shifts(categorised_run, tmp_path, capsys):
+    """Run B: the same sample on the wrong oracle (p = 0, its own categories): every verdict
+    moves from right to wrong, accuracy falls by 1, and every category shift has an interval."""
     data = categorised_run.parent / "data"
     run_b = tmp_path / "b"
     main(
@@ -191,9 +192,59 @@ def test_compare_two_sweeps_prints_shifts_with_intervals(categorised_run, tmp_pa
     )
     capsys.readouterr()
     assert main(["summarize", str(categorised_run), str(run_b), "--jsonl", str(tmp_path / "shift.jsonl")]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines and all("ci95=" in x and "shift=" in x for x in lines)
-    inv = next(x for x in lines if x.startswith("method=consensus") and '"Invention of New Information"' in x)
-    assert "share_a=0.333" in inv
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == f"A = {categorised_run} (12 records), B = {run_b} (12 records): 6 traces in both."
+    step_row = next(x for x in lines if x.startswith("all-at-once "))
+    assert step_row.split() == ["all-at-once", "6", "step", "1.000", "0.000", "-1.000", "[-1.00,", "-1.00]"]
+    assert "Verdicts that moved: 12 of 12 method and trace pairs (12 broke):" in lines
+    broke = [x for x in lines if x.startswith("  broke ")]
+    assert len(broke) == 12 and all("(label step 2): step 2 " in x for x in broke)
+    assert all(len(x) <= 100 for x in lines[1 : lines.index("Verdicts that moved: 12 of 12 method and trace pairs (12 broke):")])
+    categories = lines[lines.index(next(x for x in lines if x.startswith("Categories"))) :]
+    assert any(x.startswith("consensus ") and "Invention of New Information" in x and "-0.333 [-0.70, +0.12]" in x for x in categories)
     rows = [json.loads(x) for x in (tmp_path / "shift.jsonl").read_text().splitlines()]
-    assert all(r["ci95"][0] <= r["shift"] <= r["ci95"][1] for r in rows)
+    assert {r["type"] for r in rows} == {"accuracy", "moved", "shift"}
+    acc = next(r for r in rows if r["type"] == "accuracy" and r["method"] == "all-at-once")
+    assert (acc["step_a"], acc["step_b"], acc["step_diff"], acc["traces"]) == (1.0, 0.0, -1.0, 6)
+    shifts = [r for r in rows if r["type"] == "shift"]
+    assert shifts and all(r["ci95"][0] <= r["shift"] <= r["ci95"][1] for r in shifts)
+    inv = next(r for r in shifts if r["method"] == "consensus" and r["category"] == "Invention of New Information")
+    assert inv["share_a"] == pytest.approx(1 / 3)
+
+
+def test_compare_without_labels_or_categories_says_so_and_lists_the_moves(tmp_path, capsys):
+    example = Path(__file__).resolve().parents[2] / "examples" / "failed_run.json"
+    runs = []
+    for seed in ("0", "1"):
+        run = tmp_path / f"s{seed}"
+        main(["bench", str(example), "--methods", "random", "--engine", "scripted", "--seeds", seed, "--out", str(run), "--no-progress"])
+        runs.append(run)
+    capsys.readouterr()
+    assert main(["summarize", *map(str, runs)]) == 0
+    out = capsys.readouterr().out
+    assert "Accuracy: no trace is labelled in both runs, so there is none to compare." in out
+    assert ("Verdicts that moved: 1 of 1" in out) or ("Verdicts: none moved (1 method and trace pairs" in out)
+    assert "Categories" not in out
+
+
+def test_counts_show_an_other_row_and_step_kinds_come_from_the_traces(tmp_path, capsys):
+    """Issue 56.3: 20 categories show 12 and one "other" row that adds up; before any categorise
+    pass the step kind is read from the traces, not "unknown"."""
+    from localfa.insights.render import summary_markdown
+    from localfa.insights.summary import summarize
+
+    records = [
+        ResultRecord(trace=f"t{i}", method="m", seed=0, step=1, agent="A", category=f"cat{i:02d}", reasoning=f"word{i} reason{i}")
+        for i in range(20)
+    ]
+    md = summary_markdown(summarize(records, kinds={f"t{i}": ["action", "observation"] for i in range(20)}))
+    assert "| other (8 more) | 8 | 0.400 |" in md
+    assert "| observation | 20 | 1.000 |" in md and "unknown" not in md
+    write_sample(tmp_path / "data", 3)
+    run = tmp_path / "run"
+    assert main(["bench", str(tmp_path / "data"), "--methods", "all-at-once", "--engine", "oracle", "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["summarize", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "| action | 3 | 1.000 |" in out and "| unknown |" not in out

@@ -243,7 +243,17 @@ def test_bench_and_diagnose_take_the_oracle_with_its_p(whowhen, tmp_path):
     again = subprocess.run([*cmd, "--no-progress"], capture_output=True, text=True, timeout=300)  # resumes: same oracle
     assert again.returncode == 0 and "0 new records" in again.stderr, again.stderr
     d = subprocess.run(
-        [*localfa, "diagnose", str(data / "algorithm-generated" / "2.json"), "--engine", "oracle", "--method", "all-at-once", "--quiet"],
+        [
+            *localfa,
+            "diagnose",
+            str(data / "algorithm-generated" / "2.json"),
+            "--engine",
+            "oracle",
+            "--method",
+            "all-at-once",
+            "--quiet",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         timeout=300,

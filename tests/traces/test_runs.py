@@ -106,7 +106,7 @@ def test_bench_failed_only_on_a_harbor_job_prints_the_trials_skipped_as_passed(t
 
 
 def test_diagnose_failed_only_on_a_swe_bench_run(tmp_path: Path) -> None:
-    proc = localfa("diagnose", str(SWE), "--failed-only", "--method", "all-at-once", "--quiet")
+    proc = localfa("diagnose", str(SWE), "--failed-only", "--method", "all-at-once", "--quiet", "--json")
     assert "1 skipped as passed (resolved: true)" in proc.stderr
     (record,) = [json.loads(line) for line in proc.stdout.splitlines()]
     assert record["trace"] == "example__calc-101" and record["agent"] == "mini-swe-agent (openai/gpt-5-mini)"

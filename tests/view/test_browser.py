@@ -90,7 +90,7 @@ def _visible_box(page, selector: str) -> dict:
 
 def test_trace_view_in_chromium(browser, scripted_results, tmp_path):
     page_path = tmp_path / "view.html"
-    localfa("view", str(scripted_results), "--out", str(page_path))
+    localfa("view", str(scripted_results), "--one-page", "--out", str(page_path))
     opened = Opened(browser, page_path)
     page = opened.page
     rec = json.loads(scripted_results.read_text().splitlines()[0])

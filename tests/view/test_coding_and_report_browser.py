@@ -134,7 +134,7 @@ def _report_run(tmp_path: Path) -> Path:
 
 def test_report_labels_calibration_and_cascade_stages(browser, tmp_path):  # noqa: F811
     run = _report_run(tmp_path)
-    markdown = localfa("report", str(run)).stdout
+    markdown = localfa("report", str(run), "--markdown").stdout
     opened = Opened(browser, run / "report.html")
     page = opened.page
     labels = ["cascade:agree=2:stages=random*3>heuristic", "cascade:agree=3:stages=random*3>heuristic"]
@@ -166,7 +166,7 @@ def test_report_labels_calibration_and_cascade_stages(browser, tmp_path):  # noq
 def test_view_method_takes_the_spec_in_any_key_order(browser, tmp_path):  # noqa: F811
     run = _report_run(tmp_path)
     page_path = tmp_path / "one.html"
-    localfa("view", str(run), "--method", "cascade:stages=random*3>heuristic:agree=3", "--out", str(page_path))
+    localfa("view", str(run), "--method", "cascade:stages=random*3>heuristic:agree=3", "--one-page", "--out", str(page_path))
     opened = Opened(browser, page_path)
     badges = set(opened.page.locator("article.diag .verdict .badge").all_inner_texts())
     assert badges == {"cascade:agree=3:stages=random*3>heuristic"}
@@ -181,11 +181,15 @@ def test_view_method_takes_the_spec_in_any_key_order(browser, tmp_path):  # noqa
     )
 
 
-def test_stderr_summaries_are_not_hard_wrapped_when_piped(tmp_path):
+def test_verdict_lines_are_not_hard_wrapped_when_piped(tmp_path):
     trace = _coding_run(tmp_path / "a-folder-whose-name-makes-the-summary-line-longer-than-eighty-columns")
-    proc = localfa("diagnose", str(trace), "--engine", "scripted", "--method", "all-at-once", "--out", str(tmp_path / "d.jsonl"))
+    out = tmp_path / "d.jsonl"
+    proc = localfa("diagnose", str(trace), "--engine", "scripted", "--method", "all-at-once", "--out", str(out))
+    (line,) = proc.stdout.splitlines()
+    assert line.startswith("fix-dates: step") and line.endswith(f" → {out}") and len(line) > 80 and " tokens, " in line
+    proc = localfa("diagnose", str(trace), "--engine", "scripted", "--method", "all-at-once", "--json")  # the line goes to stderr
     summary = [line for line in proc.stderr.splitlines() if line.startswith("fix-dates: step")]
-    assert len(summary) == 1 and len(summary[0]) > 80 and "calls=" in summary[0], proc.stderr
+    assert len(summary) == 1 and len(summary[0]) > 80 and json.loads(proc.stdout)["trace"] == "fix-dates", proc.stderr
 
 
 def test_view_of_an_inspect_ai_sample(browser, tmp_path):  # noqa: F811

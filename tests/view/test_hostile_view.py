@@ -72,19 +72,38 @@ def hostile_run(tmp_path: Path) -> tuple[Path, Path]:
     return results, data
 
 
-def test_a_hostile_results_file_reaches_the_page_only_as_text(tmp_path):
-    results, _ = hostile_run(tmp_path)
-    page = tmp_path / "page.html"
-    localfa("view", str(results), "--out", str(page))
-    html = page.read_text()
+def _no_markup_from_the_records(html: str) -> None:
     head, body = html.split("<body>", 1)
     assert "form-action 'none'" in head and "base-uri 'none'" in head and "default-src 'none'" in head
     for tag in ("<meta", "<base", "<img", "<script", "<iframe", "<form", "<link", "<svg", "<button", 'href="javascript'):
         assert tag not in body, f"{tag} reached the page unescaped"
     assert SECRET not in html  # the file outside the run was not read
     assert "root:" not in html
+
+
+def test_a_hostile_results_file_reaches_the_page_only_as_text(tmp_path):
+    results, _ = hostile_run(tmp_path)
+    page = tmp_path / "page.html"
+    localfa("view", str(results), "--one-page", "--out", str(page))
+    html = page.read_text()
+    _no_markup_from_the_records(html)
     assert "not one of this run&#x27;s trace files" in html  # the secret and /etc/passwd were refused, and said so
     assert html.count('<li id="t0-s') == 6  # the run's own trace is read (its manifest lists it): 6 steps, not 10**12
+
+
+def test_a_hostile_results_file_reaches_the_index_and_trace_pages_only_as_text(tmp_path):
+    results, _ = hostile_run(tmp_path)
+    index = tmp_path / "index.html"
+    localfa("view", str(results), "--out", str(index))
+    pages = sorted((tmp_path / "index-traces").iterdir())
+    assert [p.name for p in pages] == ["00000.html", "00001.html", "00002.html", "00003.html"]  # named by number, never by id
+    for page in pages:
+        _no_markup_from_the_records(page.read_text())
+    html = index.read_text()
+    body = html.split("<body>", 1)[1]
+    data = body.split('<script type="application/json" id="rows">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and ">" not in data and "&" not in data  # nothing in the rows can end their block
+    assert body.count("<script") == 2 and SECRET not in html and "root:" not in html
 
 
 def test_only_the_runs_own_files_or_a_named_folder_are_read(tmp_path):
@@ -95,14 +114,14 @@ def test_only_the_runs_own_files_or_a_named_folder_are_read(tmp_path):
     named = TraceFiles.of_run(results, [tmp_path / "elsewhere"])
     assert named.allows(tmp_path / "elsewhere" / "secret.json") and not named.allows(Path("/etc/passwd"))
     page = tmp_path / "named.html"
-    localfa("view", str(results), "--out", str(page), "--traces", str(tmp_path / "elsewhere"))
+    localfa("view", str(results), "--one-page", "--out", str(page), "--traces", str(tmp_path / "elsewhere"))
     assert SECRET in page.read_text()  # the folder named is read
 
 
 def test_hostile_results_in_chromium(browser, tmp_path):  # noqa: F811 - the fixture
     results, _ = hostile_run(tmp_path)
     page_path = tmp_path / "page.html"
-    localfa("view", str(results), "--out", str(page_path))
+    localfa("view", str(results), "--one-page", "--out", str(page_path))
     navigations: list[str] = []
     opened = Opened(browser, page_path)
     page = opened.page
@@ -113,7 +132,7 @@ def test_hostile_results_in_chromium(browser, tmp_path):  # noqa: F811 - the fix
     metas = page.evaluate(
         "[...document.querySelectorAll('meta')].map(m => m.getAttribute('http-equiv') || m.getAttribute('name') || 'charset')"
     )
-    assert sorted(metas) == ["Content-Security-Policy", "charset", "viewport"]  # only the page's own
+    assert sorted(metas) == ["Content-Security-Policy", "charset", "generator", "viewport"]  # only the page's own
     assert len(page.frames) == 1
     assert SECRET not in page.evaluate("document.body.innerText")
     assert MARKUP[:40] in page.evaluate("document.body.innerText")  # the markup is there, as text

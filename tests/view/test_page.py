@@ -21,7 +21,7 @@ def _step_li(html: str, gid: int, step: int) -> str:
 
 def test_view_command_highlights_the_decisive_and_labelled_steps(scripted_results, tmp_path):
     page = tmp_path / "page.html"
-    localfa("view", str(scripted_results), "--out", str(page))
+    localfa("view", str(scripted_results), "--one-page", "--out", str(page))
     html = page.read_text()
     records = [json.loads(line) for line in scripted_results.read_text().splitlines()]
     step = records[0]["step"]
@@ -131,10 +131,11 @@ def test_a_trace_that_cannot_be_read_still_shows_its_verdict(tmp_path):
 
 def test_diagnose_html_writes_the_page_and_keeps_stdout_json(tmp_path):
     page = tmp_path / "d.html"
-    proc = localfa("diagnose", str(EXAMPLE), "--engine", "scripted", "--max-turns", "2", "--html", str(page))
+    proc = localfa("diagnose", str(EXAMPLE), "--engine", "scripted", "--max-turns", "2", "--html", str(page), "--json")
     (line,) = proc.stdout.splitlines()
     rec = json.loads(line)
     assert "transcript" not in rec  # --html keeps transcripts for the page only
+    assert rec["method"] == "safari:max_turns=2"  # ... and leaves the method's label as asked (was safari:max_turns=2:transcript=true)
     html = page.read_text()
     assert f'id="t0-s{rec["step"]}" class="step decisive' in html
     assert html.count('<li class="turn">') == 2
