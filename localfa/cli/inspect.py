@@ -100,7 +100,8 @@ def summary(trace: Trace, view: LineView, tokenizer_name: str) -> dict[str, Any]
         "task": trace.task,
         "steps": len(trace.steps),
         "action_steps": len([s for s in trace.steps if s.kind == "action"]),
-        "agents": [a.name for a in trace.agents],
+        "agents": [a.name for a in trace.agents if not a.environment],
+        "environment": trace.environment_agents(),
         "speakers": trace.agent_names(),
         "lines": view.total_lines,
         "width": view.width,
@@ -130,6 +131,12 @@ def _steps_row(info: dict[str, Any]) -> str:
     return str(n) if acts == n else f"{n} ({acts} action, {n - acts} observation)"
 
 
+def _environment(info: dict[str, Any]) -> str:
+    """``; environment: Computer_terminal`` where the trace marks executors as the environment."""
+    env = info.get("environment") or []
+    return f"; environment: {', '.join(env)}" if env else ""
+
+
 def render_summary(info: dict[str, Any]) -> str:
     """`summary` as aligned text lines."""
     fmt = info["format"] + (f" ({info['subset']})" if info["subset"] else "")
@@ -141,7 +148,7 @@ def render_summary(info: dict[str, Any]) -> str:
         ("format", fmt),
         ("task", _short(info["task"])),
         ("steps", _steps_row(info)),
-        ("agents", f"{', '.join(info['agents'])} ({len(info['agents'])})"),
+        ("agents", f"{', '.join(info['agents'])} ({len(info['agents'])})" + _environment(info)),
         ("lines", f"{info['lines']:,} (width {info['width']})"),
         ("characters", f"{info['characters']:,}"),
         ("tokens", f"{info['tokens']:,} ({info['tokenizer']})"),

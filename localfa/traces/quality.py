@@ -17,13 +17,8 @@ MAX_NAMED = 8
 
 
 def step_is_empty(step: Step) -> bool:
-    """A step that says nothing and does nothing: no text, no input, no output, no tool call.
-
-    An observation step answering a tool call (``call_id``) may be empty: a command that printed
-    nothing is a real result, not a field the importer missed."""
-    if step.kind == "observation" and step.call_id:
-        return False
-    return not (step.content.strip() or (step.observation or "").strip() or (step.input or "").strip() or step.tool_calls)
+    """`Step.is_empty`: no text, no input, no output, no tool call."""
+    return step.is_empty
 
 
 def empty_steps(trace: Trace) -> list[int]:

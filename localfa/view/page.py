@@ -218,7 +218,7 @@ def diagnosis_html(
 def _agents(trace: Trace) -> str:
     """The agents as `localfa inspect` counts them: those the trace names (else its speakers);
     the user, the system and the environment are no agents."""
-    n = len(trace.agents) or len(trace.agent_names())
+    n = len([a for a in trace.agents if not a.environment]) or len(trace.agent_names())
     return f"{n} agent" if n == 1 else f"{n} agents"
 
 
