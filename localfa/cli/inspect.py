@@ -21,7 +21,7 @@ from localfa.traces.lineview import LineView, TokenCounter, approx_tokens
 from localfa.traces.load import FORMATS, load_traces
 from localfa.traces.model import Trace
 from localfa.traces.quality import empty_step_warning
-from localfa.traces.runs import with_verdict
+from localfa.traces.runs import with_harness
 
 
 def resolve_token_counter(tokenizer: str | None) -> tuple[str, TokenCounter]:
@@ -115,6 +115,8 @@ def summary(trace: Trace, view: LineView, tokenizer_name: str) -> dict[str, Any]
         + trace.metadata.get("import_warnings", [])
         + [w for w in [empty_step_warning(trace)] if w],
         "harness": trace.metadata.get("harness"),
+        "outcome": trace.outcome,
+        "task_source": trace.metadata.get("task_source"),
         "per_step": step_rows(trace, view),
     }
 
@@ -124,6 +126,18 @@ def _short(text: str | None, limit: int = 100) -> str:
         return "-"
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+OUTCOME_LINES = 12
+
+
+def _block(text: str, limit: int = OUTCOME_LINES) -> str:
+    """A multi-line value: its last `limit` lines (a verifier's output ends with its summary),
+    continuation lines indented under the value column by `render_summary`."""
+    lines = [ln.rstrip() for ln in text.strip().splitlines()]
+    if len(lines) > limit:
+        lines = [lines[0], f"[... {len(lines) - limit} lines, all in --json ...]", *lines[-(limit - 1) :]]
+    return "\n".join(lines)
 
 
 def _steps_row(info: dict[str, Any]) -> str:
@@ -146,7 +160,7 @@ def render_summary(info: dict[str, Any]) -> str:
         ("trace", info["id"]),
         ("source", info["source"]),
         ("format", fmt),
-        ("task", _short(info["task"])),
+        ("task", _short(info["task"]) + (f" (from {info['task_source']})" if info.get("task_source") else "")),
         ("steps", _steps_row(info)),
         ("agents", f"{', '.join(info['agents'])} ({len(info['agents'])})" + _environment(info)),
         ("lines", f"{info['lines']:,} (width {info['width']})"),
@@ -175,12 +189,14 @@ def render_summary(info: dict[str, Any]) -> str:
     if harness:
         verdict = {True: "failed", False: "passed", None: "no verdict"}[harness.get("failed")]
         rows.append(("harness", f"{harness.get('harness')}: {verdict} ({harness.get('why')})"))
+    if info.get("outcome"):
+        rows.append(("outcome", _block(info["outcome"])))
     rows.append(("final output", _short(info["final_output"])))
     rows.append(("ground truth", _short(info["ground_truth"])))
     for w in info["warnings"]:
         rows.append(("warning", w))
     pad = max(len(k) for k, _ in rows)
-    text = "\n".join(f"{k + ':':<{pad + 1}} {v}" for k, v in rows)
+    text = "\n".join(f"{k + ':':<{pad + 1}} {v}".replace("\n", "\n" + " " * (pad + 2)) for k, v in rows)
     table = render_steps(info.get("per_step") or [])
     return f"{text}\n\n{table}" if table else text
 
@@ -208,6 +224,7 @@ def inspect(
         runs = load_traces(trace, format=format)
     except TraceError as e:
         fail_trace(e)
+    runs = [with_harness(t, Path(trace).parent, Path(trace)) for t in runs]  # as methods see it: verdict, verifier output, task
     if sample is not None:
         runs = [t for t in runs if t.id == sample or t.id.endswith("/" + sample)]
         if not runs:
@@ -221,7 +238,7 @@ def inspect(
     infos = []
     for loaded in runs:
         view = LineView(loaded, width=width, count_tokens=counter)
-        info = summary(with_verdict(loaded, Path(trace).parent, Path(trace)), view, name)
+        info = summary(loaded, view, name)
         info["format_source"] = "forced" if format else "detected"
         infos.append(info)
     if as_json:

@@ -222,6 +222,21 @@ def _agents(trace: Trace) -> str:
     return f"{n} agent" if n == 1 else f"{n} agents"
 
 
+def outcome_html(trace: Trace) -> str:
+    """The harness's verdict and its verifier's output (reward, failed tests), read first by a
+    person; empty where no harness judged the run."""
+    harness = trace.metadata.get("harness")
+    if not isinstance(harness, dict) and not trace.outcome:
+        return ""
+    verdict = ""
+    if isinstance(harness, dict):
+        failed = harness.get("failed")
+        state = "failed" if failed is True else "passed" if failed is False else "no verdict"
+        verdict = f" {e(harness.get('harness'))}: <b>{e(state)}</b> ({e(harness.get('why'))})"
+    shown = code_text_html(trace.outcome, []) if trace.outcome else ""
+    return f'<div class="task outcome"><b>Outcome</b>{verdict}{shown}</div>'
+
+
 def trace_section(group: TraceGroup, gid: int, colors: dict[str, str]) -> str:
     """A trace's verdicts (left) beside its timeline (right)."""
     quotes = collect_quotes(group)
@@ -242,6 +257,7 @@ def trace_section(group: TraceGroup, gid: int, colors: dict[str, str]) -> str:
             final = trace.final_output
             shown = code_text_html(final, []) if is_code_heavy(final) else folded_text(final, 400)
             head.append(f'<div class="task final"><b>Final output</b>{shown}</div>')
+        head.append(outcome_html(trace))
     if label:
         head.append(
             f'<p>Label: <a href="#t{gid}-s{e(label.get("mistake_step"))}">step {e(label.get("mistake_step"))}</a> '

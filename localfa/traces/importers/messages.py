@@ -22,10 +22,10 @@ from typing import Any
 from localfa.traces.errors import TraceError
 from localfa.traces.importers.common import (
     agents_from_steps,
-    mark_executors,
     calls_text,
     content_text,
     file_stem,
+    mark_executors,
     openai_tool_calls,
     required_content,
     type_name,
