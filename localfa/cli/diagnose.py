@@ -60,7 +60,7 @@ def diagnose(
     transcript: Annotated[bool, typer.Option("--transcript", help="Include the per-turn transcript in each line")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", help="Write JSON lines here (default: stdout)")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the trace view page here (as `localfa view`)")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress or summary on stderr (errors still show)")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress, warnings or summary on stderr (errors still show)")] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Traces investigated at once")] = 8,
     failed_only: FailedOnlyOpt = False,
     follow_links: FollowLinksOpt = False,
@@ -107,7 +107,8 @@ def diagnose(
         if unreadable:
             raise typer.Exit(2)
         fail(" ".join(traces), "--failed-only: no trial the harness marked failed")
-    warn_empty_steps(loaded)
+    if not quiet:
+        warn_empty_steps(loaded)
     try:
         spec = MethodSpec.parse(method)
         shortcuts = shortcut_options(max_turns, threshold, no_stm, transcript or html is not None, with_ground_truth)
@@ -162,7 +163,8 @@ def _say(msg: str) -> None:
 
 
 def warn_empty_steps(traces: list[Trace]) -> None:
-    """Say on stderr when an import left many steps empty (an export localfa reads only in part)."""
+    """Say on stderr where text was repaired at load, or steps came out empty while their spans
+    carry attributes localfa does not read (an export read only in part); not under ``-q``."""
     from localfa.traces.load import repair_note
     from localfa.traces.quality import empty_step_warning
 
