@@ -60,7 +60,9 @@ def diagnose(
     transcript: Annotated[bool, typer.Option("--transcript", help="Include the per-turn transcript in each line")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", help="Write JSON lines here (default: stdout)")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the trace view page here (as `localfa view`)")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress, warnings or summary on stderr (errors still show)")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No live progress, warnings or summary on stderr (errors still show)")
+    ] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Traces investigated at once")] = 8,
     failed_only: FailedOnlyOpt = False,
     follow_links: FollowLinksOpt = False,
