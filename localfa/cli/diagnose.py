@@ -16,7 +16,7 @@ import typer
 
 from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_trace
-from localfa.cli.trace_options import FailedOnlyOpt, FollowLinksOpt
+from localfa.cli.trace_options import AllowNoneOpt, FailedOnlyOpt, FollowLinksOpt, with_allow_none
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
@@ -66,6 +66,7 @@ def diagnose(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Traces investigated at once")] = 8,
     failed_only: FailedOnlyOpt = False,
     follow_links: FollowLinksOpt = False,
+    allow_none: AllowNoneOpt = None,
     *,
     engine_choice: EngineChoice,
 ) -> None:
@@ -117,7 +118,7 @@ def diagnose(
         known = method_option_names(spec.name)
         if "transcript" not in known:  # --transcript is also an output switch: other methods skip it
             shortcuts.pop("transcript", None)
-        spec = MethodSpec.of(spec.name, **{**spec.options_dict, **shortcuts})
+        (spec,) = with_allow_none([MethodSpec.of(spec.name, **{**spec.options_dict, **shortcuts})], allow_none)
         chosen = get_method(spec)
     except MethodOptionError as exc:
         fail("--method", str(exc))
@@ -223,9 +224,12 @@ def summary_line(r) -> str:
         verdict = f"  label: step {r.label.mistake_step} ({hit[s['step']]})"
         if s["agent"] is not None:
             verdict += f", agent {r.label.mistake_agent} ({hit[s['agent']]})"
+    elif s["no_error"] is not None:
+        verdict = f"  label: no fault ({hit[s['no_error']]})"
+    answer = "no decisive error" if r.no_error else f"step {r.step} by {r.agent}"
     u = r.usage
     return (
-        f"{r.trace}: step {r.step} by {r.agent} [{r.stop_reason}]{verdict}  "
+        f"{r.trace}: {answer} [{r.stop_reason}]{verdict}  "
         f"calls={u['calls']} tokens={u['prompt_tokens']}+{u['completion_tokens']} cached={u['cached_tokens']} {r.wall_s:.1f}s"
     )
 

@@ -52,6 +52,7 @@ from localfa.limits import Limits, LimitsHit, shorten  # noqa: F401 (shorten: us
 from localfa.methods.base import BaseMethod, MethodContext, Program
 from localfa.methods.fencing import CLOSE, OPEN, fence_overhead, neutralise
 from localfa.methods.history_window import HistoryWindow
+from localfa.methods.none_answer import answer_or_none, is_none, none_diagnosis
 from localfa.templates import render
 from localfa.traces.importers.common import calls_text
 from localfa.traces.model import Step, Trace, normalize_agent
@@ -239,23 +240,24 @@ def _step_schema(steps: list[int]) -> dict[str, Any]:
     return {"enum": list(steps)}
 
 
-def _answer(props: dict[str, Any], title: str, name: str) -> Grammar:
+def _answer(props: dict[str, Any], title: str, name: str, allow_none: bool = False) -> Grammar:
     """A JSON object of exactly `props`, in order (a dict schema: microseconds, where a pydantic
-    model per trace took milliseconds to create)."""
-    return Grammar.json({"title": title, "type": "object", "properties": props, "required": list(props)}, name=name)
+    model per trace took milliseconds to create); where `allow_none`, or its "none" twin."""
+    schema = {"title": title, "type": "object", "properties": props, "required": list(props)}
+    return Grammar.json(answer_or_none(schema, allow_none), name=name)
 
 
-def _agent_step_grammar(agents: list[str], steps: list[int], reason_chars: int) -> Grammar:
-    """All-at-once's answer: one of the trace's agents, one of its answerable steps, a reason."""
+def _agent_step_grammar(agents: list[str], steps: list[int], reason_chars: int, allow_none: bool = False) -> Grammar:
+    """All-at-once's answer: one of the trace's agents, one of its answerable steps, a reason;
+    where `allow_none`, or ``"none"`` for both (`localfa.methods.none_answer`)."""
     props = {"agent": {"enum": list(agents)}, "step": _step_schema(steps), "reason": {"type": "string", "maxLength": reason_chars}}
-    return _answer(props, "AgentStepAnswer", "all_at_once")
+    return _answer(props, "AgentStepAnswer", "all_at_once", allow_none)
 
 
-def _step_grammar(steps: list[int], reason_chars: int) -> Grammar:
-    """Binary search's final answer: one of the steps left, and a reason."""
-    return _answer(
-        {"step": _step_schema(steps), "reason": {"type": "string", "maxLength": reason_chars}}, "StepAnswer", "binary_search_final"
-    )
+def _step_grammar(steps: list[int], reason_chars: int, allow_none: bool = False) -> Grammar:
+    """Binary search's final answer: one of the steps left (or ``"none"`` where `allow_none`), and a reason."""
+    props = {"step": _step_schema(steps), "reason": {"type": "string", "maxLength": reason_chars}}
+    return _answer(props, "StepAnswer", "binary_search_final", allow_none)
 
 
 def _json_max_tokens(reason_chars: int, agents: list[str] | None = None) -> int:
@@ -311,6 +313,7 @@ class _ModelBaseline(BaseMethod):
             "reason_chars": self.options.reason_chars,
             "has_observations": any(s.kind == "observation" for s in t.steps[:n_steps]),
             "first_shown": 0,  # the log from its first step (step-by-step moves it on a run past the window)
+            "allow_none": bool(ctx.allow_none),
         }
 
     @staticmethod
@@ -343,22 +346,21 @@ class AllAtOnce(_ModelBaseline):
         char_budget, note = budget_chars(ctx, self.options.max_chars)
         char_budget = fit_char_budget(ctx, char_budget, messages, max_tokens)
         cap = TraceView(trace, char_budget, hit).cap_for(0, n - 1)
-        grammar = _agent_step_grammar(agents, answer_steps(trace, n), self.options.reason_chars)
+        grammar = _agent_step_grammar(agents, answer_steps(trace, n), self.options.reason_chars, base["allow_none"])
         req = ctx.request("aao", messages(char_budget), grammar, self._sampling(max_tokens))
         (resp,) = yield [req]
         ans = resp.value
+        details = {
+            "content_cap": cap,
+            "char_budget": char_budget,
+            "budget_note": note,
+            "ground_truth_shown": base["ground_truth"] is not None,
+            "limits_hit": hit.as_details(),
+        }
+        if is_none(ans):
+            return none_diagnosis(ctx, self.name, ans["reason"], details=details)
         return ctx.diagnosis(
-            self.name,
-            step=int(ans["step"]),
-            agent=shown.get(ans["agent"], ans["agent"]),
-            reasoning=ans["reason"],
-            details={
-                "content_cap": cap,
-                "char_budget": char_budget,
-                "budget_note": note,
-                "ground_truth_shown": base["ground_truth"] is not None,
-                "limits_hit": hit.as_details(),
-            },
+            self.name, step=int(ans["step"]), agent=shown.get(ans["agent"], ans["agent"]), reasoning=ans["reason"], details=details
         )
 
 
@@ -410,6 +412,8 @@ class StepByStep(_ModelBaseline):
         }
         if window and window.bound():
             details["bounds_hit"] = {"history_window": window.bound()}
+        if flagged is None and ctx.allow_none:
+            return none_diagnosis(ctx, self.name, "no step was judged decisive: the run shows no decisive error", details=details)
         if flagged is None:
             return ctx.diagnosis(
                 self.name,
@@ -478,11 +482,11 @@ class BinarySearch(_ModelBaseline):
             "ground_truth_shown": base["ground_truth"] is not None,
             "limits_hit": hit.as_details(),
         }
-        if lo == hi:  # the halving already ended on one step: nothing left to ask
+        if lo == hi and not ctx.allow_none:  # the halving already ended on one step: nothing left to ask
             return ctx.diagnosis(
                 self.name, step=acts[lo], details=details, reasoning=f"binary search narrowed the trace to step {acts[lo]}"
             )
-        grammar = _step_grammar(acts[lo : hi + 1], self.options.reason_chars)
+        grammar = _step_grammar(acts[lo : hi + 1], self.options.reason_chars, base["allow_none"])
         first, last = shown(lo, hi)
         prompt = render(
             "baselines/binary_search_final.j2", **base, steps=view.steps(first, last, view.cap_for(first, last)), lo=first, hi=last
@@ -495,6 +499,8 @@ class BinarySearch(_ModelBaseline):
         )
         (resp,) = yield [req]
         ans = resp.value
+        if is_none(ans):
+            return none_diagnosis(ctx, self.name, ans["reason"], details=details)
         return ctx.diagnosis(self.name, step=int(ans["step"]), reasoning=ans["reason"], details=details)
 
 

@@ -82,6 +82,8 @@ def _current(ask: Ask) -> int:
 
 
 def _sbs(ask: Ask) -> str:
+    if ask.no_fault:  # a run labelled with no fault: no step is decisive
+        return "no"
     current = _current(ask)
     return "yes" if current == ask.mistake_step and current in ask.shown_steps() else "no"
 
@@ -98,6 +100,8 @@ def _half(ask: Ask) -> str:
     if m is None:
         raise ValueError("the prompt does not say which steps each half covers")
     u_lo, u_hi, l_lo, l_hi = (int(g) for g in m.groups())
+    if ask.no_fault:  # neither half holds a fault: a guess
+        return str(ask.rng.choice(_halves(ask)))
     step = ask.mistake_step
     if step in ask.shown_steps():  # recognised where its text is shown, nowhere else
         if u_lo <= step <= u_hi:

@@ -18,7 +18,8 @@ API, sweeps, shards, Ray workers) and finds it again by the request's `route` (t
 Answers are serialised and validated against the request's grammar like any backend's text
 (JSON answers also against the compacted schema every backend enforces). A request the oracle
 cannot answer (no policy for its key, an unlabelled trace, a policy bug) fails that request only,
-with an `OracleError` naming the key: the trace gets an error record, the sweep goes on.
+with an `OracleError` naming the key: the trace gets an error record, the sweep goes on. A run
+labelled with no fault is answered "none" wherever the request admits it (`localfa.oracle.no_fault`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from localfa.engine.base import BaseEngine, RawOutput
 from localfa.engine.errors import EngineError, InvalidOutputError
 from localfa.engine.types import Message, Request
 from localfa.oracle.audit import audit_answer, audit_from_env
+from localfa.oracle.no_fault import has_no_fault, none_value, sample_value
 from localfa.oracle.noise import DEFAULT_SPREAD, NOISE_KINDS, NoiseModel
 from localfa.oracle.policy import Ask, AskRandom
 from localfa.oracle.registry import Policies, registered_policies
@@ -146,20 +148,27 @@ class OracleEngine(BaseEngine):
         if trace is None:
             raise OracleError(f"request {req.key!r}: the oracle was not given trace {req.route!r} (Engine.attach_trace)")
         ask = Ask(req, trace, _draw(req), self.noise)
-        try:
-            method, rule = self.policies.rule_for(ask.key)
-        except LookupError as exc:
-            raise OracleError(str(exc)) from None
-        wrong = ask.rng.random() >= self.noise.honesty(trace.id, len(trace.steps))
-        try:
-            value = (rule.wrong if wrong else rule.honest)(ask)
-            if self.audit and not wrong:
-                audit_answer(ask, value)
-        except Exception as exc:  # noqa: BLE001 - a policy bug ends that trace only, with its name
-            raise OracleError(
-                f"oracle policy of {method}, rule {rule.kind!r} ({'wrong' if wrong else 'honest'} answer), "
-                f"failed on request {req.key!r} of trace {trace.id}: {type(exc).__name__}: {exc}"
-            ) from exc
+        none = none_value(req.grammar) if has_no_fault(trace) else None
+        if none is not None:  # a run labelled with no fault, asked a question that admits "none" (oracle.no_fault)
+            method, kind = "no_fault", "none"
+            wrong = ask.rng.random() >= self.noise.honesty(trace.id, len(trace.steps))
+            value: Any = (sample_value(req.grammar, ask.rng) or none) if wrong else none
+        else:
+            try:
+                method, rule = self.policies.rule_for(ask.key)
+            except LookupError as exc:
+                raise OracleError(str(exc)) from None
+            kind = rule.kind
+            wrong = ask.rng.random() >= self.noise.honesty(trace.id, len(trace.steps))
+            try:
+                value = (rule.wrong if wrong else rule.honest)(ask)
+                if self.audit and not wrong:
+                    audit_answer(ask, value)
+            except Exception as exc:  # noqa: BLE001 - a policy bug ends that trace only, with its name
+                raise OracleError(
+                    f"oracle policy of {method}, rule {rule.kind!r} ({'wrong' if wrong else 'honest'} answer), "
+                    f"failed on request {req.key!r} of trace {trace.id}: {type(exc).__name__}: {exc}"
+                ) from exc
         text = serialise(value)
         if req.grammar.kind == "json":  # the compacted schema every backend enforces, not only the model
             try:
@@ -167,7 +176,7 @@ class OracleEngine(BaseEngine):
             except json.JSONDecodeError as exc:
                 raise InvalidOutputError(req.grammar.name, text, f"not JSON ({exc})") from exc
             if error is not None:
-                raise InvalidOutputError(req.grammar.name, text, f"{error} (oracle policy of {method}, rule {rule.kind!r})")
+                raise InvalidOutputError(req.grammar.name, text, f"{error} (oracle policy of {method}, rule {kind!r})")
         return text, wrong
 
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:

@@ -159,10 +159,18 @@ class Ask:
         return self.trace.labels
 
     @property
+    def no_fault(self) -> bool:
+        """The trace is labelled with no fault: the right final answer is "none" (`oracle.no_fault`)."""
+        return self.labels.no_fault
+
+    @property
     def mistake_step(self) -> int:
         step = self.labels.mistake_step
         if step is None:
-            raise PolicyError(f"trace {self.trace.id} has no labelled mistake step")
+            raise PolicyError(
+                f"trace {self.trace.id} has no labelled mistake step: the oracle answers a run labelled with no fault "
+                "only where a request admits the 'none' answer (--allow-none) or its policy needs no fault"
+            )
         return step
 
     @property
@@ -286,6 +294,9 @@ def schema_field(grammar: Grammar, name: str) -> dict[str, Any]:
     if grammar.kind != "json":
         raise PolicyError(f"grammar {grammar.name!r} is {grammar.kind}, not json")
     node = grammar.spec.get("properties", {}).get(name)
+    if node is None:  # an answer that may also be "none": the field over the object's alternatives
+        nodes = [alt["properties"][name] for alt in grammar.spec.get("anyOf", []) if name in alt.get("properties", {})]
+        node = (nodes[0] if all(n == nodes[0] for n in nodes) else {"anyOf": nodes}) if nodes else None
     if node is None:
         raise PolicyError(f"grammar {grammar.name!r} has no property {name!r}")
     return resolve(node, grammar.spec)

@@ -97,6 +97,12 @@ class Labels(BaseModel):
     reason: str | None = None
     categories: list[str] = Field(default_factory=list, description="error categories, e.g. TRAIL's")
 
+    @property
+    def no_fault(self) -> bool:
+        """The label names no fault at all: the run has no decisive error (TELBench's no-error
+        cases, a TRAIL trace with no error); the right answer is "none"."""
+        return self.mistake_step is None and not self.fault_steps and not self.fault_spans and not self.mistake_agent
+
 
 def step_runs(steps: list[int]) -> list[tuple[int, int]]:
     """Consecutive runs of step indices as inclusive ranges: [2, 3, 4, 7] -> [(2, 4), (7, 7)]."""

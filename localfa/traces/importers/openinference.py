@@ -239,7 +239,21 @@ def parse_many(data: Any, path: Path, source: str) -> list[Trace]:
     if not any(span_kind(s) for s in spans):
         raise TraceError(source, f"not an OpenInference trace: no span has '{KIND}'")
     labels = None if raw_labels is None else (lambda b: _labels(raw_labels, b.steps, b.span_step, source))
-    return span_traces(NAME, spans, meta, DIALECT, path, source, f"none of the {len(spans)} spans says or does anything", labels)
+    traces = span_traces(NAME, spans, meta, DIALECT, path, source, f"none of the {len(spans)} spans says or does anything", labels)
+    return [_warn_unanswerable(t) for t in traces]
+
+
+def _warn_unanswerable(trace: Trace) -> Trace:
+    """The trace, with a label warning for each labelled step no method can answer (a tool span:
+    the environment's output)."""
+    lab = trace.labels
+    if lab is None:
+        return trace
+    lost = [i for i in lab.fault_steps if trace.steps[i].kind == "observation"]
+    if not lost:
+        return trace
+    note = f"fault steps {lost} are tool spans (observations): no method can answer them"
+    return trace.model_copy(update={"metadata": {**trace.metadata, "label_warnings": [*trace.metadata.get("label_warnings", []), note]}})
 
 
 def parse(data: Any, path: Path, source: str) -> Trace:
