@@ -19,6 +19,11 @@ them, step-by-step asks only about action steps, binary search halves the action
 floors draw among them. A trace with no observation step gets exactly the prompts and grammars
 it always had.
 
+Where the caller allows "no decisive error" (`localfa.methods.none_answer`, ``ctx.allow_none``),
+all-at-once's and binary search's final grammars admit ``"none"`` (and their prompts say so; binary
+search then asks its final call even when the halving ended on one step), and step-by-step answers
+it when no step is judged decisive; the floors never do.
+
 Option ``with_ground_truth=True`` puts the task's correct answer in the prompt (the paper's
 "with G" setting). Floors, with no model call:
 

@@ -165,6 +165,13 @@ class Trace(BaseModel):
         actions = [s.index for s in self.steps if s.kind == "action" and not s.is_empty]
         return actions or [s.index for s in self.steps if not s.is_empty] or [s.index for s in self.steps]
 
+    def label_answerable(self) -> bool:
+        """Whether a method may answer the labelled decisive step (an action step, `action_steps`).
+        A label on an executor's output is not (Who&When's algorithm-generated/14 labels a
+        Computer_terminal step): a ceiling is measured on the labels a method can reach."""
+        step = self.labels.mistake_step if self.labels is not None else None
+        return step is None or step in self.action_steps()
+
     def environment_agents(self) -> list[str]:
         """The names of the executors the trace marks as environment (`AgentInfo.environment`)."""
         return [a.name for a in self.agents if a.environment]

@@ -10,6 +10,7 @@ the caller allows it (`localfa.methods.none_answer`).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -210,3 +211,45 @@ def test_metrics_score_none_on_no_fault_labels_and_as_a_miss_elsewhere() -> None
     assert score_record(none_on_clean)["no_error"] == 1.0 and score_record(step_on_clean)["no_error"] == 0.0
     scores = score_record(none_on_fault)
     assert scores["no_error"] is None and scores["step"] == 0.0 and scores["agent"] == 0.0
+
+
+def test_telbench_no_error_case_scores_with_allow_none_on_the_oracle(tmp_path, capsys) -> None:
+    """TELBench's no-error case (`gold.error_span_ids: []`): with --allow-none the oracle answers
+    "none" and the report scores it; without, the request admits no "none" and the oracle says so."""
+    import localfa.cli as cli
+    from localfa.bench.store import read_records
+
+    cases = Path(__file__).resolve().parents[1] / "fixtures" / "telbench" / "cases.jsonl"
+    run = tmp_path / "run"
+    argv = ["bench", str(cases), "--methods", "all-at-once", "--allow-none", "--engine", "oracle", "--out", str(run), "--no-progress"]
+    assert cli.main(argv) in (0, None)
+    records = {r.trace.rsplit("/", 1)[-1]: r for r in read_records(run / "results.jsonl")}
+    assert records["tb-002"].no_error and records["tb-002"].step is None and records["tb-001"].step == 2
+    assert cli.main(["report", str(run)]) in (0, None)
+    table = capsys.readouterr().out
+    header = next(line for line in table.splitlines() if line.startswith("| method"))
+    row = next(line for line in table.splitlines() if line.startswith("| all-at-once:allow_none=true"))
+    cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in row.split("|")]))
+    assert cells["no-error acc"].startswith("1.000") and cells["step acc"].startswith("1.000")
+    plain = tmp_path / "plain"
+    assert cli.main([*argv[:4], "--engine", "oracle", "--out", str(plain), "--no-progress"]) == 1  # an error record: exit 1
+    refused = {r.trace.rsplit("/", 1)[-1]: r for r in read_records(plain / "results.jsonl")}["tb-002"]
+    assert "has no labelled mistake step" in refused.error and "--allow-none" in refused.error
+
+
+@pytest.mark.real
+def test_the_embedded_model_answers_under_the_none_grammars(vllm_engine) -> None:
+    """The real model under the real grammars: where "none" is allowed, every answer is either a
+    step where an agent acted with that agent, or "none" with neither (never a mix)."""
+    from localfa.api import diagnose
+    from localfa.traces.load import load_traces
+
+    cases = Path(__file__).resolve().parents[1] / "fixtures" / "telbench" / "cases.jsonl"
+    for trace in load_traces(cases):
+        for method in ("all-at-once:allow_none=true", "binary-search:allow_none=true"):
+            diag = diagnose(trace, method=method, engine=vllm_engine, seed=3)
+            assert diag.error is None, diag.error
+            if diag.no_error:
+                assert diag.step is None and diag.agent is None
+            else:
+                assert diag.step in trace.action_steps() and diag.agent == trace.agent_at(diag.step)
