@@ -26,9 +26,6 @@ from localfa.traces.model import Trace
 
 NONE = "none"
 NONE_STOP = "no_error"  # the stop reason of a "no decisive error" answer
-NONE_RULE = (
-    'If the run shows no decisive error (nothing in it made it fail), answer "none" in place of the step'
-)  # stated in every prompt whose grammar admits it
 
 
 def allows_none(trace: Trace, choice: bool | None) -> bool:

@@ -69,7 +69,9 @@ def diagnose(
         )
         if ctx.allow_none:  # no error span, and the caller allows the answer: no decisive error (none_answer)
             details.update(first_error_span=None, no_error_reason=reason, step_is_fallback=False, endpoint_spans=[])
-            return none_diagnosis(ctx, METHOD, f"No error span found ({reason}): the run shows no decisive error.", spans=[], details=details)
+            return none_diagnosis(
+                ctx, METHOD, f"No error span found ({reason}): the run shows no decisive error.", spans=[], details=details
+            )
         weakest = weakest_claim(checked, checks)
         if weakest is not None:
             span = spans[weakest.introduced]
