@@ -24,7 +24,6 @@ EXPECTED_FORMAT = {  # file -> (format, steps)
     "autogen_agentchat.json": ("messages", 4),
     "openinference_trail.json": ("openinference", 8),
     "openinference_trail_row.json": ("openinference", 8),
-    "openinference_any_agent_openai.json": ("openinference", 6),
     "openinference_phoenix.jsonl": ("openinference", 4),
     "otel_genai_otlp.json": ("otel-genai", 5),
     # real span-export shapes (tests/traces/test_span_exports.py)

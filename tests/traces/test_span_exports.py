@@ -344,14 +344,15 @@ def test_diagnose_warns_of_unread_attributes_except_under_quiet(tmp_path: Path, 
 
 # 7. Tools and plumbing are never an answer (issue 54) -----------------------------------------------
 
-OPENINFERENCE = sorted(p.name for p in FIX.glob("openinference_*"))
+ANY_AGENT = FIX.parent / "agent_logs" / "any_agent" / "openai_openinference.json"  # real: see agent_logs/README.md
+OPENINFERENCE = [*sorted(FIX.glob("openinference_*")), ANY_AGENT]
 
 
-@pytest.mark.parametrize("name", OPENINFERENCE)
-def test_no_openinference_tool_or_chain_span_is_offered_as_an_answer(name: str) -> None:
+@pytest.mark.parametrize("path", OPENINFERENCE, ids=lambda p: p.name)
+def test_no_openinference_tool_or_chain_span_is_offered_as_an_answer(path: Path) -> None:
     from localfa.methods.baselines import agent_choices
 
-    t = load_trace(FIX / name)
+    t = load_trace(path)
     offered = {t.steps[i].role for i in t.action_steps()}
     assert offered <= {"assistant", "agent"}, offered  # model calls (and agents with no call recorded)
     assert all(s.kind == "observation" for s in t.steps if s.role in ("tool", "chain"))
@@ -362,7 +363,7 @@ def test_no_openinference_tool_or_chain_span_is_offered_as_an_answer(name: str) 
 def test_a_real_any_agent_openinference_export_reads_as_one_agent_with_its_tools_observed() -> None:
     """any-agent's OpenAI Agents SDK sample (mozilla-ai/any-agent, Apache-2.0): an AGENT span
     under a workflow span under the run's root; a CHAIN listing the MCP tools; TOOL spans."""
-    t = load_trace(FIX / "openinference_any_agent_openai.json")
+    t = load_trace(ANY_AGENT)
     assert [a.name for a in t.agents] == ["any_agent"]
     assert [(s.kind, s.name) for s in t.steps] == [
         ("observation", "mcp_tools"),
