@@ -327,6 +327,12 @@ class _ModelBaseline(BaseMethod):
         hit = LimitsHit(Limits.from_env())
         return hit, hit.steps(len(ctx.trace.steps))
 
+    @staticmethod
+    def _details(base: dict[str, Any], hit: LimitsHit, char_budget: int, note: str | None, **own: Any) -> dict[str, Any]:
+        """What every model baseline's record says of its prompt, then its own `own` fields."""
+        shared = {"char_budget": char_budget, "budget_note": note, "ground_truth_shown": base["ground_truth"] is not None}
+        return {**own, **shared, "limits_hit": hit.as_details()}
+
     def _system(self) -> dict[str, str]:
         return {"role": "system", "content": render("baselines/system.j2")}
 
@@ -355,13 +361,7 @@ class AllAtOnce(_ModelBaseline):
         req = ctx.request("aao", messages(char_budget), grammar, self._sampling(max_tokens))
         (resp,) = yield [req]
         ans = resp.value
-        details = {
-            "content_cap": cap,
-            "char_budget": char_budget,
-            "budget_note": note,
-            "ground_truth_shown": base["ground_truth"] is not None,
-            "limits_hit": hit.as_details(),
-        }
+        details = self._details(base, hit, char_budget, note, content_cap=cap)
         if is_none(ans):
             return none_diagnosis(ctx, self.name, ans["reason"], details=details)
         return ctx.diagnosis(
@@ -407,14 +407,7 @@ class StepByStep(_ModelBaseline):
             if resp.value == "yes":
                 flagged = i
                 break
-        details = {
-            "content_cap": cap,
-            "char_budget": char_budget,
-            "budget_note": note,
-            "ground_truth_shown": base["ground_truth"] is not None,
-            "checked_steps": checked,
-            "limits_hit": hit.as_details(),
-        }
+        details = self._details(base, hit, char_budget, note, content_cap=cap, checked_steps=checked)
         if window and window.bound():
             details["bounds_hit"] = {"history_window": window.bound()}
         if flagged is None and ctx.allow_none:
@@ -480,13 +473,7 @@ class BinarySearch(_ModelBaseline):
             else:
                 lo = half + 1
             rnd += 1
-        details = {
-            "path": path,
-            "char_budget": char_budget,
-            "budget_note": note,
-            "ground_truth_shown": base["ground_truth"] is not None,
-            "limits_hit": hit.as_details(),
-        }
+        details = self._details(base, hit, char_budget, note, path=path)
         if lo == hi and not ctx.allow_none:  # the halving already ended on one step: nothing left to ask
             return ctx.diagnosis(
                 self.name, step=acts[lo], details=details, reasoning=f"binary search narrowed the trace to step {acts[lo]}"
