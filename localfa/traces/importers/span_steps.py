@@ -15,6 +15,7 @@ which spans name an agent, and the fallback name. `build` then applies the same 
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -327,7 +328,8 @@ def _one_agent_for_all(
     """Where exactly one agent is named in the run, the steps that no agent span is above and no
     service names (framework spans outside the agent's own span, given the generic name "agent")
     are that agent's: one run, one agent, never split into the agent and "agent"."""
-    named = {normalize_agent(s.agent) for i, s in enumerate(steps) if i not in set(fallback_steps)}
+    generic = set(fallback_steps)
+    named = {normalize_agent(s.agent) for i, s in enumerate(steps) if i not in generic}
     if len(named) != 1 or not fallback_steps:
         return
     (only,) = named
@@ -420,14 +422,23 @@ def _span_steps(
     """Span id -> the step a label at that span means: its own, the call it repeats, or, for a
     span that only groups or wraps others (a grouping span, a chain or agent span around model
     calls), the first action step below it, else the first step below, else the next step, else
-    the last."""
+    the last. Linear in spans times depth: each step is filed under its ancestors once."""
     out: dict[int, int] = dict(step_of)
     out.update({inner: step_of[outer] for inner, outer in merged.items() if outer in step_of})
-    position = {sp.order: i for i, sp in enumerate(order)}
+    if not step_of:
+        return {spans[o].span_id: i for o, i in out.items() if spans[o].span_id}
+    below: dict[int, list[int]] = {}  # span -> the steps of the spans under it
+    for o, i in step_of.items():
+        for a in ancestors(spans[o], spans)[1:]:
+            below.setdefault(a.order, []).append(i)
+    position = {sp.order: k for k, sp in enumerate(order)}
+    step_positions = sorted((position[o], i) for o, i in step_of.items())  # steps follow spans' order
     for g in folded:
-        below = [i for o, i in step_of.items() if o != g and any(a.order == g for a in ancestors(spans[o], spans))]
-        acting = [i for i in below if steps[i].kind == "action"]
-        after = [i for o, i in step_of.items() if position[o] > position[g]]
-        if acting or below or after or step_of:
-            out[g] = min(acting or below) if below else (min(after) if after else max(step_of.values()))
+        under = below.get(g, [])
+        acting = [i for i in under if steps[i].kind == "action"]
+        if under:
+            out[g] = min(acting or under)
+            continue
+        k = bisect.bisect_right(step_positions, (position[g], len(steps)))
+        out[g] = step_positions[k][1] if k < len(step_positions) else max(step_of.values())
     return {spans[o].span_id: i for o, i in out.items() if spans[o].span_id}
