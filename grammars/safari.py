@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from localfa.engine.grammar import Grammar
+from localfa.methods.none_answer import step_or_none
 
 #: Characters per output token assumed when sizing max_tokens: JSON text from a chat model runs
 #: 3-4 characters a token; 3 leaves room.
@@ -107,7 +108,7 @@ def stm_update_schema(n_steps: StepIds, limits: SafariLimits) -> dict[str, Any]:
     }
 
 
-def tool_schemas(n_steps: StepIds, total_lines: int, max_read: int, limits: SafariLimits) -> list[dict[str, Any]]:
+def tool_schemas(n_steps: StepIds, total_lines: int, max_read: int, limits: SafariLimits, allow_none: bool = False) -> list[dict[str, Any]]:
     last_line = max(0, total_lines - 1)
     return [
         {
@@ -136,15 +137,21 @@ def tool_schemas(n_steps: StepIds, total_lines: int, max_read: int, limits: Safa
         {
             "type": "object",
             # Justify, then commit: the reasoning comes before the step it argues for.
-            "properties": {"name": {"const": "submit_step"}, "reasoning": _text(limits.submit_reasoning_chars), "step_id": _step(n_steps)},
+            "properties": {
+                "name": {"const": "submit_step"},
+                "reasoning": _text(limits.submit_reasoning_chars),
+                "step_id": step_or_none(_step(n_steps), allow_none),  # "none": no decisive error, where allowed
+            },
             "required": ["name", "reasoning", "step_id"],
         },
     ]
 
 
-def turn_grammar(n_steps: StepIds, total_lines: int, max_read: int, limits: SafariLimits, with_stm: bool = True) -> Grammar:
+def turn_grammar(
+    n_steps: StepIds, total_lines: int, max_read: int, limits: SafariLimits, with_stm: bool = True, allow_none: bool = False
+) -> Grammar:
     """One investigator turn over a trace of `total_lines` lines; step ids among `n_steps` (the
-    action steps' ids, or a step count)."""
+    action steps' ids, or a step count); where `allow_none`, submit_step may name ``"none"``."""
     props: dict[str, Any] = {}
     required = []
     if limits.analysis_chars:  # thinking first, before anything it decides
@@ -154,7 +161,7 @@ def turn_grammar(n_steps: StepIds, total_lines: int, max_read: int, limits: Safa
         props["stm"] = stm_update_schema(n_steps, limits)
         required.append("stm")
     props["next_action"] = _text(limits.next_action_chars)
-    props["tool"] = {"anyOf": tool_schemas(n_steps, total_lines, max_read, limits)}
+    props["tool"] = {"anyOf": tool_schemas(n_steps, total_lines, max_read, limits, allow_none)}
     required += ["next_action", "tool"]
     schema = {"title": "safari_turn", "type": "object", "properties": props, "required": required}
     return Grammar.json(schema, name="safari_turn")
@@ -171,12 +178,13 @@ def evaluator_grammar(limits: SafariLimits) -> Grammar:
     return Grammar.json(schema, name="safari_verdict")
 
 
-def final_grammar(n_steps: StepIds, limits: SafariLimits) -> Grammar:
-    """Forced finalisation: must name one of `n_steps` (the steps it may still answer)."""
+def final_grammar(n_steps: StepIds, limits: SafariLimits, allow_none: bool = False) -> Grammar:
+    """Forced finalisation: must name one of `n_steps` (the steps it may still answer), or
+    ``"none"`` where `allow_none`."""
     schema = {
         "title": "safari_final",
         "type": "object",
-        "properties": {"reasoning": _text(limits.submit_reasoning_chars), "step_id": _step(n_steps)},
+        "properties": {"reasoning": _text(limits.submit_reasoning_chars), "step_id": step_or_none(_step(n_steps), allow_none)},
         "required": ["reasoning", "step_id"],
     }
     return Grammar.json(schema, name="safari_final")

@@ -18,6 +18,9 @@ class Diagnosis(BaseModel):
     budget: str | None = None
     step: int | None = None
     agent: str | None = None
+    # The method answered that the run shows no decisive error (where the caller allows it:
+    # `localfa.methods.none_answer`); step and agent are then None.
+    no_error: bool = False
     reasoning: str = ""
     evidence: list[str] = Field(default_factory=list)
     spans: list[tuple[int, int]] | None = None  # span-level methods: inclusive step ranges

@@ -18,6 +18,9 @@ none). Per record, each metric is 1.0, 0.0, or None when it does not apply:
 - first_error (span methods, any labelled fault): the earliest predicted span overlaps the
   earliest labelled fault span (`first_error_hit`; two single steps: the same step). An empty
   prediction (no error found) or a failed one is a miss (0 on every span metric).
+- no_error (runs labelled with no fault, TELBench's no-error cases): the method answered "no
+  decisive error" (`localfa.methods.none_answer`, allowed with ``--allow-none``). On every other
+  labelled run that answer names no step, so it scores 0 on step and agent like any miss.
 - step_substring: Who&When's reference scorer, which tests ``str(label) in str(prediction)``, so
   a label "7" matches a prediction "17". Only to compare with published tables, never as ours.
 
@@ -48,6 +51,7 @@ METRICS: tuple[str, ...] = (
     "span_recall",
     "span_f1",
     "first_error",
+    "no_error",
     "step_substring",
     "fallback",
     "step_found",
@@ -84,6 +88,7 @@ METRIC_TITLES: dict[str, str] = {
     "span_recall": "span recall",
     "span_f1": "span F1",
     "first_error": "first-error acc",
+    "no_error": "no-error acc",
     "step_substring": "step acc, W&W substring scorer (compare with published tables only)",
 }
 COST_FIELDS: tuple[str, ...] = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens")
@@ -150,6 +155,8 @@ def score_record(record: ResultRecord, span_method: bool = False) -> dict[str, f
     label = record.label
     if label is None:
         return scores
+    if label.no_fault:  # the right answer is "no decisive error"
+        scores["no_error"] = float(record.no_error and not record.error)
     pred = record.step
     gold = label.mistake_step
     if label.mistake_agent:

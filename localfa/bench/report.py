@@ -112,6 +112,8 @@ def metric_columns(groups: list[GroupSummary]) -> list[str]:
             cols += ["span_precision", "span_recall", "span_f1"]
         cols.append("first_error")
         cols += ["ref_span_precision", "ref_span_recall", "ref_span_f1", "ref_first_error"]  # the DRIFT authors' definitions
+    if any(g.metrics["no_error"].n for g in groups if "no_error" in g.metrics):  # runs labelled with no fault
+        cols.append("no_error")
     if any(g.metrics["fallback"].n for g in groups if "fallback" in g.metrics):  # a method that answers even with no error found
         cols += ["fallback", "step_found", "step_fallback"]
     return cols

@@ -17,7 +17,7 @@ import typer
 
 from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_trace
-from localfa.cli.trace_options import FailedOnlyOpt, FollowLinksOpt
+from localfa.cli.trace_options import AllowNoneOpt, FailedOnlyOpt, FollowLinksOpt, with_allow_none
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 from localfa.traces.errors import TraceError
 
@@ -91,6 +91,7 @@ def bench(
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help=SKIP_BAD_HELP)] = False,
     failed_only: FailedOnlyOpt = False,
     follow_links: FollowLinksOpt = False,
+    allow_none: AllowNoneOpt = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not keep a response cache (default: RUN_DIR/cache)")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar")] = False,
     ray: Annotated[Optional[str], typer.Option("--ray", help=RAY_HELP)] = None,
@@ -110,7 +111,7 @@ def bench(
     from localfa.methods.registry import MethodOptionError, get_method
 
     try:
-        specs = parse_methods(methods)
+        specs = with_allow_none(parse_methods(methods), allow_none)
         for s in specs:  # options are checked before traces are read or an engine is loaded (minutes)
             get_method(s)
     except MethodOptionError as exc:

@@ -17,7 +17,7 @@ import typer
 
 from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_located, fail_trace
-from localfa.cli.trace_options import FailedOnlyOpt, FollowLinksOpt
+from localfa.cli.trace_options import AllowNoneOpt, FailedOnlyOpt, FollowLinksOpt, with_allow_none
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
@@ -64,10 +64,13 @@ def diagnose(
     html: Annotated[
         Optional[Path], typer.Option("--html", help="Also write the trace view here (as `localfa view`: an index for several traces)")
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress on stderr (errors still show)")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No live progress, warnings or summary on stderr (errors still show)")
+    ] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Traces investigated at once")] = 8,
     failed_only: FailedOnlyOpt = False,
     follow_links: FollowLinksOpt = False,
+    allow_none: AllowNoneOpt = None,
     *,
     engine_choice: EngineChoice,
 ) -> None:
@@ -120,7 +123,8 @@ def diagnose(
         if unreadable:
             raise typer.Exit(2)
         fail(" ".join(traces), "--failed-only: no trial the harness marked failed")
-    warn_empty_steps(loaded)
+    if not quiet:
+        warn_empty_steps(loaded)
     try:
         spec = MethodSpec.parse(method)
         shortcuts = shortcut_options(max_turns, threshold, no_stm, transcript or html is not None, with_ground_truth)
@@ -129,8 +133,9 @@ def diagnose(
             shortcuts.pop("transcript", None)
         # --transcript and --html only keep the transcript: the method's label stays the one asked for
         as_asked = MethodSpec.of(spec.name, **{**spec.options_dict, **{k: v for k, v in shortcuts.items() if k != "transcript"}})
+        (spec,) = with_allow_none([MethodSpec.of(spec.name, **{**spec.options_dict, **shortcuts})], allow_none)
+        (as_asked,) = with_allow_none([as_asked], allow_none)
         label = as_asked.label
-        spec = MethodSpec.of(spec.name, **{**spec.options_dict, **shortcuts})
         chosen = get_method(spec)
     except MethodOptionError as exc:
         fail("--method", str(exc))
@@ -201,7 +206,8 @@ def _say(msg: str) -> None:
 
 
 def warn_empty_steps(traces: list[Trace]) -> None:
-    """Say on stderr when an import left many steps empty (an export localfa reads only in part)."""
+    """Say on stderr where text was repaired at load, or steps came out empty while their spans
+    carry attributes localfa does not read (an export read only in part); not under ``-q``."""
     from localfa.traces.load import repair_note
     from localfa.traces.quality import empty_step_warning
 
@@ -257,7 +263,8 @@ def verdict_line(r, out: Path | None = None) -> str:
     if r.error:
         return f"{plain(r.trace)}: error: {plain(r.error.strip().splitlines()[0] if r.error.strip() else r.error, 300)}"
     stop = "" if r.stop_reason in ORDINARY_STOPS else f" [{plain(r.stop_reason, 40)}]"
-    parts = [f"{plain(r.trace)}: step {r.step} by {plain(r.agent, 60)}{stop}"]
+    answer = "no decisive error" if r.no_error else f"step {r.step} by {plain(r.agent, 60)}"
+    parts = [f"{plain(r.trace)}: {answer}{stop}"]
     if r.category:
         parts.append(plain(r.category, 60))
     if r.confidence is not None:
@@ -280,9 +287,12 @@ def label_verdict(r) -> str:
     from localfa.terminal import plain
 
     s = score_record(r)
+    hit = {1.0: "hit", 0.0: "miss"}
+    no_error = s.get("no_error")
+    if no_error is not None and (r.label is None or s["step"] is None):
+        return f"label no fault ({hit[no_error]})"
     if r.label is None or s["step"] is None:
         return ""
-    hit = {1.0: "hit", 0.0: "miss"}
     text = f"label step {r.label.mistake_step} ({hit[s['step']]})"
     if s["agent"] is not None:
         text += f", agent {plain(r.label.mistake_agent, 60)} ({hit[s['agent']]})"

@@ -21,7 +21,7 @@ from localfa.traces.lineview import LineView, TokenCounter, approx_tokens
 from localfa.traces.load import FORMATS, load_traces
 from localfa.traces.model import Trace
 from localfa.traces.quality import empty_step_warning
-from localfa.traces.runs import with_verdict
+from localfa.traces.runs import with_harness
 
 
 def resolve_token_counter(tokenizer: str | None) -> tuple[str, TokenCounter]:
@@ -100,7 +100,8 @@ def summary(trace: Trace, view: LineView, tokenizer_name: str) -> dict[str, Any]
         "task": trace.task,
         "steps": len(trace.steps),
         "action_steps": len([s for s in trace.steps if s.kind == "action"]),
-        "agents": [a.name for a in trace.agents],
+        "agents": [a.name for a in trace.agents if not a.environment],
+        "environment": trace.environment_agents(),
         "speakers": trace.agent_names(),
         "lines": view.total_lines,
         "width": view.width,
@@ -114,6 +115,8 @@ def summary(trace: Trace, view: LineView, tokenizer_name: str) -> dict[str, Any]
         + trace.metadata.get("import_warnings", [])
         + [w for w in [empty_step_warning(trace)] if w],
         "harness": trace.metadata.get("harness"),
+        "outcome": trace.outcome,
+        "task_source": trace.metadata.get("task_source"),
         "per_step": step_rows(trace, view),
     }
 
@@ -125,9 +128,27 @@ def _short(text: str | None, limit: int = 100) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+OUTCOME_LINES = 12
+
+
+def _block(text: str, limit: int = OUTCOME_LINES) -> str:
+    """A multi-line value: its last `limit` lines (a verifier's output ends with its summary),
+    continuation lines indented under the value column by `render_summary`."""
+    lines = [ln.rstrip() for ln in text.strip().splitlines()]
+    if len(lines) > limit:
+        lines = [lines[0], f"[... {len(lines) - limit} lines, all in --json ...]", *lines[-(limit - 1) :]]
+    return "\n".join(lines)
+
+
 def _steps_row(info: dict[str, Any]) -> str:
     n, acts = info["steps"], info.get("action_steps", info["steps"])
     return str(n) if acts == n else f"{n} ({acts} action, {n - acts} observation)"
+
+
+def _environment(info: dict[str, Any]) -> str:
+    """``; environment: Computer_terminal`` where the trace marks executors as the environment."""
+    env = info.get("environment") or []
+    return f"; environment: {', '.join(env)}" if env else ""
 
 
 def render_summary(info: dict[str, Any]) -> str:
@@ -139,9 +160,9 @@ def render_summary(info: dict[str, Any]) -> str:
         ("trace", info["id"]),
         ("source", info["source"]),
         ("format", fmt),
-        ("task", _short(info["task"])),
+        ("task", _short(info["task"]) + (f" (from {info['task_source']})" if info.get("task_source") else "")),
         ("steps", _steps_row(info)),
-        ("agents", f"{', '.join(info['agents'])} ({len(info['agents'])})"),
+        ("agents", f"{', '.join(info['agents'])} ({len(info['agents'])})" + _environment(info)),
         ("lines", f"{info['lines']:,} (width {info['width']})"),
         ("characters", f"{info['characters']:,}"),
         ("tokens", f"{info['tokens']:,} ({info['tokenizer']})"),
@@ -168,12 +189,14 @@ def render_summary(info: dict[str, Any]) -> str:
     if harness:
         verdict = {True: "failed", False: "passed", None: "no verdict"}[harness.get("failed")]
         rows.append(("harness", f"{harness.get('harness')}: {verdict} ({harness.get('why')})"))
+    if info.get("outcome"):
+        rows.append(("outcome", _block(info["outcome"])))
     rows.append(("final output", _short(info["final_output"])))
     rows.append(("ground truth", _short(info["ground_truth"])))
     for w in info["warnings"]:
         rows.append(("warning", w))
     pad = max(len(k) for k, _ in rows)
-    text = "\n".join(f"{k + ':':<{pad + 1}} {v}" for k, v in rows)
+    text = "\n".join(f"{k + ':':<{pad + 1}} {v}".replace("\n", "\n" + " " * (pad + 2)) for k, v in rows)
     table = render_steps(info.get("per_step") or [])
     return f"{text}\n\n{table}" if table else text
 
@@ -220,11 +243,11 @@ def inspect(
         return
     name, counter = resolve_token_counter(tokenizer)
     infos = []
-    for run, root, path in loaded:
+    for run, _root, _path in loaded:
         if run not in runs:  # --sample left it out
             continue
         view = LineView(run, width=width, count_tokens=counter)
-        info = summary(with_verdict(run, root, path), view, name)
+        info = summary(run, view, name)
         info["format_source"] = "forced" if format else "detected"
         infos.append(info)
     if as_json:
@@ -246,7 +269,8 @@ def load_runs(trace: str, fmt: str | None) -> tuple[list[tuple[Trace, Path, Path
     path = Path(trace)
     if not path.is_dir():
         try:
-            return [(t, path.parent, path) for t in load_traces(trace, format=fmt)], 0
+            # as methods see it: the harness's verdict, verifier output and task beside the file
+            return [(with_harness(t, path.parent, path), path.parent, path) for t in load_traces(trace, format=fmt)], 0
         except TraceError as e:
             fail_trace(e)
     errors: list[TraceError] = []

@@ -46,6 +46,9 @@ class MethodContext:
     token_unit: Any = None  # callable() -> str: what the counts are ("tokens", "chars/4", ...)
     count_prompt_tokens: Any = None  # callable(messages) -> int | None: the prompt after the chat template
     max_model_len: int | None = None  # the engine's context window, when it has one
+    # May the method answer "no decisive error" (`localfa.methods.none_answer`)? Set by the runner
+    # from the method's `allow_none` and the trace (`allows_none`); None reads as no.
+    allow_none: bool | None = None
     # Set by ensembles for their members ("vote.1|"): keys (so seeds) stay distinct per member.
     key_prefix: str = ""
 
@@ -106,8 +109,11 @@ class BaseMethod:
     # stage or rule that the honest oracle must catch (scripts/bench_ceiling.py --mutants).
     oracle_mutants: ClassVar[str | None] = None
 
-    def __init__(self, options: Any = None, given: dict[str, Any] | None = None) -> None:
+    def __init__(self, options: Any = None, given: dict[str, Any] | None = None, allow_none: bool | None = None) -> None:
         self.options = options if options is not None else self.Options()
+        # ``NAME:allow_none=true|false`` (every method: `localfa.methods.none_answer`); None: the
+        # default for the trace (`allows_none`).
+        self.allow_none = allow_none
         # The options the user's spec named: a profile's table never overrides these.
         self.given: dict[str, Any] = dict(given or {})
         self.from_profile: dict[str, Any] = {}  # option values a profile set (see `for_model`)
@@ -127,7 +133,7 @@ class BaseMethod:
                 options = build_options(self.name, type(self).Options, {**self.given, **table})
             except MethodOptionError as exc:
                 raise MethodOptionError(f"profile {defaults.profile} [methods.{self.name}]: {exc}") from None
-            resolved = type(self)(options, self.given)
+            resolved = type(self)(options, self.given, self.allow_none)
             resolved.from_profile, resolved.profile = table, defaults.profile
             self._for_model[key] = resolved
         return self._for_model[key]

@@ -19,6 +19,11 @@ them, step-by-step asks only about action steps, binary search halves the action
 floors draw among them. A trace with no observation step gets exactly the prompts and grammars
 it always had.
 
+Where the caller allows "no decisive error" (`localfa.methods.none_answer`, ``ctx.allow_none``),
+all-at-once's and binary search's final grammars admit ``"none"`` (and their prompts say so; binary
+search then asks its final call even when the halving ended on one step), and step-by-step answers
+it when no step is judged decisive; the floors never do.
+
 Option ``with_ground_truth=True`` puts the task's correct answer in the prompt (the paper's
 "with G" setting). Floors, with no model call:
 
@@ -52,6 +57,7 @@ from localfa.limits import Limits, LimitsHit, shorten  # noqa: F401 (shorten: us
 from localfa.methods.base import BaseMethod, MethodContext, Program
 from localfa.methods.fencing import CLOSE, OPEN, fence_overhead, neutralise
 from localfa.methods.history_window import HistoryWindow
+from localfa.methods.none_answer import answer_or_none, is_none, none_diagnosis
 from localfa.templates import render
 from localfa.traces.importers.common import calls_text
 from localfa.traces.model import Step, Trace, normalize_agent
@@ -239,23 +245,24 @@ def _step_schema(steps: list[int]) -> dict[str, Any]:
     return {"enum": list(steps)}
 
 
-def _answer(props: dict[str, Any], title: str, name: str) -> Grammar:
+def _answer(props: dict[str, Any], title: str, name: str, allow_none: bool = False) -> Grammar:
     """A JSON object of exactly `props`, in order (a dict schema: microseconds, where a pydantic
-    model per trace took milliseconds to create)."""
-    return Grammar.json({"title": title, "type": "object", "properties": props, "required": list(props)}, name=name)
+    model per trace took milliseconds to create); where `allow_none`, or its "none" twin."""
+    schema = {"title": title, "type": "object", "properties": props, "required": list(props)}
+    return Grammar.json(answer_or_none(schema, allow_none), name=name)
 
 
-def _agent_step_grammar(agents: list[str], steps: list[int], reason_chars: int) -> Grammar:
-    """All-at-once's answer: one of the trace's agents, one of its answerable steps, a reason."""
+def _agent_step_grammar(agents: list[str], steps: list[int], reason_chars: int, allow_none: bool = False) -> Grammar:
+    """All-at-once's answer: one of the trace's agents, one of its answerable steps, a reason;
+    where `allow_none`, or ``"none"`` for both (`localfa.methods.none_answer`)."""
     props = {"agent": {"enum": list(agents)}, "step": _step_schema(steps), "reason": {"type": "string", "maxLength": reason_chars}}
-    return _answer(props, "AgentStepAnswer", "all_at_once")
+    return _answer(props, "AgentStepAnswer", "all_at_once", allow_none)
 
 
-def _step_grammar(steps: list[int], reason_chars: int) -> Grammar:
-    """Binary search's final answer: one of the steps left, and a reason."""
-    return _answer(
-        {"step": _step_schema(steps), "reason": {"type": "string", "maxLength": reason_chars}}, "StepAnswer", "binary_search_final"
-    )
+def _step_grammar(steps: list[int], reason_chars: int, allow_none: bool = False) -> Grammar:
+    """Binary search's final answer: one of the steps left (or ``"none"`` where `allow_none`), and a reason."""
+    props = {"step": _step_schema(steps), "reason": {"type": "string", "maxLength": reason_chars}}
+    return _answer(props, "StepAnswer", "binary_search_final", allow_none)
 
 
 def _json_max_tokens(reason_chars: int, agents: list[str] | None = None) -> int:
@@ -311,6 +318,7 @@ class _ModelBaseline(BaseMethod):
             "reason_chars": self.options.reason_chars,
             "has_observations": any(s.kind == "observation" for s in t.steps[:n_steps]),
             "first_shown": 0,  # the log from its first step (step-by-step moves it on a run past the window)
+            "allow_none": bool(ctx.allow_none),
         }
 
     @staticmethod
@@ -318,6 +326,12 @@ class _ModelBaseline(BaseMethod):
         """The host limits for this run, and how many of the trace's steps it expands."""
         hit = LimitsHit(Limits.from_env())
         return hit, hit.steps(len(ctx.trace.steps))
+
+    @staticmethod
+    def _details(base: dict[str, Any], hit: LimitsHit, char_budget: int, note: str | None, **own: Any) -> dict[str, Any]:
+        """What every model baseline's record says of its prompt, then its own `own` fields."""
+        shared = {"char_budget": char_budget, "budget_note": note, "ground_truth_shown": base["ground_truth"] is not None}
+        return {**own, **shared, "limits_hit": hit.as_details()}
 
     def _system(self) -> dict[str, str]:
         return {"role": "system", "content": render("baselines/system.j2")}
@@ -344,23 +358,19 @@ class AllAtOnce(_ModelBaseline):
         char_budget, note = budget_chars(ctx, self.options.max_chars)
         char_budget = fit_char_budget(ctx, char_budget, messages, max_tokens)
         cap = TraceView(trace, char_budget, hit).cap_for(0, n - 1)
-        grammar = _agent_step_grammar(agents, answer_steps(trace, n), self.options.reason_chars)
+        grammar = _agent_step_grammar(agents, answer_steps(trace, n), self.options.reason_chars, base["allow_none"])
         req = ctx.request("aao", messages(char_budget), grammar, self._sampling(max_tokens))
         (resp,) = yield [req]
         ans = resp.value
+        details = self._details(base, hit, char_budget, note, content_cap=cap)
+        if is_none(ans):
+            return none_diagnosis(ctx, self.name, ans["reason"], details=details)
         return ctx.diagnosis(
-            self.name,
-            step=int(ans["step"]),
-            agent=shown.get(ans["agent"], ans["agent"]),
-            reasoning=ans["reason"],
-            details={
-                "content_cap": cap,
-                "char_budget": char_budget,
-                "budget_note": note,
-                "ground_truth_shown": base["ground_truth"] is not None,
-                "limits_hit": hit.as_details(),
-            },
+            self.name, step=int(ans["step"]), agent=shown.get(ans["agent"], ans["agent"]), reasoning=ans["reason"], details=details
         )
+
+
+STEP_FLOOR_CHARS = 2000  # step-by-step shows each step's first and last 1,000 characters at least
 
 
 class StepByStep(_ModelBaseline):
@@ -387,7 +397,12 @@ class StepByStep(_ModelBaseline):
         char_budget, note = budget_chars(ctx, self.options.max_chars)
         char_budget = fit_char_budget(ctx, char_budget, largest, 4)
         view = TraceView(trace, char_budget, hit)
-        cap = view.cap_for(0, n - 1)  # one cap for the trace: each prompt extends the previous
+        # One cap for the trace, so each prompt extends the previous; never below a floor that shows
+        # a step's own words: past the window the latest steps are shown (history_window), not every
+        # step cut to nothing (a 1,000-step run's water-filled cap left each step ~24 characters).
+        cap = view.cap_for(0, n - 1)
+        if cap is not None:
+            cap = max(cap, STEP_FLOOR_CHARS)
         grammar = Grammar.choice(["yes", "no"], name="decisive_yes_no")
         flagged: int | None = None
         asked = answer_steps(trace, n)  # observation steps are shown, never asked about
@@ -402,16 +417,11 @@ class StepByStep(_ModelBaseline):
             if resp.value == "yes":
                 flagged = i
                 break
-        details = {
-            "content_cap": cap,
-            "char_budget": char_budget,
-            "budget_note": note,
-            "ground_truth_shown": base["ground_truth"] is not None,
-            "checked_steps": checked,
-            "limits_hit": hit.as_details(),
-        }
+        details = self._details(base, hit, char_budget, note, content_cap=cap, checked_steps=checked)
         if window and window.bound():
             details["bounds_hit"] = {"history_window": window.bound()}
+        if flagged is None and ctx.allow_none:
+            return none_diagnosis(ctx, self.name, "no step was judged decisive: the run shows no decisive error", details=details)
         if flagged is None:
             return ctx.diagnosis(
                 self.name,
@@ -474,18 +484,12 @@ class BinarySearch(_ModelBaseline):
             else:
                 lo = half + 1
             rnd += 1
-        details = {
-            "path": path,
-            "char_budget": char_budget,
-            "budget_note": note,
-            "ground_truth_shown": base["ground_truth"] is not None,
-            "limits_hit": hit.as_details(),
-        }
-        if lo == hi:  # the halving already ended on one step: nothing left to ask
+        details = self._details(base, hit, char_budget, note, path=path)
+        if lo == hi and not ctx.allow_none:  # the halving already ended on one step: nothing left to ask
             return ctx.diagnosis(
                 self.name, step=acts[lo], details=details, reasoning=f"binary search narrowed the trace to step {acts[lo]}"
             )
-        grammar = _step_grammar(acts[lo : hi + 1], self.options.reason_chars)
+        grammar = _step_grammar(acts[lo : hi + 1], self.options.reason_chars, base["allow_none"])
         first, last = shown(lo, hi)
         prompt = render(
             "baselines/binary_search_final.j2", **base, steps=view.steps(first, last, view.cap_for(first, last)), lo=first, hi=last
@@ -498,6 +502,8 @@ class BinarySearch(_ModelBaseline):
         )
         (resp,) = yield [req]
         ans = resp.value
+        if is_none(ans):
+            return none_diagnosis(ctx, self.name, ans["reason"], details=details)
         return ctx.diagnosis(self.name, step=int(ans["step"]), reasoning=ans["reason"], details=details)
 
 

@@ -89,6 +89,8 @@ def _current(ask: Ask) -> int:
 
 
 def _sbs(ask: Ask) -> str:
+    if ask.no_fault:  # a run labelled with no fault: no step is decisive
+        return "no"
     current = _current(ask)
     return "yes" if ask.fault_id() == current else "no"
 

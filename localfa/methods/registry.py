@@ -118,15 +118,24 @@ def method_class(name: str) -> type[BaseMethod]:
     return getattr(importlib.import_module(module), attr)
 
 
+# Options every method takes, beside its own: whether it may answer "no decisive error"
+# (`localfa.methods.none_answer`; unset: only on a run its harness marked passed and nobody labelled).
+SHARED_OPTIONS = ("allow_none",)
+
+
 def method_option_names(name: str) -> list[str]:
-    """The option names `name` accepts."""
+    """The option names `name` accepts (its own, then `SHARED_OPTIONS`)."""
     options_cls = method_class(name).Options
-    return [f.name for f in fields(options_cls)] if is_dataclass(options_cls) else []
+    own = [f.name for f in fields(options_cls)] if is_dataclass(options_cls) else []
+    return own + [o for o in SHARED_OPTIONS if o not in own]
 
 
 def get_method(spec: str | MethodSpec, **options: Any) -> BaseMethod:
     """A configured method from a spec string or `MethodSpec`; keyword options override."""
     parsed = MethodSpec.parse(spec) if isinstance(spec, str) else spec
     merged = {**parsed.options_dict, **{k.replace("-", "_"): v for k, v in options.items()}}
+    allow_none = merged.pop("allow_none", None)
+    if allow_none is not None and not isinstance(allow_none, bool):
+        raise MethodOptionError(f"method {parsed.name}: option allow_none: must be true or false, got {allow_none!r}")
     cls = method_class(parsed.name)
-    return cls(build_options(parsed.name, cls.Options, merged), given=merged)
+    return cls(build_options(parsed.name, cls.Options, merged), given=merged, allow_none=allow_none)

@@ -19,6 +19,7 @@ from localfa.engine.errors import EngineError, is_transient
 from localfa.engine.types import Engine, Response, Usage
 from localfa.heap import frozen_heap
 from localfa.methods.base import BaseMethod, Method, MethodContext, Program
+from localfa.methods.none_answer import allows_none
 
 
 @dataclass
@@ -44,6 +45,8 @@ def method_job(engine: Engine, method: Method, ctx: MethodContext, key: str | No
         ctx.count_prompt_tokens = getattr(engine, "count_prompt_tokens", None)
     if ctx.max_model_len is None:
         ctx.max_model_len = engine.max_model_len
+    if ctx.allow_none is None:  # may it answer "no decisive error" on this trace (localfa.methods.none_answer)
+        ctx.allow_none = allows_none(ctx.trace, getattr(method, "allow_none", None))
     name = label or method.name
     if isinstance(method, BaseMethod):  # the model's profile sizes the method's bounds
         method = method.for_model(engine.method_defaults)

@@ -21,7 +21,8 @@ and the field. The audit is always on (`audit=False` exists for the audit's own 
 Answers are serialised and validated against the request's grammar like any backend's text
 (JSON answers also against the compacted schema every backend enforces). A request the oracle
 cannot answer (no policy for its key, an unlabelled trace, a policy bug) fails that request only,
-with an `OracleError` naming the key: the trace gets an error record, the sweep goes on.
+with an `OracleError` naming the key: the trace gets an error record, the sweep goes on. A run
+labelled with no fault is answered "none" wherever the request admits it (`localfa.oracle.no_fault`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from localfa.engine.types import Message, Request
 from localfa.oracle.audit import audit_answer
 from localfa.oracle.fingerprint import RECOGNISE, FaultFingerprint
 from localfa.oracle.labels import fingerprint_of
+from localfa.oracle.no_fault import none_value, sample_value
 from localfa.oracle.noise import DEFAULT_SPREAD, NOISE_KINDS, NoiseModel
 from localfa.oracle.policy import Ask, AskRandom
 from localfa.oracle.registry import Policies, registered_policies
@@ -169,20 +171,26 @@ class OracleEngine(BaseEngine):
         if fingerprint is None:
             raise OracleError(f"request {req.key!r}: trace {req.route} has no labels: the oracle answers only labelled traces")
         ask = Ask(req, fingerprint, _draw(req), self.noise, self.threshold)
-        try:
-            method, rule = self.policies.rule_for(ask.key)
-        except LookupError as exc:
-            raise OracleError(str(exc)) from None
         wrong = ask.rng.random() >= self.noise.honesty(str(req.route), n_steps)
-        try:
-            value = (rule.wrong if wrong else rule.honest)(ask)
-            if self.audit and not wrong:
-                audit_answer(ask, value)
-        except Exception as exc:  # noqa: BLE001 - a policy bug ends that trace only, with its name
-            raise OracleError(
-                f"oracle policy of {method}, rule {rule.kind!r} ({'wrong' if wrong else 'honest'} answer), "
-                f"failed on request {req.key!r} of trace {req.route}: {type(exc).__name__}: {exc}"
-            ) from exc
+        none = none_value(req.grammar) if fingerprint.no_fault else None
+        if none is not None:  # a run labelled with no fault, asked a question that admits "none" (oracle.no_fault)
+            method, kind = "no_fault", "none"
+            value: Any = (sample_value(req.grammar, ask.rng) or none) if wrong else none
+        else:
+            try:
+                method, rule = self.policies.rule_for(ask.key)
+            except LookupError as exc:
+                raise OracleError(str(exc)) from None
+            kind = rule.kind
+            try:
+                value = (rule.wrong if wrong else rule.honest)(ask)
+                if self.audit and not wrong:
+                    audit_answer(ask, value)
+            except Exception as exc:  # noqa: BLE001 - a policy bug ends that trace only, with its name
+                raise OracleError(
+                    f"oracle policy of {method}, rule {rule.kind!r} ({'wrong' if wrong else 'honest'} answer), "
+                    f"failed on request {req.key!r} of trace {req.route}: {type(exc).__name__}: {exc}"
+                ) from exc
         text = serialise(value)
         if req.grammar.kind == "json":  # the compacted schema every backend enforces, not only the model
             try:
@@ -190,7 +198,7 @@ class OracleEngine(BaseEngine):
             except json.JSONDecodeError as exc:
                 raise InvalidOutputError(req.grammar.name, text, f"not JSON ({exc})") from exc
             if error is not None:
-                raise InvalidOutputError(req.grammar.name, text, f"{error} (oracle policy of {method}, rule {rule.kind!r})")
+                raise InvalidOutputError(req.grammar.name, text, f"{error} (oracle policy of {method}, rule {kind!r})")
         return text, wrong
 
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:

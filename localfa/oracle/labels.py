@@ -56,5 +56,4 @@ def fingerprint_of(trace: Trace) -> FaultFingerprint | None:
         agent = trace.resolve_agent(agent) or agent
     elif labels.mistake_step is not None and 0 <= labels.mistake_step < n:
         agent = trace.steps[labels.mistake_step].agent
-    no_fault = labels.mistake_step is None and not labels.fault_spans and not labels.fault_steps
-    return FaultFingerprint(tuple(f for f in faults if f.shingles), agent, tuple(labels.categories), no_fault)
+    return FaultFingerprint(tuple(f for f in faults if f.shingles), agent, tuple(labels.categories), labels.no_fault)

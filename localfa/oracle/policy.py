@@ -128,6 +128,11 @@ class Ask:
         """Step id -> the agent the prompt (or `text`; default: every message) shows beside it."""
         return prompt_reader.agents_shown(self.text if text is None else text)
 
+    @property
+    def no_fault(self) -> bool:
+        """The run is labelled with no fault: the right final answer is "none" (`localfa.oracle.no_fault`)."""
+        return self.fingerprint.no_fault
+
     def fenced(self, label: str, text: str | None = None) -> str:
         """The prompt's block `label` (``TASK``, ``RESULT``), or ''."""
         return prompt_reader.fenced(self.prompt if text is None else text, label)
@@ -278,6 +283,9 @@ def schema_field(grammar: Grammar, name: str) -> dict[str, Any]:
     if grammar.kind != "json":
         raise PolicyError(f"grammar {grammar.name!r} is {grammar.kind}, not json")
     node = grammar.spec.get("properties", {}).get(name)
+    if node is None:  # an answer that may also be "none": the field over the object's alternatives
+        nodes = [alt["properties"][name] for alt in grammar.spec.get("anyOf", []) if name in alt.get("properties", {})]
+        node = (nodes[0] if all(n == nodes[0] for n in nodes) else {"anyOf": nodes}) if nodes else None
     if node is None:
         raise PolicyError(f"grammar {grammar.name!r} has no property {name!r}")
     return resolve(node, grammar.spec)

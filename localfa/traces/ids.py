@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from localfa.traces.errors import TraceError
+from localfa.traces.importers.coding import harbor_trial_folder
 from localfa.traces.importers.common import file_stem
 from localfa.traces.model import Trace
 
@@ -21,8 +22,9 @@ _SUFFIXES = (".traj",)  # SWE-agent / mini-swe-agent: astropy__astropy-13977.tra
 def file_trace_id(root: Path, path: Path) -> str:
     """The id of the run in file `path` under dataset `root` (also the id of a file that cannot
     be read, for its error record): the run's path under the root, without its suffixes. The run
-    of a Harbor trial (``<trial>/agent/trajectory.json``) is the trial folder."""
-    run = path.parent.parent if path.name == "trajectory.json" and path.parent.name == "agent" else path
+    of a Harbor trial (``<trial>/agent/trajectory.json``, or the agent's own log there) is the
+    trial folder."""
+    run = harbor_trial_folder(path) or path
     if run == path and _strip(file_stem(path)) == path.parent.name:  # <run>/<instance>/<instance>.traj: the instance folder
         run = path.parent
     try:

@@ -46,6 +46,17 @@ class Step(BaseModel):
         "an agent went wrong, nor its source as the responsible agent.",
     )
 
+    @property
+    def is_empty(self) -> bool:
+        """A step that says nothing and does nothing: no text, no input, no output, no tool call.
+
+        An observation answering a tool call (``call_id``) may be empty: a command that printed
+        nothing is a real result, not a field the importer missed. No method offers an empty step
+        as an answer (`Trace.action_steps`): there is nothing in it to be wrong."""
+        if self.kind == "observation" and self.call_id:
+            return False
+        return not (self.content.strip() or (self.observation or "").strip() or (self.input or "").strip() or self.tool_calls)
+
 
 class Labels(BaseModel):
     """Ground-truth attribution where the benchmark has it.
@@ -69,6 +80,12 @@ class Labels(BaseModel):
     reason: str | None = None
     categories: list[str] = Field(default_factory=list, description="error categories, e.g. TRAIL's")
 
+    @property
+    def no_fault(self) -> bool:
+        """The label names no fault at all: the run has no decisive error (TELBench's no-error
+        cases, a TRAIL trace with no error); the right answer is "none"."""
+        return self.mistake_step is None and not self.fault_steps and not self.fault_spans and not self.mistake_agent
+
 
 def step_runs(steps: list[int]) -> list[tuple[int, int]]:
     """Consecutive runs of step indices as inclusive ranges: [2, 3, 4, 7] -> [(2, 4), (7, 7)]."""
@@ -89,6 +106,11 @@ class AgentInfo(BaseModel):
     name: str
     system_prompt: str | None = None
     tools: list[str] = Field(default_factory=list)
+    environment: bool = Field(
+        default=False,
+        description="an executor that runs what the agents write (Who&When's Computer_terminal, Magentic-One's "
+        "ComputerTerminal), not an agent that decides: its steps are observations and no method names it",
+    )
 
 
 class Trace(BaseModel):
@@ -104,6 +126,11 @@ class Trace(BaseModel):
     agents: list[AgentInfo] = Field(default_factory=list)
     steps: list[Step]
     final_output: str | None = None
+    outcome: str | None = Field(
+        default=None,
+        description="what the harness's verifier reported of the run (reward, the tests' output), where a harness "
+        "judged it; also the run's last step (an observation), so every method reads it as trace text",
+    )
     ground_truth: str | None = None
     labels: Labels | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -115,10 +142,22 @@ class Trace(BaseModel):
         return self.steps[step].agent
 
     def action_steps(self) -> list[int]:
-        """Indices of the steps an agent acted at: what a method may answer (every step when a
-        format marks none as an observation)."""
-        actions = [s.index for s in self.steps if s.kind == "action"]
-        return actions or [s.index for s in self.steps]
+        """Indices of the steps an agent acted at, empty steps left out: what a method may answer
+        (every step that says something when a format marks none as an action; every step when
+        none does)."""
+        actions = [s.index for s in self.steps if s.kind == "action" and not s.is_empty]
+        return actions or [s.index for s in self.steps if not s.is_empty] or [s.index for s in self.steps]
+
+    def label_answerable(self) -> bool:
+        """Whether a method may answer the labelled decisive step (an action step, `action_steps`).
+        A label on an executor's output is not (Who&When's algorithm-generated/14 labels a
+        Computer_terminal step): a ceiling is measured on the labels a method can reach."""
+        step = self.labels.mistake_step if self.labels is not None else None
+        return step is None or step in self.action_steps()
+
+    def environment_agents(self) -> list[str]:
+        """The names of the executors the trace marks as environment (`AgentInfo.environment`)."""
+        return [a.name for a in self.agents if a.environment]
 
     def agent_names(self) -> list[str]:
         """Distinct normalised speaker names, in order of first appearance in the steps."""

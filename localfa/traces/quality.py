@@ -1,29 +1,22 @@
-"""Is the imported trace worth diagnosing? A warning when steps came out empty.
+"""Is the imported trace worth diagnosing? A warning when an importer left something unread.
 
 An export whose attributes an importer does not read still loads, but its steps carry nothing:
-a diagnosis of such a trace is a guess. `inspect` and every diagnosis print this warning so
-the loss is never silent; the importers record in ``trace.metadata["unused_attributes"]`` the
-content-like attributes they saw on the empty steps' spans but did not read.
+a diagnosis of such a trace is a guess. The span importers record in
+``trace.metadata["unused_attributes"]`` the content-like attributes they saw on the empty steps'
+spans but did not read; `inspect` and `diagnose` (unless ``-q``) print this warning only then, so
+the loss is never silent and a run whose steps are empty in the source raises no alarm.
 """
 
 from __future__ import annotations
 
-import math
-
 from localfa.traces.model import Step, Trace
 
-ALLOWED_EMPTY_SHARE = 0.05  # up to one empty step, or 5% of the steps, is not worth a warning
 MAX_NAMED = 8
 
 
 def step_is_empty(step: Step) -> bool:
-    """A step that says nothing and does nothing: no text, no input, no output, no tool call.
-
-    An observation step answering a tool call (``call_id``) may be empty: a command that printed
-    nothing is a real result, not a field the importer missed."""
-    if step.kind == "observation" and step.call_id:
-        return False
-    return not (step.content.strip() or (step.observation or "").strip() or (step.input or "").strip() or step.tool_calls)
+    """`Step.is_empty`: no text, no input, no output, no tool call."""
+    return step.is_empty
 
 
 def empty_steps(trace: Trace) -> list[int]:
@@ -32,15 +25,19 @@ def empty_steps(trace: Trace) -> list[int]:
 
 
 def empty_step_warning(trace: Trace) -> str | None:
-    """One line when more than a few steps are empty, naming the attributes seen but not used."""
+    """One line when steps came out empty while their spans carry content-like attributes the
+    importer did not read (``metadata["unused_attributes"]``), naming them; None otherwise.
+
+    Steps that are empty in the source (a Harbor step that only waited, a span with nothing in
+    it) are no loss and give no warning: no method offers them as an answer anyway
+    (`Trace.action_steps`)."""
+    unused = [str(a) for a in trace.metadata.get("unused_attributes") or []]
     empty = empty_steps(trace)
-    allowed = max(1, math.floor(len(trace.steps) * ALLOWED_EMPTY_SHARE))
-    if len(empty) <= allowed:
+    if not unused or not empty:
         return None
     n = len(trace.steps)
-    msg = f"{len(empty)} of {n} step{'s' if n != 1 else ''} have no content: this export may use attributes localfa does not read"
-    unused = [str(a) for a in trace.metadata.get("unused_attributes") or []]
-    if unused:
-        more = f" and {len(unused) - MAX_NAMED} more" if len(unused) > MAX_NAMED else ""
-        msg += f" (seen but not used: {', '.join(unused[:MAX_NAMED])}{more})"
-    return msg
+    more = f" and {len(unused) - MAX_NAMED} more" if len(unused) > MAX_NAMED else ""
+    return (
+        f"{len(empty)} of {n} step{'s' if n != 1 else ''} have no content, and their spans carry attributes "
+        f"localfa does not read (seen but not used: {', '.join(unused[:MAX_NAMED])}{more})"
+    )

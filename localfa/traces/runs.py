@@ -1,7 +1,9 @@
 """Runs of a harness, as they come: a Harbor job directory or a SWE-bench run, with the harness's
 own verdict on each trial, so that `--failed-only` diagnoses only the trials it marked failed.
 
-- Harbor (Terminal-Bench): ``<job>/<trial>/agent/trajectory.json`` (ATIF) beside
+- Harbor (Terminal-Bench): ``<job>/<trial>/agent/trajectory.json`` (ATIF), or where the agent
+  wrote none its own log (`localfa.traces.importers.coding.HARBOR_AGENT_LOGS`: Claude Code's
+  ``claude-code.txt``, a session or rollout under ``agent/sessions``), beside
   ``<job>/<trial>/result.json``, whose ``verifier_result.rewards`` (``{"reward": 0.0}``) is the
   verdict; without one, ``<trial>/verifier/reward.txt`` or ``reward.json``. A trial fails with
   reward 0; a trial the verifier never scored (``exception_info``) has no verdict.
@@ -16,20 +18,24 @@ own verdict on each trial, so that `--failed-only` diagnoses only the trials it 
 - inspect_ai: each sample's scores, read by the importer (`localfa.traces.importers.inspect_ai`).
 
 Inside such a folder only the trajectories are traces (configs, logs, predictions and reports are
-not). The verdict goes into each trace's ``metadata["harness"]``.
+not). The verdict goes into each trace's ``metadata["harness"]``, the verifier's evidence (the
+tests' output, the report's failed tests) into ``Trace.outcome`` and the trace's last step
+(`with_harness`, `localfa.traces.outcome`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from localfa.traces import outcome
 from localfa.traces.errors import TraceError
 from localfa.traces.ids import distinct_ids
-from localfa.traces.model import Trace
+from localfa.traces.importers.coding import HARBOR_AGENT_LOGS, harbor_log_pattern, harbor_trial_folder
+from localfa.traces.model import Step, Trace
 
 TRAJECTORY = ("agent", "trajectory.json")
 SWE_SUFFIXES = (".traj.json", ".traj")
@@ -45,9 +51,10 @@ class Verdict:
     failed: bool | None
     why: str  # "reward 0.0", "resolved: false", "no verifier reward", ...
     reward: float | None = None
+    evidence: str | None = None  # what the evaluation reported beyond the verdict (SWE-bench: failed tests, test output)
 
     def as_metadata(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return {k: v for k, v in asdict(self).items() if v is not None and k != "evidence"}
 
 
 def _read_json(path: Path) -> Any:
@@ -64,6 +71,23 @@ def _read_json(path: Path) -> Any:
 
 def trial_trajectory(trial: Path) -> Path:
     return trial.joinpath(*TRAJECTORY)
+
+
+def trial_trace_file(trial: Path) -> Path | None:
+    """The file a trial is read from: ``agent/trajectory.json``, else the agent's own log (the
+    first of `HARBOR_AGENT_LOGS` there), else None."""
+    if trial_trajectory(trial).is_file():
+        return trial_trajectory(trial)
+    agent = trial / TRAJECTORY[0]
+    if not agent.is_dir():
+        return None
+    for pattern in HARBOR_AGENT_LOGS:
+        head = pattern.split("/", 1)[0]
+        found = [agent / pattern] if "*" not in pattern else sorted((agent / head).rglob("*") if "/" in pattern else agent.glob(pattern))
+        logs = [f for f in found if f.is_file() and harbor_log_pattern(f.relative_to(agent).as_posix())]
+        if logs:
+            return logs[0]
+    return None
 
 
 def is_harbor_trial(d: Path) -> bool:
@@ -172,7 +196,7 @@ def _report_entries(path: Path, data: Any) -> dict[str, Verdict]:
         return out
     if isinstance(data.get("resolved"), bool):  # <iid>.report.json, or a report.json in the iid folder
         iid = path.name[: -len(".report.json")] if path.name.endswith(".report.json") else path.parent.name
-        out[iid] = _resolved(data["resolved"], path)
+        out[iid] = _resolved(data["resolved"], path, data)
         return out
     if isinstance(data.get("resolved"), list):  # results/results.json: {"resolved": [...], "applied": [...], ...}
         for iid in data["resolved"]:
@@ -191,12 +215,14 @@ def _report_entries(path: Path, data: Any) -> dict[str, Verdict]:
         return out
     for iid, entry in data.items():  # {instance_id: {"resolved": ...}}
         if isinstance(entry, dict) and isinstance(entry.get("resolved"), bool):
-            out[str(iid)] = _resolved(entry["resolved"], path)
+            out[str(iid)] = _resolved(entry["resolved"], path, entry)
     return out
 
 
-def _resolved(resolved: bool, path: Path) -> Verdict:
-    return Verdict("swe-bench", not resolved, f"resolved: {'true' if resolved else 'false'} in {path.name}")
+def _resolved(resolved: bool, path: Path, entry: dict[str, Any]) -> Verdict:
+    """A per-instance report's verdict, with its evidence (failed tests, the test output beside it)."""
+    why = f"resolved: {'true' if resolved else 'false'} in {path.name}"
+    return Verdict("swe-bench", not resolved, why, evidence=outcome.swe_outcome(path, entry, why))
 
 
 @lru_cache(maxsize=64)
@@ -209,6 +235,8 @@ def swe_reports(folder: Path) -> dict[str, Verdict]:
         for iid, verdict in _report_entries(path, _read_json(path)).items():
             if iid not in out or (verdict.failed and not out[iid].failed):
                 out[iid] = verdict
+            elif verdict.failed == out[iid].failed and verdict.evidence and not out[iid].evidence:
+                out[iid] = replace(out[iid], evidence=verdict.evidence)  # a summary's verdict, the per-instance report's evidence
     return out
 
 
@@ -227,20 +255,29 @@ def harness_trace_files(d: Path, is_trace_file: Callable[[Path], bool]) -> list[
         return swe_trajectories(d)
     jobs = {t.parent if t != d else t for t in trials}
     rest = [f for f in visible_files(d, is_trace_file) if not any(f.is_relative_to(j) for j in jobs)]
-    return [trial_trajectory(t) for t in trials if trial_trajectory(t).is_file()] + rest
+    return [f for f in map(trial_trace_file, trials) if f is not None] + rest
 
 
-def trials_without_trajectory(d: Path) -> list[Path]:
-    """Harbor trials under `d` whose agent wrote no trajectory (nothing to diagnose)."""
-    return [t for t in harbor_trials(d) or [] if not trial_trajectory(t).is_file()]
+def trials_without_log(d: Path) -> list[Path]:
+    """Harbor trials under `d` whose agent wrote neither a trajectory nor a log localfa reads
+    (nothing to diagnose)."""
+    return [t for t in harbor_trials(d) or [] if trial_trace_file(t) is None]
+
+
+def harbor_trial_of(path: Path) -> Path | None:
+    """The Harbor trial (a folder with ``result.json`` or ``verifier/``) whose agent wrote `path`."""
+    trial = harbor_trial_folder(path)
+    if trial is not None and ((trial / "result.json").is_file() or (trial / "verifier").is_dir()):
+        return trial
+    return None
 
 
 def verdict_of(root: Path, path: Path) -> Verdict | None:
     """The harness's verdict on the trial `path` belongs to (found under `root`), or None."""
-    if path.name == TRAJECTORY[1] and path.parent.name == TRAJECTORY[0]:
-        trial = path.parent.parent
-        if (trial / "result.json").is_file() or (trial / "verifier").is_dir():
-            return harbor_verdict(trial)
+    trial = harbor_trial_of(path)
+    if trial is not None:
+        return harbor_verdict(trial)
+    if harbor_trial_folder(path) is not None:
         return None
     if is_swe_trajectory(path):
         iid = instance_of(path)
@@ -251,13 +288,29 @@ def verdict_of(root: Path, path: Path) -> Verdict | None:
     return None
 
 
-def with_verdict(trace: Trace, root: Path, path: Path) -> Trace:
-    """`trace` with the harness's verdict in ``metadata["harness"]`` (unchanged outside a harness
-    run, or where the format carries its own verdict: inspect_ai scores)."""
+def with_harness(trace: Trace, root: Path, path: Path) -> Trace:
+    """`trace` as its harness saw it: the verdict in ``metadata["harness"]``, the verifier's
+    evidence (`localfa.traces.outcome`) in ``Trace.outcome`` and as a last step (an observation
+    of the ``verifier``: every method reads it, none answers it), and, for a Harbor agent log
+    that holds no task, the task from the trial's files. Unchanged outside a harness run, or
+    where the format carries its own verdict (inspect_ai scores)."""
     verdict = verdict_of(root, path)
     if verdict is None or isinstance(trace.metadata.get("harness"), dict):
         return trace
-    return trace.model_copy(update={"metadata": {**trace.metadata, "harness": verdict.as_metadata()}})
+    metadata = {**trace.metadata, "harness": verdict.as_metadata()}
+    update: dict[str, Any] = {"metadata": metadata}
+    trial = harbor_trial_of(path)
+    told = verdict.evidence
+    if trial is not None:
+        told = outcome.harbor_outcome(trial, verdict.why)
+        if not trace.task.strip():
+            found = outcome.harbor_task(trial, path)
+            if found is not None:
+                update["task"], metadata["task_source"] = found
+    if told:
+        step = Step(index=len(trace.steps), agent=outcome.VERIFIER, role="tool", content=told, name=outcome.VERIFIER, kind="observation")
+        update.update(outcome=told, steps=[*trace.steps, step])
+    return trace.model_copy(update=update)
 
 
 def harness_traces(
@@ -271,7 +324,7 @@ def harness_traces(
     """(root, file, trace) for the (root, file) pairs `found`, in their order: the one way `diagnose`
     and `bench` read the files they are given.
 
-    Each file is read by `load` and gets its harness's verdict (`with_verdict`); ids are made
+    Each file is read by `load` and gets its harness's verdict and evidence (`with_harness`); ids are made
     distinct over every file read (`localfa.traces.ids.distinct_ids`: a TraceError names two
     files with one id); with `failed_only` only the trials the harness marked failed are kept
     (`keep_failed`, which says through `say` what it skipped). A file `load` cannot read goes to
@@ -286,7 +339,7 @@ def harness_traces(
             on_error(root, f, exc)
             continue
         for trace in got if isinstance(got, list) else [got]:  # a file may hold several runs (inspect_ai samples)
-            loaded.append((root, f, with_verdict(trace, root, f)))
+            loaded.append((root, f, with_harness(trace, root, f)))
     traces = distinct_ids(loaded)
     if not failed_only or not traces:
         return [(root, f, t) for (root, f, _), t in zip(loaded, traces)]
@@ -317,9 +370,13 @@ def keep_failed(traces: list[Trace], roots: list[Path], say: Callable[[str], Non
             passed.append(str(verdict.get("why", "")))
         else:
             unknown[str(verdict.get("why"))] = unknown.get(str(verdict.get("why")), 0) + 1
-    missing = sum(len(trials_without_trajectory(r)) for r in roots if r.is_dir())
+    missing = sum(len(trials_without_log(r)) for r in roots if r.is_dir())
     judged = sum(1 for t in traces if isinstance(t.metadata.get("harness"), dict))
-    without = f"; {missing} trial{'s' if missing != 1 else ''} without agent/trajectory.json" if missing else ""
+    without = (
+        f"; {missing} trial{'s' if missing != 1 else ''} without an agent log (agent/trajectory.json, agent/claude-code.txt, agent/sessions/)"
+        if missing
+        else ""
+    )
     if judged == 0 and traces:
         say(
             f"--failed-only: no harness verdict (Harbor result.json, SWE-bench report or results.json, inspect_ai scores) "

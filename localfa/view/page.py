@@ -218,8 +218,23 @@ def diagnosis_html(
 def _agents(trace: Trace) -> str:
     """The agents as `localfa inspect` counts them: those the trace names (else its speakers);
     the user, the system and the environment are no agents."""
-    n = len(trace.agents) or len(trace.agent_names())
+    n = len([a for a in trace.agents if not a.environment]) or len(trace.agent_names())
     return f"{n} agent" if n == 1 else f"{n} agents"
+
+
+def outcome_html(trace: Trace) -> str:
+    """The harness's verdict and its verifier's output (reward, failed tests), read first by a
+    person; empty where no harness judged the run."""
+    harness = trace.metadata.get("harness")
+    if not isinstance(harness, dict) and not trace.outcome:
+        return ""
+    verdict = ""
+    if isinstance(harness, dict):
+        failed = harness.get("failed")
+        state = "failed" if failed is True else "passed" if failed is False else "no verdict"
+        verdict = f" {e(harness.get('harness'))}: <b>{e(state)}</b> ({e(harness.get('why'))})"
+    shown = code_text_html(trace.outcome, []) if trace.outcome else ""
+    return f'<div class="task outcome"><b>Outcome</b>{verdict}{shown}</div>'
 
 
 def trace_section(group: TraceGroup, gid: int, colors: dict[str, str]) -> str:
@@ -242,6 +257,7 @@ def trace_section(group: TraceGroup, gid: int, colors: dict[str, str]) -> str:
             final = trace.final_output
             shown = code_text_html(final, []) if is_code_heavy(final) else folded_text(final, 400)
             head.append(f'<div class="task final"><b>Final output</b>{shown}</div>')
+        head.append(outcome_html(trace))
     if label:
         head.append(
             f'<p>Label: <a href="#t{gid}-s{e(label.get("mistake_step"))}">step {e(label.get("mistake_step"))}</a> '

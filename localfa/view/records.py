@@ -116,6 +116,12 @@ class TraceFiles:
         real = _resolved(path)
         return real in self.files or any(real.is_relative_to(d) for d in self.folders)
 
+    def root_of(self, path: Path) -> Path:
+        """The folder given with --traces that holds `path` (a harness run's reports may lie
+        anywhere under it), else the file's own folder."""
+        real = _resolved(path)
+        return next((d for d in self.folders if real.is_relative_to(d)), path.parent)
+
     def locate(self, source: str) -> Path:
         """The allowed file `source` names (as given, else under `base`); OSError when none."""
         if not source:
@@ -158,6 +164,7 @@ def group_records(
     """
     from localfa.traces.errors import TraceError
     from localfa.traces.load import load_traces
+    from localfa.traces.runs import with_harness
 
     known = dict(traces or {})
     allowed = readable or TraceFiles()
@@ -170,7 +177,8 @@ def group_records(
             trace, problem = known.get(tid), None
             if trace is None:
                 try:
-                    trace = _the_run(load_traces(allowed.locate(source)), tid)
+                    path = allowed.locate(source)
+                    trace = with_harness(_the_run(load_traces(path), tid), allowed.root_of(path), path)  # as the methods saw it
                 except TraceError as exc:
                     problem = str(exc)
                 except OSError as exc:

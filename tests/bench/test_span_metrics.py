@@ -48,7 +48,7 @@ def test_step_runs_make_spans_of_consecutive_steps():
 
 def test_importers_fill_fault_spans_where_every_faulty_step_is_listed():
     trail = load_trace(FIXTURES / "openinference_trail_row.json")
-    assert trail.labels.fault_steps == [2, 6] and trail.labels.fault_spans == [(2, 2), (6, 6)]
+    assert trail.labels.fault_steps == [3, 6] and trail.labels.fault_spans == [(3, 3), (6, 6)]  # step 2 is plumbing: its model call
     ww = load_trace(FIXTURES / "whowhen_handcrafted.json")  # one decisive step only: no span label
     assert ww.labels.fault_spans == []
 

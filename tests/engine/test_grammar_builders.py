@@ -27,7 +27,14 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILDER_DIRS = [ROOT / "grammars", ROOT / "localfa" / "methods"]
 SHAPES = [1, 2, 3, 5, 8, 13, 40]  # steps per trace
 # option variants that reach builders the defaults do not (a SAFARI run shown whole rarely ends forced)
-EXTRA_SPECS = ["drift:segment=true:tracer=ledger", "safari:max_turns=1"]
+EXTRA_SPECS = [
+    "drift:segment=true:tracer=ledger",
+    "safari:max_turns=1",
+    # the "none" answer (issue 54): its final grammars
+    "all-at-once:allow_none=true",
+    "binary-search:allow_none=true",
+    "safari:allow_none=true:max_turns=1",
+]
 PER_NAME = 4  # grammars of one name compared answer by answer with jsonschema (the rest: schema checked)
 
 

@@ -32,7 +32,7 @@ WHOWHEN = REPO.parent / "shared" / "data" / "whowhen"
 @lru_cache(maxsize=4)
 def _diagnose_dev(spec: str = "falat") -> tuple[dict, dict]:
     """Every dev trace diagnosed by `spec` on the honest oracle (p = 1): traces and records by id."""
-    traces = {t.id: t for t in load_traces([WHOWHEN])}
+    traces = {t.id: t for t in load_traces([WHOWHEN]) if t.label_answerable()}  # not a label on an executor's output
     engine = make_engine("oracle", say=lambda _: None)
     method = get_method(spec)
     jobs = [method_job(engine, method, MethodContext(t, seed=0)) for t in traces.values()]

@@ -216,15 +216,42 @@ def test_vercel_ai_sdk_spans() -> None:
 
 def test_vercel_ai_sdk_v6_spans_as_captured_without_a_context_manager() -> None:
     """Real AI SDK 6.0.68 spans (an InMemorySpanExporter dump): with no context manager registered
-    the provider call and its outer call have no `parentSpanId` and different trace ids."""
-    (t,) = load_traces(FIX / "vercel_ai" / "v6_generate_text_messages.json")
-    assert t.format == "vercel-ai" and [a.name for a in t.agents] == ["test-generate-text-messages"]
-    assert t.agents[0].system_prompt == "You are a helpful assistant."
-    assert t.task == "What is 2 + 2?\nAnd what is 3 + 3?"  # the user turns of `ai.prompt`
-    assert [(s.kind, s.name, s.span_id) for s in t.steps] == [("action", "ai.generateText.doGenerate", "6c0201026326855d")]
-    assert t.steps[0].agent == "test-generate-text-messages" and t.steps[0].content == "3 + 3 equals 6."
-    assert "[assistant] 2 + 2 equals 4." in (t.steps[0].input or "")
-    assert t.final_output == "3 + 3 equals 6." and t.metadata["spans"] == 2
+    the provider call and its outer call have no `parentSpanId` and different trace ids, so they
+    are two traces: nothing links them but their order in the file."""
+    call, outer = load_traces(FIX / "vercel_ai" / "v6_generate_text_messages.json")
+    assert (call.id, outer.id) == ("v6_generate_text_messages/edff2fc5854be617", "v6_generate_text_messages/673a889f59126f8b")
+    assert call.format == "vercel-ai" and [a.name for a in call.agents] == ["test-generate-text-messages"]
+    assert call.agents[0].system_prompt == "You are a helpful assistant."
+    assert call.task == "What is 2 + 2?"  # the first user turn the call was sent
+    assert [(s.kind, s.name, s.span_id) for s in call.steps] == [("action", "ai.generateText.doGenerate", "6c0201026326855d")]
+    assert call.steps[0].agent == "test-generate-text-messages" and call.steps[0].content == "3 + 3 equals 6."
+    assert "[assistant] 2 + 2 equals 4." in (call.steps[0].input or "")
+    assert call.final_output == "3 + 3 equals 6." and call.metadata["traces_in_file"] == 2
+    # the outer call, recorded without its provider call, is that call's one step
+    assert outer.task == "What is 2 + 2?\nAnd what is 3 + 3?"  # the user turns of `ai.prompt`
+    assert [(s.kind, s.name, s.content) for s in outer.steps] == [("action", "ai.generateText", "3 + 3 equals 6.")]
+
+
+def test_vercel_ai_sdk_v6_capture_of_ten_unrelated_calls_is_ten_traces(capsys: pytest.CaptureFixture[str]) -> None:
+    """The whole real capture (10 spans, each its own trace id, none with a parent: the
+    openinference-vercel fixture, embeddings shortened) is 10 runs, never one run of 4 "agents"."""
+    traces = load_traces(FIX / "vercel_ai" / "v6_all_spans.json")
+    assert len(traces) == 10 and len({t.id for t in traces}) == 10
+    assert all(len(t.steps) == 1 and len(t.agents) == 1 for t in traces)
+    by_name = {t.steps[0].name: t for t in traces}
+    assert by_name["ai.streamText.doStream"].steps[0].content.startswith("In code’s embrace")
+    embedded = by_name["ai.embed"].steps[0]
+    assert (embedded.kind, embedded.content, embedded.observation) == (
+        "observation",
+        "The quick brown fox jumps over the lazy dog.",
+        "[1 embedding vector]",
+    )
+    with pytest.raises(TraceError, match="holds 10 runs"):
+        load_trace(FIX / "vercel_ai" / "v6_all_spans.json")
+    import localfa.cli as cli
+
+    assert cli.main(["inspect", str(FIX / "vercel_ai" / "v6_all_spans.json"), "--json"]) in (0, None)
+    assert len(json.loads(capsys.readouterr().out)) == 10
 
 
 def test_inspect_ai_scores_are_the_verdict_for_failed_only(tmp_path: Path) -> None:
@@ -271,6 +298,7 @@ def test_two_runs_of_one_instance_are_two_traces_and_ids_follow_one_rule(tmp_pat
         ("inspect_ai/sums.eval", "inspect_ai", 1, "6 (2 action, 4 observation)"),
         ("vercel_ai/weather_spans.json", "vercel-ai", 1, "3"),
         ("vercel_ai/v6_generate_text_messages.json", "vercel-ai", 1, "1 (1 action, 0 observation)"),
+        ("vercel_ai/v6_all_spans.json", "vercel-ai", 1, "1 (1 action, 0 observation)"),
     ],
 )
 def test_localfa_inspect_detects_and_reads_each_format(

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from localfa.traces.load import load_trace
+
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,11 +46,11 @@ SUMMARIES = {
         "trace:        otel_genai_otlp",
         "format:       otel-genai, detected",
         "task:         Should I pack an umbrella for Paris tomorrow?",
-        "steps:        5",
+        "steps:        5 (2 action, 3 observation)",
         "agents:       travel_planner, reviewer (2)",
         "lines:        11 (width 200)",
-        "characters:   1,505",
-        "tokens:       380 (approx)",
+        "characters:   1,574",
+        "tokens:       396 (approx)",
         "labels:       none",
         "final output: No umbrella needed: sunny tomorrow.",
         "ground truth: -",
@@ -57,12 +59,12 @@ SUMMARIES = {
         "trace:        openinference_trail_row",
         "format:       openinference, detected",
         "task:         What is the capital of the country whose flag has a cedar tree?",
-        "steps:        8",
-        "agents:       agent, CodeAgent (2)",
+        "steps:        8 (2 action, 6 observation)",
+        "agents:       CodeAgent (1)",
         "lines:        16 (width 200)",
-        "characters:   2,260",
-        "tokens:       570 (approx)",
-        "labels:       mistake_agent=CodeAgent mistake_step=2 (agent there: CodeAgent) fault_steps=[2, 6] "
+        "characters:   2,402",
+        "tokens:       606 (approx)",
+        "labels:       mistake_agent=CodeAgent mistake_step=3 (agent there: CodeAgent) fault_steps=[3, 6] "
         "high_impact_steps=[6] categories=['Formatting Errors', 'Language-only']",
         "reason:       The step prints instead of keeping the result.",
         "final output: Tripoli",
@@ -93,7 +95,8 @@ def test_inspect_summary(name: str, capsys: pytest.CaptureFixture[str], no_embed
     assert [lines[0], *lines[2 : n + 1]] == SUMMARIES[name]
     # then one row per step: its kind and size
     assert lines[n + 1] == "" and lines[n + 2].split() == ["step", "kind", "chars", "lines", "agent"]
-    assert [row.split()[:2] for row in lines[n + 3 :]] == [[str(i), "action"] for i in range(len(lines) - n - 3)]
+    trace = load_trace(FIX / name)
+    assert [row.split()[:2] for row in lines[n + 3 :]] == [[str(s.index), s.kind] for s in trace.steps]
 
 
 def test_inspect_counts_tokens_with_the_tokenizer_it_names(
@@ -125,7 +128,7 @@ def test_inspect_json_and_forced_format(capsys: pytest.CaptureFixture[str], no_e
     info = json.loads(capsys.readouterr().out)
     assert info["format"] == "openinference" and info["steps"] == 8
     assert info["labels"]["high_impact_steps"] == [6] and info["labels"]["agent_at_mistake_step"] == "CodeAgent"
-    assert (info["tokenizer"], info["tokens"], info["format_source"]) == ("approx", 570, "forced")
+    assert (info["tokenizer"], info["tokens"], info["format_source"]) == ("approx", 606, "forced")
 
 
 def test_inspect_lines(capsys: pytest.CaptureFixture[str]) -> None:

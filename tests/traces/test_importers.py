@@ -219,10 +219,13 @@ def test_openinference_trail_tree() -> None:
 def test_openinference_trail_row_labels() -> None:
     t = load_trace(FIX / "openinference_trail_row.json")
     lab = t.labels
-    # the labels name spans a1b2c3d4e5f6000s (step 2, the earliest) and ...0003 (step 6, high impact)
+    # the labels name spans a1b2c3d4e5f6000s (smolagents' "Step 1" chain, the earliest) and ...0003
+    # (step 6, high impact); a chain around a model call is plumbing (an observation step), so its
+    # label lands on the model call below it (step 3): the decision that step recorded
     assert (t.steps[2].span_id, t.steps[6].span_id) == ("a1b2c3d4e5f6000s", "a1b2c3d4e5f60003")
-    assert (lab.fault_steps, lab.high_impact_steps, lab.mistake_step) == ([2, 6], [6], 2)
-    assert lab.fault_spans == [(2, 2), (6, 6)] and lab.mistake_agent == "CodeAgent"
+    assert (t.steps[2].kind, t.steps[3].kind, t.steps[3].parent_span_id) == ("observation", "action", "a1b2c3d4e5f6000s")
+    assert (lab.fault_steps, lab.high_impact_steps, lab.mistake_step) == ([3, 6], [6], 3)
+    assert lab.fault_spans == [(3, 3), (6, 6)] and lab.mistake_agent == "CodeAgent"
     assert lab.categories == ["Formatting Errors", "Language-only"]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from localfa.bench.sweep import load_traces
 from localfa.traces.load import trace_files_with_roots
-from localfa.traces.runs import harbor_verdict, harness_traces, keep_failed, verdict_of, with_verdict
+from localfa.traces.runs import harbor_verdict, harness_traces, keep_failed, verdict_of, with_harness
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "coding_runs"
 JOB = RUNS / "harbor_job"
@@ -81,7 +81,7 @@ def test_failed_only_keeps_the_failed_trials_and_says_what_it_skipped() -> None:
     assert traces[0].metadata["harness"] == {"harness": "harbor", "failed": True, "why": "reward 0 in result.json", "reward": 0.0}
     assert said == [
         "--failed-only: 1 of 3 trials kept as failed by the harness; 1 skipped as passed (reward > 0); "
-        "1 skipped with no verdict (no verifier reward (exception AgentTimeoutError)); 1 trial without agent/trajectory.json"
+        "1 skipped with no verdict (no verifier reward (exception AgentTimeoutError)); 1 trial without an agent log (agent/trajectory.json, agent/claude-code.txt, agent/sessions/)"
     ]
     everything = load_traces([JOB])
     assert [t.id for t in everything] == ["build-docs__Q7w6E", "count-errors__Z9y8X", "fix-dates__A1b2C"]
@@ -92,7 +92,7 @@ def test_failed_only_keeps_traces_from_outside_a_harness_run(tmp_path: Path) -> 
     fix = RUNS.parent / "coding" / "atif_v1_2.json"
     from localfa.traces.load import load_trace
 
-    kept = keep_failed([with_verdict(load_trace(fix), fix.parent, fix)], [fix], said.append)
+    kept = keep_failed([with_harness(load_trace(fix), fix.parent, fix)], [fix], said.append)
     assert len(kept) == 1 and "no harness verdict" in said[-1]
 
 
@@ -197,7 +197,9 @@ def test_a_trial_without_a_trajectory_is_reported_whatever_its_result_json_holds
     said: list[str] = []
     traces = [t for _, _, t in harness_traces(trace_files_with_roots([job]), load_traces_of, _raise, [job], True, said.append)]
     assert [t.id for t in traces] == ["fix-dates__A1b2C"]
-    assert said[0].endswith("; 2 trials without agent/trajectory.json"), said  # setup-db and the crashed trial
+    assert said[0].endswith("; 2 trials without an agent log (agent/trajectory.json, agent/claude-code.txt, agent/sessions/)"), (
+        said
+    )  # setup-db and the crashed trial
 
 
 def load_traces_of(f: Path) -> list:

@@ -299,30 +299,26 @@ def test_empty_steps_warn_naming_unused_attributes(tmp_path: Path) -> None:
     t = load_trace(_unread_export(tmp_path))
     assert len(t.steps) == 7 and len(empty_steps(t)) == 7
     assert empty_step_warning(t) == (
-        "7 of 7 steps have no content: this export may use attributes localfa does "
+        "7 of 7 steps have no content, and their spans carry attributes localfa does "
         "not read (seen but not used: acme.llm.prompt, acme.llm.tools.N.schema)"
     )
     assert t.metadata["unused_attributes"] == ["acme.llm.prompt", "acme.llm.tools.N.schema"]
 
 
-def test_one_empty_step_is_tolerated() -> None:
+def test_steps_empty_in_the_source_raise_no_warning_and_are_never_an_answer() -> None:
     t = load_trace(FIX / "otel_genai_any_agent.json")
-    steps = [
-        s.model_copy(update={"content": "", "tool_calls": [], "observation": None, "input": None}) if s.index == 0 else s for s in t.steps
-    ]
-    assert empty_step_warning(t.model_copy(update={"steps": steps})) is None
     steps = [
         s.model_copy(update={"content": "", "tool_calls": [], "observation": None, "input": None}) if s.index < 2 else s for s in t.steps
     ]
-    assert empty_step_warning(t.model_copy(update={"steps": steps})) == (
-        "2 of 5 steps have no content: this export may use attributes localfa does not read"
-    )
+    empty = t.model_copy(update={"steps": steps})
+    assert "unused_attributes" not in empty.metadata and empty_step_warning(empty) is None  # nothing was skipped: no alarm
+    assert set(empty.action_steps()).isdisjoint({0, 1})
 
 
 def test_inspect_prints_the_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _run_cli(["inspect", str(_unread_export(tmp_path)), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert len(info["warnings"]) == 1 and info["warnings"][0].startswith("7 of 7 steps have no content")
+    assert len(info["warnings"]) == 1 and info["warnings"][0].startswith("7 of 7 steps have no content, and their spans")
 
 
 def test_unflatten_rebuilds_indexed_lists() -> None:
@@ -335,3 +331,107 @@ def test_trace_round_trips() -> None:
     for name in SPAN_FIXTURES:
         t = load_trace(FIX / name)
         assert Trace.model_validate_json(t.model_dump_json()) == t
+
+
+def test_diagnose_warns_of_unread_attributes_except_under_quiet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    export = _unread_export(tmp_path)
+    argv = ["diagnose", str(export), "--method", "heuristic", "--engine", "scripted"]
+    assert _run_cli(argv) == 0
+    assert "warning: " in capsys.readouterr().err
+    assert _run_cli([*argv, "-q"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+# 7. Tools and plumbing are never an answer (issue 54) -----------------------------------------------
+
+ANY_AGENT = FIX.parent / "agent_logs" / "any_agent" / "openai_openinference.json"  # real: see agent_logs/README.md
+OPENINFERENCE = [*sorted(FIX.glob("openinference_*")), ANY_AGENT]
+
+
+@pytest.mark.parametrize("path", OPENINFERENCE, ids=lambda p: p.name)
+def test_no_openinference_tool_or_chain_span_is_offered_as_an_answer(path: Path) -> None:
+    from localfa.methods.baselines import agent_choices
+
+    t = load_trace(path)
+    offered = {t.steps[i].role for i in t.action_steps()}
+    assert offered <= {"assistant", "agent"}, offered  # model calls (and agents with no call recorded)
+    assert all(s.kind == "observation" for s in t.steps if s.role in ("tool", "chain"))
+    tools = {s.name for s in t.steps if s.role == "tool"}
+    assert not tools & set(agent_choices(t))
+
+
+def test_a_real_any_agent_openinference_export_reads_as_one_agent_with_its_tools_observed() -> None:
+    """any-agent's OpenAI Agents SDK sample (mozilla-ai/any-agent, Apache-2.0): an AGENT span
+    under a workflow span under the run's root; a CHAIN listing the MCP tools; TOOL spans."""
+    t = load_trace(ANY_AGENT)
+    assert [a.name for a in t.agents] == ["any_agent"]
+    assert [(s.kind, s.name) for s in t.steps] == [
+        ("observation", "mcp_tools"),
+        ("action", "generation"),
+        ("observation", "get_current_time"),
+        ("action", "generation"),
+        ("observation", "write_file"),
+        ("action", "generation"),
+    ]
+    assert t.task == "Use the tools to find what year it is in the America/New_York timezone and write the value (single number) to a file"
+    assert t.final_output == "The current year in the America/New_York timezone is 2025. I have written this value to a file."
+
+
+def test_smolagents_task_comes_from_the_agent_spans_input(tmp_path: Path) -> None:
+    """Without ``smolagents.task`` and without the model's input messages, the root AGENT span's
+    input ``{"task": ...}`` still gives the task."""
+    lines = []
+    for line in (FIX / "openinference_smolagents_otlp.jsonl").read_text().splitlines():
+        data = json.loads(line)
+        for rs in data["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for sp in ss["spans"]:
+                    sp["attributes"] = [
+                        a for a in sp["attributes"] if a["key"] != "smolagents.task" and not a["key"].startswith("llm.input_messages")
+                    ]
+        lines.append(json.dumps(data))
+    p = tmp_path / "smolagents.jsonl"
+    p.write_text("\n".join(lines))
+    t = load_trace(p)
+    assert t.task == "How many seconds would it take a leopard at full speed to run through Pont des Arts?"
+
+
+def test_framework_spans_outside_the_agent_span_are_that_agents(tmp_path: Path) -> None:
+    """A LangChain run whose chain and model spans sit beside (not under) the one AGENT span is one
+    agent, never the agent plus "agent"."""
+    spans = [
+        {
+            "name": "any_agent",
+            "context": {"trace_id": "0x1", "span_id": "0xa"},
+            "parent_id": None,
+            "start_time": 1,
+            "attributes": {"openinference.span.kind": "AGENT", "input.value": "Book a table for two."},
+        },
+        {
+            "name": "RunnableSequence",
+            "context": {"trace_id": "0x1", "span_id": "0xb"},
+            "parent_id": None,
+            "start_time": 2,
+            "attributes": {
+                "openinference.span.kind": "CHAIN",
+                "input.value": '{"question": "Book a table for two."}',
+                "output.value": "ok",
+            },
+        },
+        {
+            "name": "ChatOpenAI",
+            "context": {"trace_id": "0x1", "span_id": "0xc"},
+            "parent_id": "0xb",
+            "start_time": 3,
+            "attributes": {
+                "openinference.span.kind": "LLM",
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": "Booked for 8 pm.",
+            },
+        },
+    ]
+    p = tmp_path / "lc.json"
+    p.write_text(json.dumps(spans))
+    t = load_trace(p)
+    assert {s.agent for s in t.steps} == {"any_agent"} and [a.name for a in t.agents] == ["any_agent"]
+    assert t.task == "Book a table for two." and [s.name for s in t.steps if s.kind == "action"] == ["ChatOpenAI"]

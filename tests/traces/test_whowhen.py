@@ -95,11 +95,11 @@ def test_inspect_on_every_file_in_process(capsys: pytest.CaptureFixture[str], mo
             DATA / "algorithm-generated" / "1.json",
             [
                 "format:       whowhen (algorithm-generated), detected",
-                "steps:        6",
-                "agents:       Excel_Expert, Computer_terminal, BusinessLogic_Expert, DataVerification_Expert (4)",
+                "steps:        6 (4 action, 2 observation)",
+                "agents:       Excel_Expert, BusinessLogic_Expert, DataVerification_Expert (3); environment: Computer_terminal",
                 "lines:        33 (width 200)",
-                "characters:   5,332",
-                "tokens:       1,336 (approx)",
+                "characters:   5,418",
+                "tokens:       1,357 (approx)",
                 "labels:       mistake_agent=Excel_Expert mistake_step=0 (agent there: Excel_Expert) fault_steps=[0]",
             ],
         ),
@@ -128,3 +128,22 @@ def test_longest_trace_view() -> None:
     assert v.total_chars >= sum(len(s.content) for s in t.steps)
     m = t.labels.mistake_step
     assert v.step_at_line(v.line_of_step(m)) == m
+
+
+def test_the_code_executor_is_the_environment_never_an_answer() -> None:
+    """Computer_terminal (CaptainAgent) and ComputerTerminal (Magentic-One) run code and print its
+    output: observations, never an agent a method may name (issue 54)."""
+    from localfa.methods.baselines import agent_choices
+
+    seen = 0
+    for f in _files():
+        t = load_trace(f)
+        executors = [s.index for s in t.steps if s.agent.split(" (")[0].replace("_", "").lower() == "computerterminal"]
+        seen += len(executors)
+        assert all(t.steps[i].kind == "observation" for i in executors)
+        assert not set(executors) & set(t.action_steps())
+        assert not any("terminal" in a.lower() for a in agent_choices(t))
+        assert t.label_answerable() == (t.labels.mistake_step not in executors)
+    assert seen == 98  # 96 Computer_terminal steps, 2 ComputerTerminal steps in the dev split
+    only = load_trace(DATA / "algorithm-generated" / "14.json")  # the one dev label on an executor's output
+    assert not only.label_answerable() and any("no method can answer it" in w for w in only.metadata["label_warnings"])

@@ -575,7 +575,8 @@ def _mutants() -> list[Mutant]:
             "p1",
             patched((ledger.Ledger, "committed", _finalized_last)),
             spec="max_checked_claims=4",
-            traces=("algorithm-generated/11", "algorithm-generated/17", "algorithm-generated/24"),
+            # 35 kills it since Computer_terminal steps are observations (issue 54): 11, 17 and 24 no longer do
+            traces=("algorithm-generated/11", "algorithm-generated/17", "algorithm-generated/35"),
         ),
         # Passages act only where the run text is cut (2 dev traces at 32k): measured with the
         # support and tracer run text held to 25,000 characters, where intact DRIFT scores 0.967.
@@ -605,7 +606,8 @@ def _mutants() -> list[Mutant]:
             "dependency tracer verdicts",
             "p1",
             silent,
-            traces=("algorithm-generated/3", "algorithm-generated/11", "algorithm-generated/15"),
+            # 38 kills it since Computer_terminal steps are observations (issue 54): 3, 11 and 15 no longer do
+            traces=("algorithm-generated/3", "algorithm-generated/15", "algorithm-generated/38"),
         ),
         Mutant(
             "verdicts-ignored",

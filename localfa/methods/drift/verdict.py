@@ -3,8 +3,9 @@ judged fallback.
 
 With marks, the prediction is every marked span (the paper's Ê) and the first error is the
 earliest: the span that introduced the earliest harmful claim (`tracer`), answered at the step of
-the agent that made it. With none, Ê = ∅ and a step is still answered, as a judgement rather than
-a position: the span that introduced the checked claim whose support came out weakest
+the agent that made it. With none, Ê = ∅: where the caller allows it (`ctx.allow_none`) that is
+the answer, "no decisive error" (`localfa.methods.none_answer`); else a step is still answered, as
+a judgement rather than a position: the span that introduced the checked claim whose support came out weakest
 (`support.weakest_claim`); with no checked claim at all, the last span. `step_is_fallback` says
 which of the two an answer is, so a report can score fallback answers apart from found errors.
 
@@ -25,6 +26,7 @@ from localfa.methods.drift.ledger import Claim, Ledger
 from localfa.methods.drift.spans import Span, SpanView
 from localfa.methods.drift.support import SupportCheck, weakest_claim
 from localfa.methods.drift.tracer import Mark, error_spans, pick_step
+from localfa.methods.none_answer import none_diagnosis
 
 METHOD = "drift"
 
@@ -65,6 +67,11 @@ def diagnose(
             if checks
             else "no committed claim was recorded"
         )
+        if ctx.allow_none:  # no error span, and the caller allows the answer: no decisive error (none_answer)
+            details.update(first_error_span=None, no_error_reason=reason, step_is_fallback=False, endpoint_spans=[])
+            return none_diagnosis(
+                ctx, METHOD, f"No error span found ({reason}): the run shows no decisive error.", spans=[], details=details
+            )
         weakest = weakest_claim(checked, checks)
         if weakest is not None:
             span = spans[weakest.introduced]

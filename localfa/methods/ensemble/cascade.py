@@ -16,8 +16,9 @@ from localfa.engine.types import Usage
 from localfa.methods.base import MethodContext, Program
 from localfa.methods.ensemble.common import Ensemble, answers, member_record, voters_evidence
 from localfa.methods.ensemble.members import Member, parse_members
-from localfa.methods.ensemble.tally import Verdict, tally
+from localfa.methods.ensemble.tally import Verdict, tally, vote_of
 from localfa.methods.ensemble.vote import TIE_RULE
+from localfa.methods.none_answer import NONE, none_diagnosis
 
 
 @dataclass
@@ -85,11 +86,14 @@ class Cascade(Ensemble):
         runs = len(so_far)
         if verdict.step is None:
             return ctx.diagnosis(self.name, step=None, stop_reason="no_member_answered", details=details, confidence=0.0)
-        first = so_far[verdict.voters[0]]
         how = "agreed" if stage_records[answered_by]["agreed"] else "no agreement; the last stage's majority"
+        if verdict.step == NONE:
+            why = f"stage {answered_by} ({how}): {verdict.votes} of {runs} member runs found no decisive error."
+            return none_diagnosis(ctx, self.name, why, confidence=verdict.share(runs), details=details)
+        first = so_far[verdict.voters[0]]
         return ctx.diagnosis(
             self.name,
-            step=verdict.step,
+            step=int(verdict.step),
             agent=verdict.agent,
             reasoning=f"stage {answered_by} ({how}): {verdict.votes} of {runs} member runs name step {verdict.step}. "
             + (first.reasoning if first else ""),
@@ -106,6 +110,6 @@ def _last_stage_verdict(so_far: list[Any], last_stage: list[Any], ctx: MethodCon
     if last.step is None:  # the last stage gave no answer: every stage's majority instead
         return tally(so_far, ctx.trace)
     offset = len(so_far) - len(last_stage)
-    votes = sum(1 for d in so_far if d is not None and d.error is None and d.step is not None and d.step == last.step)
-    answered = sum(1 for d in so_far if d is not None and d.error is None and d.step is not None)
+    votes = sum(1 for d in so_far if vote_of(d) == last.step)
+    answered = sum(1 for d in so_far if vote_of(d) is not None)
     return Verdict(last.step, last.agent, votes, answered, tuple(offset + v for v in last.voters))

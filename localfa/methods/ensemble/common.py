@@ -22,8 +22,8 @@ class Ensemble(BaseMethod):
     def groups(self) -> list[list[Member]]:
         raise NotImplementedError
 
-    def __init__(self, options: Any = None, given: dict[str, Any] | None = None) -> None:
-        super().__init__(options, given)
+    def __init__(self, options: Any = None, given: dict[str, Any] | None = None, allow_none: bool | None = None) -> None:
+        super().__init__(options, given, allow_none)
         self._built: dict[str, BaseMethod] = {m.spec.label: m.build() for group in self.groups() for m in group}
 
     def for_model(self, defaults: Any) -> BaseMethod:
@@ -32,7 +32,7 @@ class Ensemble(BaseMethod):
         if key not in self._for_model:
             resolved = super().for_model(defaults)
             if resolved is self:  # nothing for the ensemble itself: still a copy, its members resolved
-                resolved = type(self)(self.options, self.given)
+                resolved = type(self)(self.options, self.given, self.allow_none)
             assert isinstance(resolved, Ensemble)
             resolved._built = {label: m.for_model(defaults) for label, m in self._built.items()}
             self._for_model[key] = resolved

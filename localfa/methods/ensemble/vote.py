@@ -13,7 +13,8 @@ from typing import ClassVar
 from localfa.methods.base import MethodContext, Program
 from localfa.methods.ensemble.common import Ensemble, answers, member_record, voters_evidence
 from localfa.methods.ensemble.members import MAX_SAMPLES, Member, parse_members
-from localfa.methods.ensemble.tally import tally
+from localfa.methods.ensemble.tally import tally, vote_of
+from localfa.methods.none_answer import NONE, none_diagnosis
 
 TIE_RULE = "most votes; a tie goes to the step whose first vote comes earliest in member order"
 
@@ -48,11 +49,14 @@ class Vote(Ensemble):
         details = {"members": records, "votes": _vote_counts(diagnoses), "agreement": f"{verdict.votes} of {runs}", "tie_rule": TIE_RULE}
         if verdict.step is None:
             return ctx.diagnosis(self.name, step=None, stop_reason="no_member_answered", details=details, confidence=0.0)
+        if verdict.step == NONE:
+            why = f"{verdict.votes} of {runs} member runs found no decisive error."
+            return none_diagnosis(ctx, self.name, why, confidence=verdict.share(runs), details=details)
         first = diagnoses[verdict.voters[0]]
         reasoning = f"{verdict.votes} of {runs} member runs name step {verdict.step}. " + (first.reasoning if first else "")
         return ctx.diagnosis(
             self.name,
-            step=verdict.step,
+            step=int(verdict.step),
             agent=verdict.agent,
             reasoning=reasoning,
             evidence=voters_evidence(diagnoses, verdict.voters),
@@ -64,7 +68,7 @@ class Vote(Ensemble):
 
 def _vote_counts(diagnoses: list) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for d in diagnoses:
-        if d is not None and d.error is None and d.step is not None:
-            counts[str(d.step)] = counts.get(str(d.step), 0) + 1
+    for v in map(vote_of, diagnoses):
+        if v is not None:
+            counts[str(v)] = counts.get(str(v), 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))

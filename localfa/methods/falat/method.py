@@ -11,7 +11,9 @@ same system message and prior block, and the calls of a round share a longer pre
 group's text, the verification's evidence), so calls and prompt tokens grow with the trace, not
 its square (issue 34).
 Calls, tokens and batch sizes are recorded per stage in `details["cost"]`, every bound that cut
-something in `details["bounds_hit"]`.
+something in `details["bounds_hit"]`. Where the caller allows a "no decisive error" answer
+(`localfa.methods.none_answer`), it is the answer when no checked step passed the
+counterfactual check.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from localfa.methods.falat.windows import (
     window_fit,
     window_requests,
 )
+from localfa.methods.none_answer import none_diagnosis
 from localfa.templates import render
 
 ALL_PASSIVE_WARNING = "every window judged all its steps passive: that judgement was overruled, every answerable step counts as active"
@@ -283,6 +286,9 @@ class _Run:
             "limits_hit": view.hit.as_details(),
             "budget_applied": False if ctx.budget and ctx.budget != "none" else None,
         }
+        if ctx.allow_none and not any(v.passed for v in checked):  # no step passed the counterfactual check (none_answer)
+            reason = f"no candidate passed the counterfactual check ({len(checked)} checked): the run shows no decisive error"
+            return none_diagnosis(ctx, METHOD, reason, stop_reason="none_verified", details=details)
         return self._finish(prior, checked, research, final, any(v.passed for v in checked if v.step == final), details)
 
     def _shared(

@@ -32,6 +32,7 @@ from localfa.methods.base import Calls, MethodContext, Program
 from localfa.methods.baselines import agent_choices, shorten
 from localfa.methods.budget import CHARS_PER_TOKEN, BudgetError
 from localfa.methods.evidence import quoted_evidence, verify_quotes
+from localfa.methods.none_answer import is_none
 from localfa.methods.safari.context import plan_context
 from localfa.methods.safari.history import History
 from localfa.methods.safari.meter import AIM_UNDER, token_unit
@@ -122,6 +123,11 @@ def evaluator_messages(reasoning: str, question: str, limits: SafariLimits) -> l
     return [system, {"role": "user", "content": render("safari/evaluator_user.j2", reasoning=reasoning, question=question)}]
 
 
+def _step_of(step_id: Any) -> int | None:
+    """A submitted step id, or None for the "none" answer (no decisive error)."""
+    return None if is_none(step_id) else int(step_id)
+
+
 def _summary(call: str, shown: Shown) -> str:
     """The line that replaces an older tool result once the context needs its room."""
     steps = _ranges(sorted(shown.steps)) or "none"
@@ -162,7 +168,8 @@ class Investigation:
         self.useful_read = min(opts.min_read_lines, self.max_read)
         self.min_investigate = min(opts.min_investigate_turns, max(0, opts.max_turns - 2))
         self.actions = ctx.trace.action_steps()
-        self.turn_grammar = turn_grammar(self.actions, self.view.total_lines, self.max_read, opts.limits, opts.use_stm)
+        self.allow_none = bool(ctx.allow_none)  # submit_step may name "none" (localfa.methods.none_answer)
+        self.turn_grammar = turn_grammar(self.actions, self.view.total_lines, self.max_read, opts.limits, opts.use_stm, self.allow_none)
         self.eval_grammar = evaluator_grammar(opts.limits)
         self.stm = ShortTermMemory()
         self.seen_calls: dict[str, int] = {}  # call -> turn whose result holds it (0 = bootstrap)
@@ -236,6 +243,7 @@ class Investigation:
             min_investigate=self.min_investigate,
             with_stm=opts.use_stm,
             limits=opts.limits,
+            allow_none=self.allow_none,
         )
         observation_steps = len(self.actions) < len(trace.steps)
 
@@ -525,7 +533,7 @@ class Investigation:
             kind = "refused_submit"
             entry["refused"] = True
             self.stm.past_tool_calls.append(_short_call(tool))
-        elif int(tool["step_id"]) not in self.seen_steps:  # the paper: submit only a step you have seen
+        elif not is_none(tool["step_id"]) and int(tool["step_id"]) not in self.seen_steps:  # the paper: submit only a step you have seen
             kind, kw = "refused_unseen", {"step": int(tool["step_id"])}
             entry["refused"] = True
             self.stm.past_tool_calls.append(_short_call(tool))
@@ -551,7 +559,7 @@ class Investigation:
                 break
             if entry["observation"] is None:
                 tool = entry["output"]["tool"]
-                return self._finish(int(tool["step_id"]), tool["reasoning"], "submitted", turn)
+                return self._finish(_step_of(tool["step_id"]), tool["reasoning"], "submitted", turn)
         return (yield from self._forced())
 
     def _final_text(self, stm_json: str) -> str:
@@ -566,6 +574,7 @@ class Investigation:
             stm=stm_json,
             limits=self.opts.limits,
             steps=_ranges(self._answerable(self.history.shown_steps())),
+            allow_none=self.allow_none,
         )
 
     def _answerable(self, showing: set[int] | None = None) -> list[int]:
@@ -591,12 +600,13 @@ class Investigation:
         steps = self._answerable()
         if not steps:
             return self._finish(None, "No step appeared in a tool result: nothing to answer.", "no_seen_step", turns)
-        req = self.ctx.request("final", msgs, final_grammar(steps, opts.limits), opts.sampling(opts.limits.final_max_tokens()))
+        grammar = final_grammar(steps, opts.limits, self.allow_none)
+        req = self.ctx.request("final", msgs, grammar, opts.sampling(opts.limits.final_max_tokens()))
         responses: list[Response] = yield [req]
         self.meter.check_unit("final")
         value = responses[0].value
         self.transcript.append({"turn": "final", "output": value})
-        return self._finish(int(value["step_id"]), value["reasoning"], "forced", turns)
+        return self._finish(_step_of(value["step_id"]), value["reasoning"], "forced", turns)
 
     def _forced_by(self, stop: str) -> str | None:
         if stop not in ("forced", "no_seen_step"):
@@ -636,7 +646,10 @@ class Investigation:
             "stm": self.stm.as_dict() if self.opts.use_stm else None,
             "max_read_lines": self.max_read,
         }
-        diag = self.ctx.diagnosis(METHOD, step=step, reasoning=reasoning, evidence=evidence, stop_reason=stop, details=details)
+        no_error = step is None and stop in ("submitted", "forced")  # it answered "none" (allowed: none_answer)
+        diag = self.ctx.diagnosis(
+            METHOD, step=step, no_error=no_error, reasoning=reasoning, evidence=evidence, stop_reason=stop, details=details
+        )
         if self.opts.transcript:
             diag.transcript = self.transcript
         return diag

@@ -11,6 +11,7 @@ as the decisive step, nor their source as the responsible agent.
 from __future__ import annotations
 
 import re
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +104,38 @@ def opt_str(obj: dict[str, Any], key: str, where: str, source: str) -> str | Non
     return value
 
 
+# A Harbor trial's own record of its agent, under ``<trial>/agent/``: the ATIF trajectory, else the
+# agent's own log (first pattern that matches): Claude Code's stream-json capture, a Codex rollout
+# or a Claude Code session (the agent's config folder is ``agent/sessions``), a mini-swe-agent
+# trajectory. Patterns are matched on the path under ``agent/`` (``*`` crosses folders).
+HARBOR_TRAJECTORY = "trajectory.json"
+HARBOR_AGENT_LOGS = ("claude-code.txt", "sessions/*rollout-*.jsonl", "sessions/projects/*.jsonl", "*.trajectory.json")
+_SUBAGENT_FILES = "/subagents/"
+
+
+def harbor_log_pattern(rel: str) -> bool:
+    """Whether `rel` (a path under a trial's ``agent/``, '/'-separated) is an agent log localfa reads."""
+    return _SUBAGENT_FILES not in f"/{rel}" and any(fnmatchcase(rel, p) for p in HARBOR_AGENT_LOGS)
+
+
+def harbor_trial_folder(path: Path) -> Path | None:
+    """The Harbor trial whose agent wrote `path`, by its place: ``<trial>/agent/trajectory.json``
+    or one of `HARBOR_AGENT_LOGS` under ``<trial>/agent/``; else None."""
+    for agent_dir in list(path.parents)[:5]:
+        if agent_dir.name != "agent" or not agent_dir.parent.name:
+            continue
+        rel = path.relative_to(agent_dir).as_posix()
+        if rel == HARBOR_TRAJECTORY or harbor_log_pattern(rel):
+            return agent_dir.parent
+    return None
+
+
 def run_id(path: Path) -> str:
     """A coding run's id from its file name: ``astropy__astropy-14182.traj.json`` ->
-    ``astropy__astropy-14182``; ``<trial>/agent/trajectory.json`` (Harbor) -> the trial's name."""
-    if path.name == "trajectory.json" and path.parent.name == "agent" and path.parent.parent.name:
-        return path.parent.parent.name
+    ``astropy__astropy-14182``; a Harbor trial's trajectory or agent log (``<trial>/agent/...``)
+    -> the trial's name."""
+    trial = harbor_trial_folder(path)
+    if trial is not None:
+        return trial.name
     stem = file_stem(path)
     return stem[: -len(".traj")] if stem.endswith(".traj") and len(stem) > 5 else stem

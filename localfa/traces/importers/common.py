@@ -176,6 +176,28 @@ def agents_from_steps(steps: list[Step], known: list[AgentInfo] | None = None) -
     return out
 
 
+# Executors: they run the code the agents write and print its output. They decide nothing, so they
+# are the environment: their steps are observations and no method names them (Who&When's
+# CaptainAgent runs name it Computer_terminal, Magentic-One ComputerTerminal). Compared with case,
+# spaces, underscores and hyphens ignored.
+EXECUTORS = frozenset({"computerterminal"})
+
+
+def is_executor(name: str) -> bool:
+    """Whether `name` (its speaker part) is a known code executor (`EXECUTORS`)."""
+    return "".join(c for c in normalize_agent(name) if c not in " _-") in EXECUTORS
+
+
+def mark_executors(steps: list[Step], agents: list[AgentInfo]) -> tuple[list[Step], list[AgentInfo]]:
+    """`steps` with every executor's step an observation (named ``executor``), and `agents` with
+    the executors marked as environment (`AgentInfo.environment`)."""
+    out = [
+        s.model_copy(update={"kind": "observation", "name": s.name or "executor"}) if is_executor(s.agent) and s.kind == "action" else s
+        for s in steps
+    ]
+    return out, [a.model_copy(update={"environment": True}) if is_executor(a.name) else a for a in agents]
+
+
 TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj", ".eval")  # the files read as traces (.traj: SWE-agent; .eval: inspect_ai)
 
 

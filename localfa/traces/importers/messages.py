@@ -25,6 +25,7 @@ from localfa.traces.importers.common import (
     calls_text,
     content_text,
     file_stem,
+    mark_executors,
     openai_tool_calls,
     required_content,
     type_name,
@@ -192,13 +193,14 @@ def parse(data: Any, path: Path, source: str) -> Trace:
     final = summary if isinstance(summary, str) and summary.strip() else None
     if final is None:
         final = next((s.content for s in reversed(steps) if s.content.strip()), None)
+    steps, agents = mark_executors(steps, agents_from_steps(steps, system_prompts))  # Computer_terminal: the environment
     return Trace(
         id=file_stem(path),
         source=source,
         format=NAME,
         subset=None,
         task=task,
-        agents=agents_from_steps(steps, system_prompts),
+        agents=agents,
         steps=steps,
         final_output=final,
         ground_truth=None,

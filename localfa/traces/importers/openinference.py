@@ -37,7 +37,7 @@ from localfa.traces.errors import TraceError
 from localfa.traces.importers.chat_values import bare_call, output_text, read_messages, state_messages, text_of, tool_names
 from localfa.traces.importers.common import type_name
 from localfa.traces.importers.llm_inputs import Msg
-from localfa.traces.importers.span_steps import Attrs, Dialect, SpanRead, build, span_trace
+from localfa.traces.importers.span_steps import GENERIC_AGENT, Attrs, Dialect, SpanRead, single, span_traces
 from localfa.traces.importers.spans import Span, any_span, collect_spans, is_span_container, maybe_json
 from localfa.traces.model import Labels, Step, Trace, step_runs
 
@@ -146,6 +146,19 @@ def _read_llm(span: Span, a: Attrs) -> SpanRead:
     )
 
 
+def _agent_task(a: Attrs, inp: Any) -> str | None:
+    """An AGENT span's task: ``smolagents.task``, else the ``task`` (or ``input``/``query``) its
+    input object holds (smolagents' ``run(task=...)``), else its input when that is plain text."""
+    task = a.get("smolagents.task")
+    if isinstance(task, str) and task.strip():
+        return task
+    value = maybe_json(inp)
+    if isinstance(value, dict):
+        found = next((value[k] for k in ("task", "input", "query", "question") if isinstance(value.get(k), str) and value[k].strip()), None)
+        return found
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
 def _read(span: Span, a: Attrs) -> SpanRead:
     """One OpenInference span (see the module doc)."""
     kind = span_kind(span)
@@ -166,7 +179,7 @@ def _read(span: Span, a: Attrs) -> SpanRead:
             tools=[name] if name else [],
         )
     state_in, state_out = state_messages(inp), state_messages(out)
-    task = a.get("smolagents.task") if kind == "AGENT" else None
+    task = _agent_task(a, inp) if kind == "AGENT" else None
     final = state_out[0][-1].text if state_out and state_out[0] else (text_of(out) if out is not None else None)
     return SpanRead(
         kind="span",
@@ -182,7 +195,7 @@ def _read(span: Span, a: Attrs) -> SpanRead:
     )
 
 
-DIALECT = Dialect(read=_read, agent_name=agent_name, fallback_agent=lambda span: "agent")
+DIALECT = Dialect(read=_read, agent_name=agent_name, fallback_agent=lambda span: GENERIC_AGENT)
 
 
 def _labels(raw: Any, steps: list[Step], by_span: dict[str, int], source: str) -> Labels | None:
@@ -216,13 +229,33 @@ def _labels(raw: Any, steps: list[Step], by_span: dict[str, int], source: str) -
     )
 
 
-def parse(data: Any, path: Path, source: str) -> Trace:
-    """An OpenInference span export as a Trace (one step per span that says or does something)."""
+def parse_many(data: Any, path: Path, source: str) -> list[Trace]:
+    """An OpenInference span export as Traces, one per trace it holds (one step per span that
+    says or does something)."""
     data, raw_labels = unwrap_row(data, source)
     if not is_span_container(data):
         raise TraceError(source, f"not an OpenInference span export: expected a 'spans' array or span objects, got {type_name(data)}")
     spans, meta = collect_spans(data, source)
     if not any(span_kind(s) for s in spans):
         raise TraceError(source, f"not an OpenInference trace: no span has '{KIND}'")
-    built = build(spans, DIALECT)
-    return span_trace(NAME, built, spans, meta, path, source, _labels(raw_labels, built.steps, built.span_step, source))
+    labels = None if raw_labels is None else (lambda b: _labels(raw_labels, b.steps, b.span_step, source))
+    traces = span_traces(NAME, spans, meta, DIALECT, path, source, f"none of the {len(spans)} spans says or does anything", labels)
+    return [_warn_unanswerable(t) for t in traces]
+
+
+def _warn_unanswerable(trace: Trace) -> Trace:
+    """The trace, with a label warning for each labelled step no method can answer (a tool span:
+    the environment's output)."""
+    lab = trace.labels
+    if lab is None:
+        return trace
+    lost = [i for i in lab.fault_steps if trace.steps[i].kind == "observation"]
+    if not lost:
+        return trace
+    note = f"fault steps {lost} are tool spans (observations): no method can answer them"
+    return trace.model_copy(update={"metadata": {**trace.metadata, "label_warnings": [*trace.metadata.get("label_warnings", []), note]}})
+
+
+def parse(data: Any, path: Path, source: str) -> Trace:
+    """An OpenInference span export of one trace as a Trace (`parse_many` for several)."""
+    return single(parse_many(data, path, source), source)

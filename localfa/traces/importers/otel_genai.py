@@ -35,7 +35,7 @@ from localfa.traces.errors import TraceError
 from localfa.traces.importers.chat_values import Call, bare_call, calls_text, output_text, parts, read_messages, text_of, tool_names
 from localfa.traces.importers.common import type_name
 from localfa.traces.importers.llm_inputs import Msg, render
-from localfa.traces.importers.span_steps import Attrs, Dialect, SpanRead, build, span_trace
+from localfa.traces.importers.span_steps import GENERIC_AGENT, Attrs, Dialect, SpanRead, single, span_traces
 from localfa.traces.importers.spans import Span, any_span, collect_spans, is_span_container, maybe_json, unflatten
 from localfa.traces.model import Trace
 
@@ -194,8 +194,10 @@ def _read(span: Span, a: Attrs) -> SpanRead | None:
     if is_llm or (op is None and entity_kind is None and (in_msgs or out_msgs)):
         role = next((m.role for m in out_msgs if m.role != "unknown"), "assistant")
         return SpanRead(kind="llm", role=role, content=out_text, tool_calls=calls, in_msgs=in_msgs, **common)
+    task = next((m.text for m in in_msgs if m.role == "user" and m.text.strip()), None) if agent_name(span) else None
     return SpanRead(
         kind="span",
+        task=task,
         role=op or (str(entity_kind) if entity_kind else "span"),
         content=render([m for m in in_msgs if m.role != "system"]) if in_msgs else "",
         observation=out_text or None,
@@ -223,18 +225,20 @@ def fallback_agent(span: Span) -> str:
     service = span.resource.get("service.name")
     if isinstance(service, str) and service.strip() and not service.startswith("unknown_service"):
         return service
-    return "agent"
+    return GENERIC_AGENT
 
 
 DIALECT = Dialect(read=_read, agent_name=agent_name, fallback_agent=fallback_agent)
 
 
-def parse(data: Any, path: Path, source: str) -> Trace:
-    """A GenAI span export as a Trace (one step per ``gen_ai`` span that says or does something)."""
+def parse_many(data: Any, path: Path, source: str) -> list[Trace]:
+    """A GenAI span export as Traces, one per trace it holds (one step per ``gen_ai`` span that says or does something)."""
     if not is_span_container(data):
         raise TraceError(source, f"not an OTel span export: expected an object with 'resourceSpans', got {type_name(data)}")
     spans, meta = collect_spans(data, source)
-    built = build(spans, DIALECT)
-    if not built.steps:
-        raise TraceError(source, f"empty history: none of the {len(spans)} spans carries gen_ai.* content")
-    return span_trace(NAME, built, spans, meta, path, source)
+    return span_traces(NAME, spans, meta, DIALECT, path, source, f"none of the {len(spans)} spans carries gen_ai.* content")
+
+
+def parse(data: Any, path: Path, source: str) -> Trace:
+    """One trace of a span export (`parse_many` for several)."""
+    return single(parse_many(data, path, source), source)

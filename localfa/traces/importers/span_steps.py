@@ -15,19 +15,22 @@ which spans name an agent, and the fallback name. `build` then applies the same 
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from localfa.traces.errors import TraceError
 from localfa.traces.importers.chat_values import Call, calls_text
 from localfa.traces.importers.common import dumps, file_stem
 from localfa.traces.importers.llm_inputs import InputTracker, Msg, render
-from localfa.traces.importers.spans import Span, ancestors, error_notes, ordered, unflatten
+from localfa.traces.importers.spans import Span, ancestors, error_notes, ordered, split_traces, unflatten
 from localfa.traces.model import AgentInfo, Labels, Step, Trace, normalize_agent
 from localfa.traces.quality import step_is_empty
 
+GENERIC_AGENT = "agent"  # the dialects' name for a step no agent span and no service names
 _INDEX = re.compile(r"\.\d+(?=\.|$)")
 
 
@@ -179,16 +182,38 @@ def _fresh(state: tuple[list[Msg], str], known: set[str], shown: set[str]) -> st
     return text
 
 
-def _agent(span: Span, spans: list[Span], dialect: Dialect) -> str:
+def _agent(span: Span, spans: list[Span], dialect: Dialect) -> tuple[str, bool]:
+    """(the agent of `span`, whether it is the dialect's fallback: no agent span above it)."""
     for s in ancestors(span, spans):
         name = dialect.agent_name(s)
         if name:
-            return name
-    return dialect.fallback_agent(span)
+            return name, False
+    return dialect.fallback_agent(span), True
 
 
 def _add_unique(target: list[str], items: list[str]) -> None:
     target += [t for t in items if t and t not in target]
+
+
+def _above_calls(spans: list[Span], reads: dict[int, SpanRead], merged: dict[int, int]) -> set[int]:
+    """Spans with a model call below them: the plumbing around the calls (chains, agent wrappers)."""
+    out: set[int] = set()
+    for o, r in reads.items():
+        if r.kind == "llm" and o not in merged:
+            out.update(a.order for a in ancestors(spans[o], spans)[1:])
+    return out
+
+
+def _step_kind(r: SpanRead, sp: Span, wraps_calls: bool, dialect: Dialect) -> Literal["action", "observation"]:
+    """What a step of this span is: a model call is an action (a decision); a tool run is an
+    observation (the environment's answer); any other span (chain, agent wrapper, graph node) is
+    plumbing around calls, an observation, unless no call is recorded below it, it names an agent
+    and it records an output: then it is that agent's only record of what it did (an action)."""
+    if r.kind == "llm":
+        return "action"
+    if r.kind == "tool" or wraps_calls or not dialect.agent_name(sp):
+        return "observation"
+    return "action" if (r.final or (r.observation or "").strip() or r.tool_calls) else "observation"  # what it did, not only what it got
 
 
 def build(spans: list[Span], dialect: Dialect) -> Built:
@@ -203,24 +228,29 @@ def build(spans: list[Span], dialect: Dialect) -> Built:
             reads[sp.order], attrs[sp.order] = r, a
     merged = _merge_nested_calls(spans, reads)
     known = _known_texts(reads)
+    wrappers = _above_calls(spans, reads, merged)
     tracker = InputTracker()
     steps: list[Step] = []
     step_of: dict[int, int] = {}
     grouping: list[int] = []
     agent_order: dict[str, str] = {}
+    fallback_steps: list[int] = []
     prompts: dict[str, str] = {}
     tools: dict[str, list[str]] = {}
     shown: set[str] = set()
     task: str | None = None
+    agent_task: str | None = None
     first_user: str | None = None
     last_llm: str | None = None
     for sp in order:
         r = reads.get(sp.order)
         if r is None or sp.order in merged:
             continue
-        agent = _agent(sp, spans, dialect)
+        agent, fallback = _agent(sp, spans, dialect)
         key = normalize_agent(agent)
         task = task or r.task
+        if r.kind == "span" and agent_task is None and dialect.agent_name(sp):  # the outermost agent span: its task
+            agent_task = r.task or (r.content if r.state_in is None else None) or None
         content, observation, new_input = r.content, r.observation, None
         if r.kind == "llm":
             if r.in_msgs:
@@ -237,10 +267,15 @@ def build(spans: list[Span], dialect: Dialect) -> Built:
         notes = error_notes(sp)
         if notes:
             observation = "\n".join(([observation] if observation else []) + notes)
+        kind = _step_kind(r, sp, sp.order in wrappers, dialect)
+        if r.kind == "span" and kind == "action" and not content.strip() and r.final:  # a call recorded only at its outer level
+            content, new_input = r.final, r.task
         if r.kind == "span" and not (content.strip() or (observation or "").strip() or r.tool_calls):
             grouping.append(sp.order)
             continue
         agent_order.setdefault(key, agent)
+        if fallback and key == GENERIC_AGENT:
+            fallback_steps.append(len(steps))
         _add_unique(tools.setdefault(key, []), r.tools)
         if r.system:
             prompts.setdefault(key, r.system)
@@ -258,10 +293,12 @@ def build(spans: list[Span], dialect: Dialect) -> Built:
                 parent_span_id=sp.parent_id,
                 name=r.name,
                 start_time=sp.start,
+                kind=kind,
             )
         )
     for k, p in tracker.system_prompts.items():
         prompts.setdefault(k, p)
+    _one_agent_for_all(steps, fallback_steps, agent_order, prompts, tools)
     roots = [sp for sp in order if sp.parent is None and sp.order in reads]
     final = next((reads[sp.order].final for sp in reversed(roots) if reads[sp.order].final), None)
     root_text = next((reads[sp.order].content for sp in roots if reads[sp.order].kind == "span" and reads[sp.order].content), None)
@@ -278,11 +315,83 @@ def build(spans: list[Span], dialect: Dialect) -> Built:
     return Built(
         steps=steps,
         agents=[AgentInfo(name=agent_order[k], system_prompt=prompts.get(k), tools=tools.get(k, [])) for k in agent_order],
-        task=task or first_user or root_text or "",
+        task=agent_task or task or first_user or root_text or "",
         final=final or last_llm,
-        span_step=_span_steps(spans, order, step_of, merged, grouping),
+        span_step=_span_steps(spans, order, step_of, merged, grouping + [o for o in wrappers if o in step_of], steps),
         metadata=metadata,
     )
+
+
+def _one_agent_for_all(
+    steps: list[Step], fallback_steps: list[int], agent_order: dict[str, str], prompts: dict[str, str], tools: dict[str, list[str]]
+) -> None:
+    """Where exactly one agent is named in the run, the steps that no agent span is above and no
+    service names (framework spans outside the agent's own span, given the generic name "agent")
+    are that agent's: one run, one agent, never split into the agent and "agent"."""
+    generic = set(fallback_steps)
+    named = {normalize_agent(s.agent) for i, s in enumerate(steps) if i not in generic}
+    if len(named) != 1 or not fallback_steps:
+        return
+    (only,) = named
+    for i in fallback_steps:
+        old = normalize_agent(steps[i].agent)
+        if old == only:
+            continue
+        steps[i] = steps[i].model_copy(update={"agent": agent_order[only]})
+        agent_order.pop(old, None)
+        if old in prompts:
+            prompts.setdefault(only, prompts.pop(old))
+        _add_unique(tools.setdefault(only, []), tools.pop(old, []))
+
+
+def span_traces(
+    fmt: str,
+    spans: list[Span],
+    meta: dict[str, Any],
+    dialect: Dialect,
+    path: Path,
+    source: str,
+    empty: str,
+    labels: Callable[[Built], Labels | None] | None = None,
+) -> list[Trace]:
+    """One Trace per trace the export holds (`split_traces`: a trace id, or spans linked by
+    parents), read through `dialect`; a trace whose spans give no step is left out, and with none
+    left the export is refused (`empty`: what the spans lack). `labels` (a TRAIL row's) belong to
+    one run: with several traces in the file they are refused."""
+    groups = split_traces(spans)
+    if labels is not None and len(groups) > 1:
+        ids = ", ".join(str(g[0].trace_id) for g in groups[:3])
+        raise TraceError(source, f"the labels are for one run, but the spans hold {len(groups)} traces (trace ids {ids}, ...)")
+    built = [(g, build(g, dialect)) for g in groups]
+    kept = [(g, b) for g, b in built if b.steps]
+    if not kept:
+        raise TraceError(source, f"empty history: {empty}")
+    if len(groups) == 1:
+        g, b = kept[0]
+        return [span_trace(fmt, b, g, meta, path, source, labels(b) if labels is not None else None)]
+    names = _trace_names([str(g[0].trace_id) for g, _ in kept])
+    out = []
+    for (g, b), name in zip(kept, names):
+        trace = span_trace(fmt, b, g, meta, path, source)
+        extra = {"trace_id": g[0].trace_id, "traces_in_file": len(groups)}
+        if len(kept) < len(groups):
+            extra["traces_without_steps"] = len(groups) - len(kept)
+        out.append(trace.model_copy(update={"id": f"{trace.id}/{name}", "metadata": {**trace.metadata, **extra}}))
+    return out
+
+
+def single(traces: list[Trace], source: str) -> Trace:
+    """The one trace of an export, or a TraceError saying that it holds several."""
+    if len(traces) > 1:
+        raise TraceError(source, f"the export holds {len(traces)} traces: read it with load_traces()")
+    return traces[0]
+
+
+def _trace_names(ids: list[str]) -> list[str]:
+    """Short names for the traces of one file: each trace id's first 16 characters (``0x``
+    dropped), or the whole id where two would read the same."""
+    short = [i.lower().removeprefix("0x")[:16] for i in ids]
+    return short if len(set(short)) == len(short) else [i.lower().removeprefix("0x") for i in ids]
 
 
 def span_trace(
@@ -308,16 +417,28 @@ def span_trace(
 
 
 def _span_steps(
-    spans: list[Span], order: list[Span], step_of: dict[int, int], merged: dict[int, int], grouping: list[int]
+    spans: list[Span], order: list[Span], step_of: dict[int, int], merged: dict[int, int], folded: list[int], steps: list[Step]
 ) -> dict[str, int]:
-    """Span id -> step: its own, the call it repeats, or (grouping spans) the first step below
-    it, else the next step, else the last."""
+    """Span id -> the step a label at that span means: its own, the call it repeats, or, for a
+    span that only groups or wraps others (a grouping span, a chain or agent span around model
+    calls), the first action step below it, else the first step below, else the next step, else
+    the last. Linear in spans times depth: each step is filed under its ancestors once."""
     out: dict[int, int] = dict(step_of)
     out.update({inner: step_of[outer] for inner, outer in merged.items() if outer in step_of})
-    position = {sp.order: i for i, sp in enumerate(order)}
-    for g in grouping:
-        below = [i for o, i in step_of.items() if any(a.order == g for a in ancestors(spans[o], spans))]
-        after = [i for o, i in step_of.items() if position[o] > position[g]]
-        if below or after or step_of:
-            out[g] = min(below) if below else (min(after) if after else max(step_of.values()))
+    if not step_of:
+        return {spans[o].span_id: i for o, i in out.items() if spans[o].span_id}
+    below: dict[int, list[int]] = {}  # span -> the steps of the spans under it
+    for o, i in step_of.items():
+        for a in ancestors(spans[o], spans)[1:]:
+            below.setdefault(a.order, []).append(i)
+    position = {sp.order: k for k, sp in enumerate(order)}
+    step_positions = sorted((position[o], i) for o, i in step_of.items())  # steps follow spans' order
+    for g in folded:
+        under = below.get(g, [])
+        acting = [i for i in under if steps[i].kind == "action"]
+        if under:
+            out[g] = min(acting or under)
+            continue
+        k = bisect.bisect_right(step_positions, (position[g], len(steps)))
+        out[g] = step_positions[k][1] if k < len(step_positions) else max(step_of.values())
     return {spans[o].span_id: i for o, i in out.items() if spans[o].span_id}

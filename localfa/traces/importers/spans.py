@@ -30,7 +30,7 @@ import json
 import re
 import string
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -58,6 +58,7 @@ class Span:
     events: list[dict[str, Any]] = field(default_factory=list)
     resource: dict[str, Any] = field(default_factory=dict)
     parent: int | None = None  # index into the flat list
+    trace_id: str | None = None
 
 
 def flatten_attributes(attrs: Any, prefix: str = "") -> dict[str, Any]:
@@ -202,6 +203,16 @@ def id_keys(raw: str | None) -> list[str | int]:
 
 _PARENT_KEYS = ("parent_span_id", "parent_id", "parentSpanId", "ParentSpanId", "parentId")
 _SPAN_ID_KEYS = ("span_id", "spanId", "SpanId", "spanID")
+_TRACE_ID_KEYS = ("trace_id", "traceId", "TraceId", "traceID")
+
+
+def _trace_id(*sources: Any) -> str | None:
+    """The first trace id (text or a number) among the objects `sources`, or None."""
+    for obj in sources:
+        value = _first(obj, _TRACE_ID_KEYS) if isinstance(obj, dict) else None
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip("0x "):
+            return str(value)
+    return None
 
 
 def _first(obj: dict[str, Any], keys: tuple[str, ...]) -> Any:
@@ -305,6 +316,7 @@ class _Collector:
                             status_message=str(status["message"]) if status.get("message") else None,
                             events=events,
                             resource=resource,
+                            trace_id=_trace_id(sp),
                         )
                     )
 
@@ -347,6 +359,7 @@ class _Collector:
                 events=events,
                 resource=flatten_attributes(resource) if isinstance(resource, dict) else {},
                 parent=parent,
+                trace_id=_trace_id(sp, ctx),
             )
         )
         children = _list(sp.get("child_spans"), "child_spans", where, self.source)
@@ -404,6 +417,49 @@ def collect_spans(data: Any, source: str) -> tuple[list[Span], dict[str, Any]]:
         if s.parent is not None and s.parent_id is None:
             s.parent_id = spans[s.parent].span_id
     return spans, meta
+
+
+def _trace_key(raw: str) -> str | int:
+    """One reading of a trace id whatever its notation (hex with or without ``0x``, decimal)."""
+    return next((k for k in id_keys(raw) if isinstance(k, int)), raw)
+
+
+def split_traces(spans: list[Span]) -> list[list[Span]]:
+    """The spans of each trace the export holds, each list renumbered (`Span.order`, `Span.parent`)
+    so that it reads as an export of its own; one list (the spans as given) for a single trace.
+
+    A trace is a trace id; a span without one belongs to its parent's trace (spans without trace
+    ids and parents are one run together), and a span whose parent is in another trace joins that
+    trace (a parent link says they are one run). Spans of
+    unrelated runs (each call its own trace, as the Vercel AI SDK writes them without a context
+    manager) are never merged into one run."""
+    group = list(range(len(spans)))
+
+    def find(i: int) -> int:
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+
+    first_of: dict[str | int | None, int] = {}
+    for s in spans:
+        if s.trace_id is not None or s.parent is None:  # an export without trace ids is one run
+            key = _trace_key(s.trace_id) if s.trace_id is not None else None
+            group[find(s.order)] = find(first_of.setdefault(key, s.order))
+    for s in spans:
+        if s.parent is not None:
+            group[find(s.order)] = find(s.parent)
+    members: dict[int, list[Span]] = {}
+    for s in spans:
+        members.setdefault(find(s.order), []).append(s)
+    if len(members) <= 1:
+        return [spans]
+    return [_renumbered(m) for m in members.values()]
+
+
+def _renumbered(members: list[Span]) -> list[Span]:
+    index = {s.order: i for i, s in enumerate(members)}
+    return [replace(s, order=i, parent=index.get(s.parent) if s.parent is not None else None) for i, s in enumerate(members)]
 
 
 def ordered(spans: list[Span]) -> list[Span]:

@@ -12,11 +12,15 @@ Steps: each provider call is one step (the answer's text and tool calls; the inp
 agent's previous call), each tool run a step with its arguments and result. The outer call span
 gives the task (its prompt) and the final output (its response) and is not a step itself. The
 agent is the nearest ``ai.telemetry.functionId`` above a span, else the service name, else
-"agent". Not read: usage, provider metadata, streaming timings (``ai.response.msToFirstChunk``).
+"agent". An outer call whose provider call was not recorded with it (no context manager: each
+span its own trace) is that call's step. Embedding calls (``ai.embed``, ``ai.embedMany``) are
+observations: the text embedded and the number of vectors. Not read: usage, provider metadata,
+streaming timings (``ai.response.msToFirstChunk``), the vectors.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +28,13 @@ from localfa.traces.errors import TraceError
 from localfa.traces.importers.chat_values import Call, output_text, read_messages, text_of
 from localfa.traces.importers.common import type_name
 from localfa.traces.importers.otel_genai import fallback_agent
-from localfa.traces.importers.span_steps import Attrs, Dialect, SpanRead, build, span_trace
+from localfa.traces.importers.span_steps import Attrs, Dialect, SpanRead, single, span_traces
 from localfa.traces.importers.spans import Span, any_span, collect_spans, is_span_container, maybe_json
 from localfa.traces.model import Trace
 
 NAME = "vercel-ai"
 _CALL_SUFFIXES = (".doGenerate", ".doStream")
+_EMBED = "ai.embed"  # ai.embed, ai.embedMany and their .doEmbed
 
 
 def _operation(span: Span) -> str:
@@ -69,6 +74,32 @@ def _prompt_text(value: Any) -> str:
     return text_of(prompt) if prompt is not None else ""
 
 
+def _json_text(value: Any) -> str:
+    """A value the SDK wrote as JSON (``"\\"The quick...\\""``: a string literal) as its text."""
+    if isinstance(value, str) and value.strip().startswith('"'):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    return text_of(maybe_json(value))
+
+
+def _read_embedding(op: str, a: Attrs) -> SpanRead:
+    """An embedding call: a service the app called (an observation), the text(s) it embedded and
+    how many vectors came back; the vectors themselves are not read."""
+    values = a.first("ai.value", "ai.values")
+    vectors = maybe_json(a.first("ai.embedding", "ai.embeddings"))
+    count = len(vectors) if isinstance(vectors, list) and vectors and isinstance(vectors[0], (list, str)) else (1 if vectors else 0)
+    texts = [_json_text(v) for v in values] if isinstance(values, list) else ([_json_text(values)] if values else [])
+    return SpanRead(
+        kind="tool",
+        role="tool",
+        name=op,
+        content="\n".join(t for t in texts if t),
+        observation=f"[{count} embedding vector{'s' if count != 1 else ''}]" if count else None,
+    )
+
+
 def _read(span: Span, a: Attrs) -> SpanRead | None:
     if not _is_vercel(span):
         return None
@@ -84,6 +115,8 @@ def _read(span: Span, a: Attrs) -> SpanRead | None:
             observation=output_text(maybe_json(result)) if result is not None else None,
             tools=[str(name)] if name else [],
         )
+    if op.startswith(_EMBED):
+        return _read_embedding(op, a)
     response = a.first("ai.response.text", "ai.response.object")
     if op.endswith(_CALL_SUFFIXES):
         in_msgs, _ = read_messages(maybe_json(a.get("ai.prompt.messages")))
@@ -110,12 +143,14 @@ def agent_name(span: Span) -> str | None:
 DIALECT = Dialect(read=_read, agent_name=agent_name, fallback_agent=fallback_agent)
 
 
-def parse(data: Any, path: Path, source: str) -> Trace:
-    """An AI SDK span export as a Trace (one step per provider call and per tool run)."""
+def parse_many(data: Any, path: Path, source: str) -> list[Trace]:
+    """An AI SDK span export as Traces, one per trace it holds (one step per provider call and per tool run)."""
     if not is_span_container(data):
         raise TraceError(source, f"not a span export: expected spans with 'spanContext' or an OTLP object, got {type_name(data)}")
     spans, meta = collect_spans(data, source)
-    built = build(spans, DIALECT)
-    if not built.steps:
-        raise TraceError(source, f"empty history: none of the {len(spans)} spans is an AI SDK call or tool run")
-    return span_trace(NAME, built, spans, meta, path, source)
+    return span_traces(NAME, spans, meta, DIALECT, path, source, f"none of the {len(spans)} spans is an AI SDK call or tool run")
+
+
+def parse(data: Any, path: Path, source: str) -> Trace:
+    """One trace of a span export (`parse_many` for several)."""
+    return single(parse_many(data, path, source), source)

@@ -13,6 +13,10 @@ Quirks handled (see shared/data/whowhen/README.md):
 - `system_prompt` (algorithm-generated only) gives AgentInfo.system_prompt.
 - an empty `content` string is a real step (algorithm-generated/36 has one); a step with no
   `content` key at all is an error.
+- the code executor (`Computer_terminal`, Magentic-One's `ComputerTerminal`) is the environment:
+  its steps are observations and it is no agent a method may name (`common.mark_executors`). One
+  dev label (algorithm-generated/14) puts its mistake step on such a step; the label is kept as
+  written and says so in ``label_warnings``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from localfa.traces.errors import TraceError
-from localfa.traces.importers.common import agents_from_steps, content_text, file_stem, parse_step_label, required_content, type_name
+from localfa.traces.importers.common import (
+    agents_from_steps,
+    content_text,
+    file_stem,
+    mark_executors,
+    parse_step_label,
+    required_content,
+    type_name,
+)
 from localfa.traces.model import AgentInfo, Labels, Step, Trace, normalize_agent
 
 NAME = "whowhen"
@@ -153,6 +165,8 @@ def _labels(data: dict[str, Any], steps: list[Step], source: str, warnings: list
             warnings.append(f"mistake_agent {agent!r} never acts in the trace")
         elif step is not None and normalize_agent(steps[step].agent) != key:
             warnings.append(f"mistake_agent {agent!r} did not act at mistake_step {step} (that step is {steps[step].agent!r})")
+    if step is not None and steps[step].kind == "observation":
+        warnings.append(f"mistake_step {step} is an observation ({steps[step].agent!r}, the environment): no method can answer it")
     return Labels(
         mistake_agent=agent or None,
         mistake_step=step,
@@ -175,6 +189,7 @@ def parse(data: Any, path: Path, source: str) -> Trace:
         raise TraceError(source, "empty history: 'history' holds no steps")
     steps, any_name = _steps(history, source)
     subset = _subset(data, path, any_name)
+    steps, agents = mark_executors(steps, _agents(data, steps, source))
     warnings: list[str] = []
     labels = _labels(data, steps, source, warnings)
     metadata: dict[str, Any] = {}
@@ -197,7 +212,7 @@ def parse(data: Any, path: Path, source: str) -> Trace:
         format=NAME,
         subset=subset,
         task=_opt_text(question) or "",
-        agents=_agents(data, steps, source),
+        agents=agents,
         steps=steps,
         final_output=_final_output(steps),
         ground_truth=_opt_text(data.get("ground_truth")),
