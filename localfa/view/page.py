@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from localfa.durable import replace_durably
+from localfa.limits import Limits, shorten
 from localfa.methods.evidence import verify_quotes
 from localfa.traces.model import Step, Trace, normalize_agent
 from localfa.view.code import code_text_html, is_code_heavy
@@ -66,12 +67,24 @@ def collect_quotes(group: TraceGroup) -> list[Quote]:
 OBSERVATION_TAG = ' · <span class="obs">observation</span>'  # tool output, environment text: no agent wrote it
 
 
-def step_parts(step: Step) -> list[tuple[str, str]]:
-    """(kind, text) of everything a step says, in reading order."""
+def page_step_chars() -> int:
+    """The most characters of one step part the page shows: the cap prompts use
+    (`localfa.limits`, $LOCALFA_MAX_STEP_CHARS), so a page costs memory by the cap, not the
+    step (a 50 MB step once took 7.8 GB to mark). A bad setting falls back to the default."""
+    try:
+        return Limits.from_env().max_step_chars
+    except ValueError:
+        return Limits().max_step_chars
+
+
+def step_parts(step: Step, cap: int | None = None) -> list[tuple[str, str]]:
+    """(kind, text) of everything a step says, in reading order, each within `cap` characters
+    (head and tail around a cut marker, as a prompt shows it; default `page_step_chars`)."""
+    cap = page_step_chars() if cap is None else cap
     parts = [("content", step.content or "")]
     parts += [("tool call", json.dumps(c, ensure_ascii=False)) for c in step.tool_calls]
     parts += [(kind, text) for kind, text in (("input", step.input), ("observation", step.observation)) if text]
-    return parts
+    return [(kind, shorten(text, cap)) for kind, text in parts]
 
 
 def _decisive_steps(group: TraceGroup) -> dict[int, list[int]]:
@@ -107,6 +120,7 @@ def timeline_html(group: TraceGroup, gid: int, quotes: list[Quote], colors: dict
     decisive = _decisive_steps(group)
     spans = _span_steps(group, len(trace.steps))
     texts = [q.text for q in quotes]
+    cap = page_step_chars()
     items = []
     for step in trace.steps:
         i = step.index
@@ -132,7 +146,7 @@ def timeline_html(group: TraceGroup, gid: int, quotes: list[Quote], colors: dict
             f"{OBSERVATION_TAG if step.kind == 'observation' else ''}{badges}</div>"
         )
         body = []
-        for kind, text in step_parts(step):
+        for kind, text in step_parts(step, cap):
             ranges: list[Range] = find_quotes(text, texts) if texts and text else []
             for _, _, q in ranges:
                 where.setdefault(q, [])
@@ -237,9 +251,9 @@ def trace_section(group: TraceGroup, gid: int, colors: dict[str, str]) -> str:
     if trace is not None:
         head.append(f'<p class="muted">{e(trace.format)} · {len(trace.steps)} steps · {_agents(trace)} · {e(group.source)}</p>')
         if trace.task:
-            head.append(f'<div class="task"><b>Task</b>{folded_text(trace.task, 400)}</div>')
+            head.append(f'<div class="task"><b>Task</b>{folded_text(shorten(trace.task, page_step_chars()), 400)}</div>')
         if trace.final_output:  # a submitted patch is read whole (`code_text_html` folds no diff)
-            final = trace.final_output
+            final = shorten(trace.final_output, page_step_chars())
             shown = code_text_html(final, []) if is_code_heavy(final) else folded_text(final, 400)
             head.append(f'<div class="task final"><b>Final output</b>{shown}</div>')
     if label:
