@@ -57,6 +57,7 @@ def record_key(record: ResultRecord) -> Key:
 class _Outcome(Protocol):
     error: str | None
     finished_at: str | None
+    taxonomy: str | None
 
 
 def _when(stamp: str | None) -> float:
@@ -73,12 +74,16 @@ def wins(new: _Outcome, old: _Outcome) -> bool:
     """Whether `new` (read or written after `old`) is the record of their key: a success beats
     an error; between two errors the later one (a retry's error is news, whatever a skewed clock
     stamped on the older one); between two successes the later `finished_at`, and at equal
-    times the later one."""
+    times the categorised one (the categorise pass appends its copy with the original's time to
+    results.jsonl, which is read before a shard's file holding the original), else the later one."""
     if bool(new.error) != bool(old.error):
         return not new.error
     if new.error:
         return True
-    return _when(new.finished_at) >= _when(old.finished_at)
+    a, b = _when(new.finished_at), _when(old.finished_at)
+    if a == b and bool(new.taxonomy) != bool(old.taxonomy):
+        return bool(new.taxonomy)
+    return a >= b
 
 
 @dataclass(slots=True)
@@ -91,13 +96,16 @@ class Kept:
     trace_sha256: str | None
     source: str
     step_score: float | None
+    taxonomy: str | None = None
 
     @classmethod
     def of(cls, record: ResultRecord) -> "Kept":
         from localfa.bench.metrics import score_record
 
         error = record.error.splitlines()[0][:200] if record.error else None
-        return cls(error, record.error_kind, record.finished_at, record.trace_sha256, record.source, score_record(record)["step"])
+        return cls(
+            error, record.error_kind, record.finished_at, record.trace_sha256, record.source, score_record(record)["step"], record.taxonomy
+        )
 
     def is_final(self, retry_errors: bool = False) -> bool:
         """Whether a resumed sweep keeps this record (False: run its unit again)."""

@@ -32,6 +32,7 @@ from localfa.traces.ids import distinct_ids
 from localfa.traces.model import Trace
 
 TRAJECTORY = ("agent", "trajectory.json")
+HARBOR_JOB_FILES = frozenset({"config.json", "result.json"})  # a job's own files beside its trials: not traces
 SWE_SUFFIXES = (".traj.json", ".traj")
 MAX_REPORT_BYTES = 16 * 1024 * 1024
 _FAILED_LISTS = {"unresolved_ids": "unresolved", "error_ids": "evaluation error", "empty_patch_ids": "empty patch"}
@@ -218,15 +219,19 @@ def swe_reports(folder: Path) -> dict[str, Verdict]:
 def harness_trace_files(d: Path, is_trace_file: Callable[[Path], bool]) -> list[Path] | None:
     """The trace files of a folder holding harness runs, else None (no run in it).
 
-    Of a Harbor job only the trials' trajectories count (not its configs, results, logs); trace
-    files elsewhere in the folder count as usual (`is_trace_file`). Of a SWE-bench run folder
-    only the agents' trajectories count.
+    Of a Harbor job only the trials' trajectories count (not the trials' or the job's configs,
+    results, logs); trace files elsewhere in the folder, beside the trials too, count as usual
+    (`is_trace_file`). Of a SWE-bench run folder only the agents' trajectories count.
     """
     trials = harbor_trials(d)
     if trials is None:
         return swe_trajectories(d)
-    jobs = {t.parent if t != d else t for t in trials}
-    rest = [f for f in visible_files(d, is_trace_file) if not any(f.is_relative_to(j) for j in jobs)]
+    jobs = {t.parent for t in trials if t != d}
+    rest = [
+        f
+        for f in visible_files(d, is_trace_file)
+        if not any(f.is_relative_to(t) for t in trials) and not (f.parent in jobs and f.name in HARBOR_JOB_FILES)
+    ]
     return [trial_trajectory(t) for t in trials if trial_trajectory(t).is_file()] + rest
 
 
