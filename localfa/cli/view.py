@@ -52,7 +52,13 @@ def view(
         fail(str(results), "no record matches --trace/--method")
     target = out or default_output(results)
     try:
-        written = write_view(records, target, readable=TraceFiles.of_run(path, traces or ()), title=f"localfa — {results.name}")
+        written = write_view(
+            records,
+            target,
+            readable=TraceFiles.of_run(path, traces or ()),
+            title=f"localfa — {results.name}",
+            warn=lambda note: typer.echo(f"warning: {note}", err=True),
+        )
     except OSError as exc:
         fail(str(target), f"cannot write the page: {exc.strerror or exc}")
     typer.echo(f"wrote {written} ({len(records)} diagnoses)", err=True)

@@ -8,7 +8,7 @@ styles are inline, charts are inline SVG, and the trace view carries no script a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from localfa.traces.model import Trace
 
@@ -22,10 +22,16 @@ def write_view(
     traces: dict[str, Trace] | None = None,
     readable: "TraceFiles | None" = None,
     title: str = "localfa diagnoses",
+    warn: Callable[[str], None] | None = None,
 ) -> Path:
     """Group `records` by trace, take each trace from `traces` or read it where `readable` allows
-    (`localfa.view.records.TraceFiles`: never a file only a record names), write the page."""
+    (`localfa.view.records.TraceFiles`: never a file only a record names), write the page; `warn`
+    hears of each trace file changed since its diagnoses were made (the page says so too)."""
     from localfa.view.page import write_page
-    from localfa.view.records import group_records
+    from localfa.view.records import changed_note, group_records
 
-    return write_page(group_records(records, traces, readable), out, title)
+    groups = group_records(records, traces, readable)
+    for note in filter(None, map(changed_note, groups)):
+        if warn is not None:
+            warn(note)
+    return write_page(groups, out, title)

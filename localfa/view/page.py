@@ -22,7 +22,7 @@ from localfa.view.code import code_text_html, is_code_heavy
 from localfa.view.html import FOLD_CHARS, e, folded_text, step_number
 from localfa.view.marks import Range, find_quotes, marked_html
 from localfa.view.paths import base_name, method_path
-from localfa.view.records import TraceGroup
+from localfa.view.records import TraceGroup, changed_note
 from localfa.view.style import CSP, CSS, PALETTE
 
 
@@ -217,6 +217,8 @@ def diagnosis_html(
         f"{int(u.get('prompt_tokens', 0) or 0):,} prompt + {int(u.get('completion_tokens', 0) or 0):,} completion tokens "
         f"({int(u.get('cached_tokens', 0) or 0):,} cached) · {float(rec.get('wall_s') or 0):.1f} s</div>",
     ]
+    if k in group.changed:
+        parts.append('<div class="err">⚠ made on other content than the trace shown (the file has changed since)</div>')
     if rec.get("error"):
         parts.append(f'<div class="err">{e(str(rec["error"])[:3000])}</div>')
     if rec.get("reasoning"):
@@ -248,6 +250,9 @@ def trace_section(group: TraceGroup, gid: int, colors: dict[str, str]) -> str:
         else f'<p class="err">The trace could not be read: {e(group.problem)}</p>'
     )
     head = [f'<section class="trace" id="t{gid}"><h2>{e(group.trace_id)}</h2>']
+    changed = changed_note(group)
+    if changed:
+        head.append(f'<p class="err">⚠ {e(changed)}.</p>')
     if trace is not None:
         head.append(f'<p class="muted">{e(trace.format)} · {len(trace.steps)} steps · {_agents(trace)} · {e(group.source)}</p>')
         if trace.task:
