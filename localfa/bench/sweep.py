@@ -97,8 +97,10 @@ def load_traces(
     failed_only: bool = False,
     unreadable: list[Unreadable] | None = None,
     follow_links: bool = False,
+    recorded_ids: dict[str, str] | None = None,
 ) -> list[Trace]:
     """Traces under `paths` in a stable (natural) order, ids distinct per file; `limit` = first N per subset.
+    A file keeps the id `recorded_ids` (resolved path -> id: the run's manifest, `recorded_trace_ids`) gives it.
 
     A "subset" is the trace's own subset (Who&When: algorithm-generated, hand-crafted, whatever
     the folders' case) or else the folder the file sits in, counted separately for each path
@@ -137,7 +139,7 @@ def load_traces(
             say(f"warning: skipping {exc}")
 
     found = trace_files_with_roots(list(paths), follow_links, say)
-    kept = harness_traces(found, load, on_error, [Path(p) for p in paths], failed_only, say)
+    kept = harness_traces(found, load, on_error, [Path(p) for p in paths], failed_only, say, recorded_ids)
     if failed_only:
         bad = [u for u in bad if u.failed_by_harness()]
     out: list[Trace] = []

@@ -103,6 +103,7 @@ def bench(
 ) -> None:
     """Run methods over datasets (traces x methods x budgets x seeds), resumably, into RUN_DIR."""
     from localfa.bench.driver import run_units_sweep
+    from localfa.bench.run_manifest import recorded_trace_ids
     from localfa.bench.store import StoreError, StoreWriteError
     from localfa.bench.sweep import SweepError, load_traces, parse_budgets, parse_methods, parse_seeds
     from localfa.bench.units import Unreadable
@@ -131,7 +132,14 @@ def bench(
         fail(str(out), "--out must be a directory (the run directory), not a file")
     unreadable: list[Unreadable] = []
     try:
-        traces = load_traces(datasets, limit=limit, failed_only=failed_only, unreadable=unreadable, follow_links=follow_links)
+        traces = load_traces(
+            datasets,
+            limit=limit,
+            failed_only=failed_only,
+            unreadable=unreadable,
+            follow_links=follow_links,
+            recorded_ids=recorded_trace_ids(out),
+        )
     except TraceError as exc:
         fail_trace(exc)
     except SweepError as exc:

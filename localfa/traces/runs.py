@@ -272,13 +272,14 @@ def harness_traces(
     roots: Sequence[Path],
     failed_only: bool,
     say: Callable[[str], None],
+    recorded: dict[str, str] | None = None,
 ) -> list[tuple[Path, Path, Trace]]:
     """(root, file, trace) for the (root, file) pairs `found`, in their order: the one way `diagnose`
     and `bench` read the files they are given.
 
     Each file is read by `load` and gets its harness's verdict (`with_verdict`); ids are made
     distinct over every file read (`localfa.traces.ids.distinct_ids`: a TraceError names two
-    files with one id); with `failed_only` only the trials the harness marked failed are kept
+    files with one id; a file keeps the id `recorded` gives it, a resumed run's); with `failed_only` only the trials the harness marked failed are kept
     (`keep_failed`, which says through `say` what it skipped). A file `load` cannot read goes to
     `on_error(root, file, exc)`, the caller's choice: raise it, warn and skip it, or keep it for an
     error record.
@@ -292,7 +293,7 @@ def harness_traces(
             continue
         for trace in got if isinstance(got, list) else [got]:  # a file may hold several runs (inspect_ai samples)
             loaded.append((root, f, with_verdict(trace, root, f)))
-    traces = distinct_ids(loaded)
+    traces = distinct_ids(loaded, recorded)
     if not failed_only or not traces:
         return [(root, f, t) for (root, f, _), t in zip(loaded, traces)]
     kept = {id(t) for t in keep_failed(traces, list(roots), say)}
