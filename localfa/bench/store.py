@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
-from localfa.durable import fsync_dir
+from localfa.durable import fsync_dir, may_pass
 from localfa.errors import LocatedError
 from localfa.results import UNREADABLE, Key, ResultRecord, is_final
 
@@ -46,7 +46,10 @@ class StoreWriteError(StoreError):
 
     @classmethod
     def of(cls, path: Path, exc: OSError) -> "StoreWriteError":
-        return cls(path, f"cannot write: {exc.strerror or exc}; the records before it are kept, run the same command again to resume")
+        again = (
+            "run the same command again to resume" if may_pass(exc) else "make the run folder writable (or give another --out) to resume"
+        )
+        return cls(path, f"cannot write: {exc.strerror or exc}; the records before it are kept, {again}")
 
 
 def record_key(record: ResultRecord) -> Key:

@@ -16,6 +16,7 @@ import typer
 
 from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_trace
+from localfa.cli.outputs import cannot_write, check_output_file
 from localfa.cli.trace_options import FailedOnlyOpt, FollowLinksOpt
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
 from localfa.traces.errors import TraceError
@@ -79,6 +80,9 @@ def diagnose(
         budget_label = parse_budget(budget).label
     except ValueError as exc:
         fail("--budget", str(exc))
+    for path, option in ((out, "--out"), (html, "--html")):  # said now, not after the engine's work
+        if path is not None:
+            check_output_file(path, option)
     try:
         found = trace_files_with_roots(traces, follow_links, _say)
     except TraceError as exc:
@@ -129,7 +133,10 @@ def diagnose(
                 methods={spec.label: chosen.for_model(eng.method_defaults).describe()},
                 extra={"budget": budget, "trace_files": [str(f) for f in files]},
             )
-            Path(f"{out}.manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+            try:
+                Path(f"{out}.manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+            except OSError as exc:
+                cannot_write(f"{out}.manifest.json", exc)
         results = run_diagnoses(eng, chosen, loaded, seed, budget, concurrency, quiet=quiet)
     finally:
         eng.close()
@@ -141,17 +148,23 @@ def diagnose(
         records += [r for u in unreadable for r in u.records([spec], [budget_label], [seed])]
         order = {str(f): i for i, f in enumerate(files)}
         records.sort(key=lambda r: order.get(r.source, len(order)))
-    sink = open(out, "w", encoding="utf-8") if out else sys.stdout
     try:
-        for r in records:
-            sink.write(r.to_line(with_transcript=transcript))
-    finally:
-        if out:
-            sink.close()
+        sink = open(out, "w", encoding="utf-8") if out else sys.stdout
+        try:
+            for r in records:
+                sink.write(r.to_line(with_transcript=transcript))
+        finally:
+            if out:
+                sink.close()
+    except OSError as exc:
+        cannot_write(out or "stdout", exc)
     if html is not None:  # the page shows each turn: transcripts are kept for it whatever --transcript says
         from localfa.view import write_view
 
-        write_view([r.record(with_transcript=True) for r in records], html, traces={t.id: t for t in loaded})
+        try:
+            write_view([r.record(with_transcript=True) for r in records], html, traces={t.id: t for t in loaded})
+        except OSError as exc:
+            cannot_write(html, exc, "cannot write the page")
     print_summary([r for r in records if r.error] if quiet else records)
     if any(r.error for r in records):
         raise typer.Exit(1)

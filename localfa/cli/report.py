@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from localfa.cli.errors import fail
+from localfa.cli.outputs import cannot_write, check_output_file
 
 
 def report(
@@ -31,6 +32,10 @@ def report(
     from localfa.bench.report import ReportError, load_run
     from localfa.bench.report_dir import write_any_report
 
+    for path, option in ((html_out, "--html"), (json_out, "--json")):
+        if path is not None:
+            check_output_file(path, option)
+
     try:
         md, path = write_any_report(run_dir, html_out, substring=substring, n_boot=bootstrap)
     except ReportError as exc:
@@ -45,5 +50,8 @@ def report(
 
         records, manifest = load_run(run_dir)
         groups = summarize(records, n_boot=bootstrap, method_order=list((manifest or {}).get("methods") or {}))
-        json_out.write_text(json.dumps([g.as_dict() for g in groups], indent=2) + "\n", encoding="utf-8")
+        try:
+            json_out.write_text(json.dumps([g.as_dict() for g in groups], indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            cannot_write(json_out, exc)
     typer.echo(f"wrote {path}", err=True)

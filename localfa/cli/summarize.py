@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from localfa.cli.errors import fail
+from localfa.cli.outputs import cannot_write, check_output_file
 
 
 def summarize(
@@ -32,6 +33,8 @@ def summarize(
 
     if len(runs) > 2:
         fail(" ".join(map(str, runs)), "give one run directory, or two to compare")
+    if jsonl is not None:
+        check_output_file(jsonl, "--jsonl")
     if len(runs) == 2:
         import json
 
@@ -61,7 +64,10 @@ def summarize(
                 | {"shift": s.shift, "ci95": list(s.ci95), "significant": s.significant}
                 for s in shifts
             ]
-            jsonl.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+            try:
+                jsonl.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+            except OSError as exc:
+                cannot_write(jsonl, exc)
         return
     from localfa.insights.write import write_summary
 
@@ -75,7 +81,10 @@ def summarize(
     if jsonl:
         import shutil
 
-        shutil.copyfile(runs[0] / "summary.jsonl", jsonl)
+        try:
+            shutil.copyfile(runs[0] / "summary.jsonl", jsonl)
+        except OSError as exc:
+            cannot_write(jsonl, exc)
     if written.view_problem:
         typer.echo(f"warning: {written.view_problem}", err=True)
     typer.echo("wrote " + ", ".join(str(f) for f in written.files), err=True)
