@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-
 # Causes of a failed write that may be gone on the next try (space freed, a device back): only then
 # is "run the same command again" worth saying; a read-only or missing folder stays so.
 PASSING_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT})

@@ -104,11 +104,11 @@ def bench(
     """Run methods over datasets (traces x methods x budgets x seeds), resumably, into RUN_DIR."""
     from localfa.bench.driver import run_units_sweep
     from localfa.bench.run_manifest import recorded_trace_ids
-    from localfa.durable import may_pass
     from localfa.bench.store import StoreError, StoreWriteError
     from localfa.bench.sweep import SweepError, load_traces, parse_budgets, parse_methods, parse_seeds
     from localfa.bench.units import Unreadable
     from localfa.cluster.runtime import ClusterError
+    from localfa.durable import may_pass
     from localfa.methods.registry import MethodOptionError, get_method
 
     try:
