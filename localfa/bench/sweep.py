@@ -56,8 +56,12 @@ __all__ = ["SweepError", "SweepResult", "load_traces", "parse_budgets", "parse_s
 # ---- parsing the command line's lists ----------------------------------------------------------
 
 
+MAX_SEEDS = 10_000  # a sweep's seeds multiply its units: more is a typo, not a plan
+
+
 def parse_seeds(text: str) -> list[int]:
-    """``0,1,2`` or ``0-4`` (inclusive) or a mix."""
+    """``0,1,2`` or ``0-4`` (inclusive) or a mix; at most `MAX_SEEDS` of them, counted before a
+    range is expanded (``0-100000000`` is refused in a line, not a MemoryError)."""
     seeds: list[int] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -68,11 +72,17 @@ def parse_seeds(text: str) -> list[int]:
                 lo, hi = int(a), int(b)
                 if hi < lo:
                     raise ValueError
+                if len(seeds) + hi - lo + 1 > MAX_SEEDS:
+                    raise OverflowError
                 seeds.extend(range(lo, hi + 1))
             else:
                 seeds.append(int(part))
+        except OverflowError:
+            raise ValueError(f"seeds {text!r}: at most {MAX_SEEDS:,} seeds in one sweep") from None
         except ValueError:
             raise ValueError(f"seeds {text!r}: use whole numbers such as 0,1,2 or 0-4") from None
+        if len(seeds) > MAX_SEEDS:
+            raise ValueError(f"seeds {text!r}: at most {MAX_SEEDS:,} seeds in one sweep")
     if not seeds:
         raise ValueError("no seeds given")
     return list(dict.fromkeys(seeds))
