@@ -46,6 +46,7 @@ from localfa.bench.run_manifest import MANIFEST  # noqa: F401 (the run's manifes
 from localfa.bench.units import SweepError, Unreadable
 from localfa.methods.budget import parse_budget
 from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, parse_methods  # noqa: F401
+from localfa.terminal import terminal_safe
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
 
@@ -184,7 +185,7 @@ def within_limit(
 
 
 def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    print(terminal_safe(msg), file=sys.stderr, flush=True)
 
 
 # ---- the sweep ---------------------------------------------------------------------------------

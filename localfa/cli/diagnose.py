@@ -19,6 +19,7 @@ from localfa.cli.errors import fail, fail_trace
 from localfa.cli.outputs import cannot_write, check_output_file
 from localfa.cli.trace_options import FailedOnlyOpt, FollowLinksOpt
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
+from localfa.terminal import terminal_safe
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
 
@@ -171,7 +172,7 @@ def diagnose(
 
 
 def _say(msg: str) -> None:
-    typer.echo(msg, err=True)
+    typer.echo(terminal_safe(msg), err=True)
 
 
 def warn_empty_steps(traces: list[Trace]) -> None:
@@ -245,5 +246,5 @@ def print_summary(records) -> None:
 
     console = _stderr_console()
     for r in records:
-        line = escape(summary_line(r))
+        line = escape(terminal_safe(summary_line(r)))
         console.print(f"[red]{line}[/red]" if r.error else line)

@@ -12,6 +12,7 @@ import typer
 
 from localfa.cli.errors import fail
 from localfa.cli.outputs import cannot_write, check_output_file
+from localfa.terminal import terminal_safe
 
 
 def report(
@@ -42,7 +43,7 @@ def report(
         fail(exc.path, exc.message)
     except OSError as exc:
         fail(str(html_out or run_dir), f"cannot write the report: {exc.strerror or exc}")
-    typer.echo(md, nl=False)
+    typer.echo(terminal_safe(md), nl=False)
     if json_out:
         import json
 

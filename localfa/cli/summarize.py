@@ -16,6 +16,7 @@ import typer
 
 from localfa.cli.errors import fail
 from localfa.cli.outputs import cannot_write, check_output_file
+from localfa.terminal import terminal_safe
 
 
 def summarize(
@@ -50,7 +51,7 @@ def summarize(
         if not shifts:
             fail(f"{runs[0]} {runs[1]}", "no diagnosis names a step in both runs: nothing to compare")
         for line in shifts_text(shifts):
-            typer.echo(line)
+            typer.echo(terminal_safe(line))
         if jsonl:
             rows = [
                 {
@@ -77,7 +78,7 @@ def summarize(
         fail(exc.path or str(runs[0]), exc.message)
     except OSError as exc:
         fail(str(getattr(exc, "filename", None) or runs[0]), f"cannot write the summary: {exc.strerror or exc}")
-    typer.echo(written.markdown, nl=False)
+    typer.echo(terminal_safe(written.markdown), nl=False)
     if jsonl:
         import shutil
 

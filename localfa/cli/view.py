@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from localfa.cli.errors import fail, fail_located
+from localfa.errors import one_line
 
 
 def view(
@@ -57,7 +58,7 @@ def view(
             target,
             readable=TraceFiles.of_run(path, traces or ()),
             title=f"localfa — {results.name}",
-            warn=lambda note: typer.echo(f"warning: {note}", err=True),
+            warn=lambda note: typer.echo(f"warning: {one_line(note)}", err=True),
         )
     except OSError as exc:
         fail(str(target), f"cannot write the page: {exc.strerror or exc}")
