@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, field_validator, model_validator
 
 from localfa.diagnosis import Diagnosis
+from localfa.redact import redact
 from localfa.traces.model import Labels, Trace
 
 ErrorKind = Literal["transient", "final", "unreadable"]
@@ -240,9 +241,10 @@ class ResultRecord(Diagnosis):
         return self.error_kind == UNREADABLE
 
     def to_line(self, with_transcript: bool = False) -> str:
-        """One JSON line (with its newline); a lone surrogate that got this far (an error message
+        """One JSON line (with its newline), every secret masked (`localfa.redact`: a key a model
+        or an error message repeats); a lone surrogate that got this far (an error message
         quoting one) is written as U+FFFD, so the line can always be encoded."""
-        line = json.dumps(self.record(with_transcript), ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = redact(json.dumps(self.record(with_transcript), ensure_ascii=False, separators=(",", ":"))) + "\n"
         try:
             line.encode("utf-8")
         except UnicodeEncodeError:

@@ -17,6 +17,7 @@ from typing import Any
 from localfa.durable import replace_durably
 from localfa.limits import Limits, shorten
 from localfa.methods.evidence import verify_quotes
+from localfa.redact import redact
 from localfa.traces.model import Step, Trace, normalize_agent
 from localfa.view.code import code_text_html, is_code_heavy
 from localfa.view.html import FOLD_CHARS, e, folded_text, step_number
@@ -327,5 +328,6 @@ def build_page(groups: list[TraceGroup], title: str = "localfa diagnoses") -> st
 
 
 def write_page(groups: list[TraceGroup], out: str | Path, title: str = "localfa diagnoses") -> Path:
-    """Write the page atomically (a reader never sees half a file); returns its path."""
-    return replace_durably(out, build_page(groups, title))
+    """Write the page atomically (a reader never sees half a file), every secret masked (a
+    results file from elsewhere may carry one: `localfa.redact`); returns its path."""
+    return replace_durably(out, redact(build_page(groups, title)))
