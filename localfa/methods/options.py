@@ -26,7 +26,7 @@ def build_options(name: str, options_cls: type, given: dict[str, Any]) -> Any:
     if not known:
         return options_cls()
     try:
-        options = TypeAdapter(options_cls).validate_python(given)
+        options: Any = TypeAdapter(options_cls).validate_python(given)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err.get("loc", ()))

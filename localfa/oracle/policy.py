@@ -50,7 +50,8 @@ from typing import Any, Callable, Sequence
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Request
 from localfa.methods.base import base_key
-from localfa.methods.fencing import fenced_blocks, neutralise
+from localfa.methods.fencing import defuse, fenced_blocks, neutralise
+from localfa.methods.names import aliases_in_prompt
 from localfa.oracle.noise import IID, NoiseModel, realistic_wrong_step
 from localfa.traces.model import Labels, Trace, normalize_agent
 
@@ -199,12 +200,15 @@ class Ask:
 
     def agent_choice(self, choices: Sequence[str], step: int | None = None) -> str:
         """The choice that names the labelled agent (or, with `step`, whoever acted there), as
-        the trace spells it or as a prompt shows it (`neutralise`d)."""
+        the trace spells it or as a prompt shows it (`neutralise`d, or an alias whose original the
+        prompt's own block holds: `localfa.methods.names.aliases_in_prompt`)."""
         name = self.mistake_agent if step is None else self.trace.agent_at(step)
         target = normalize_agent(name)
         shown = normalize_agent(neutralise(name))
+        fenced = normalize_agent(defuse(name))
+        aliases = aliases_in_prompt(self.text)
         for c in choices:
-            if normalize_agent(c) in (target, shown):
+            if normalize_agent(aliases.get(c, c)) in (target, shown, fenced):
                 return c
         raise PolicyError(f"request {self.key!r}: no agent choice names {target!r} (choices: {list(choices)})")
 

@@ -46,6 +46,7 @@ from localfa.methods.falat.windows import (
     window_fit,
     window_requests,
 )
+from localfa.methods.names import agent_names, with_legend
 from localfa.templates import render
 
 ALL_PASSIVE_WARNING = "every window judged all its steps passive: that judgement was overruled, every answerable step counts as active"
@@ -133,7 +134,7 @@ class _Run:
         self.bounds.update(inputs_cut(ctx.trace, opts))
         passive = structural_passives(ctx.trace, n)
         eligible = frozenset(range(n)) - passive.keys()
-        g = Ground(ctx, view, opts, self.limits, self.system, prior.block(), self.window, eligible)
+        g = Ground(ctx, view, opts, self.limits, self.system, with_legend(prior.block(), agent_names(ctx.trace)), self.window, eligible)
         windows = split_windows(n, opts.window)
         fit = window_fit(g, len(windows))
         cap = fit.step_cap
