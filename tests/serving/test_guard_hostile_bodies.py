@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.serving.test_guard import KEY, _client
+from tests.serving.test_guard import KEY, _client, word_tokenizer
 
 pytest.importorskip("starlette")
 
 
 def test_count_tokens_survives_a_lone_surrogate_and_deep_json(monkeypatch, tmp_path):
-    tokenizers = pytest.importorskip("tokenizers")
-    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"a": 0, "b": 1, "[UNK]": 2}, unk_token="[UNK]"))
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    tok.save(str(tmp_path / "tokenizer.json"))
-    client = _client(monkeypatch, KEY, str(tmp_path))
+    client = _client(monkeypatch, KEY, word_tokenizer(tmp_path))
     auth = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
     half = client.post("/localfa/count_tokens", headers=auth, content=b'{"texts": ["a \\ud83d b"]}')
     assert half.status_code == 200 and half.json() == {"counts": [3]}
