@@ -25,7 +25,7 @@ def view(
         typer.Option(
             "--traces",
             help="A folder whose trace files the page may read (repeatable); without it only the run's own trace files "
-            "(as its manifest lists them) are read, never a path a record names",
+            "(as its manifest lists them, holding the content its records were made on) are read, never a path a record names",
         ),
     ] = None,
 ) -> None:
