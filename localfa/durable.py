@@ -8,11 +8,21 @@ file beside the target, fsynced, renamed over the target, and the folder is fsyn
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+# Causes of a failed write that may be gone on the next try (space freed, a device back): only then
+# is "run the same command again" worth saying; a read-only or missing folder stays so.
+PASSING_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT})
+
+
+def may_pass(exc: OSError) -> bool:
+    """Whether a write that failed with `exc` may succeed when run again unchanged."""
+    return exc.errno in PASSING_ERRNOS
 
 
 def fsync_dir(path: Path) -> None:

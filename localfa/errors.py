@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from localfa.terminal import terminal_safe
+
 
 def one_line(text: str, limit: int = 2000) -> str:
-    """Collapse whitespace (an error must stay on one line) and cap the length."""
-    flat = " ".join(str(text).split())
+    """Collapse whitespace (an error must stay on one line), drop terminal escapes (a name in a
+    trace may carry one: `localfa.terminal`) and cap the length."""
+    flat = " ".join(terminal_safe(str(text)).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
@@ -22,4 +25,4 @@ class LocatedError(Exception):
     def __init__(self, path: str | Path | None, message: str) -> None:
         self.path = None if path is None else str(path)
         self.message = one_line(message)
-        super().__init__(f"{self.path}: {self.message}" if self.path is not None else self.message)
+        super().__init__(f"{one_line(self.path)}: {self.message}" if self.path is not None else self.message)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import json
+import math
 import re
 import time
 from typing import Any, Literal
@@ -29,6 +30,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, field_validator, model_validator
 
 from localfa.diagnosis import Diagnosis
+from localfa.redact import redact
 from localfa.traces.model import Labels, Trace
 
 ErrorKind = Literal["transient", "final", "unreadable"]
@@ -98,6 +100,19 @@ def is_final(error: str | None, error_kind: str | None, retry_errors: bool = Fal
     return not retry_errors and error_kind != "transient"
 
 
+def clamp_spans(spans: list[tuple[int, int]], n_steps: int | None) -> list[tuple[int, int]]:
+    """Inclusive step ranges put in order and cut to a trace of `n_steps` steps (unknown: kept)."""
+    out = []
+    for a, b in spans:
+        lo, hi = min(a, b), max(a, b)
+        if n_steps is not None:
+            lo, hi = max(lo, 0), min(hi, n_steps - 1)
+            if lo > hi:
+                continue
+        out.append((lo, hi))
+    return out
+
+
 def trace_digest(trace: Trace) -> str:
     """A hash of what a trace says (not its id or path): tells two files with one id apart."""
     body = trace.model_dump_json(exclude={"id", "source"})
@@ -128,6 +143,25 @@ class ResultRecord(Diagnosis):
         """An error without a kind (a record from before kinds, or built by hand) gets one."""
         if self.error and self.error_kind is None:
             self.error_kind = classify_error(self.error)
+        return self
+
+    @model_validator(mode="after")
+    def _within_the_trace(self) -> "ResultRecord":
+        """A results file is input like a trace: numbers a reader would trust are made sane here,
+        where every reader parses, so one forged line cannot exhaust or crash `report`,
+        `summarize`, `view` or a resumed sweep. A confidence or time that is not a finite number
+        is dropped (a confidence is kept within 0..1); spans and labelled spans are clamped to the
+        trace's steps (`n_steps`), and those wholly outside it dropped."""
+        if self.confidence is not None:
+            self.confidence = min(1.0, max(0.0, self.confidence)) if math.isfinite(self.confidence) else None
+        if not math.isfinite(self.wall_s):
+            self.wall_s = 0.0
+        if self.n_steps is not None and self.n_steps < 0:
+            self.n_steps = None
+        if self.spans is not None:
+            self.spans = clamp_spans(self.spans, self.n_steps)
+        if self.label is not None and self.label.fault_spans:
+            self.label.fault_spans = clamp_spans(self.label.fault_spans, self.n_steps)
         return self
 
     @field_validator("budget", mode="before")
@@ -210,9 +244,10 @@ class ResultRecord(Diagnosis):
         return self.error_kind == UNREADABLE
 
     def to_line(self, with_transcript: bool = False) -> str:
-        """One JSON line (with its newline); a lone surrogate that got this far (an error message
+        """One JSON line (with its newline), every secret masked (`localfa.redact`: a key a model
+        or an error message repeats); a lone surrogate that got this far (an error message
         quoting one) is written as U+FFFD, so the line can always be encoded."""
-        line = json.dumps(self.record(with_transcript), ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = redact(json.dumps(self.record(with_transcript), ensure_ascii=False, separators=(",", ":"))) + "\n"
         try:
             line.encode("utf-8")
         except UnicodeEncodeError:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 from typing import Any, Awaitable, Callable
 
@@ -26,6 +27,7 @@ KEY_ENV = "VLLM_API_KEY"
 FINGERPRINT_PATH = "/localfa/fingerprint"
 COUNT_PATH = "/localfa/count_tokens"
 MAX_COUNT_BODY = 256 * 1024 * 1024
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -89,6 +91,9 @@ class LocalfaGuard:
             texts = json.loads(body)["texts"]
             if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
                 raise TypeError("texts must be a list of strings")
+        except RecursionError:
+            await _json(send, 400, {"error": 'expected {"texts": [str, ...]}: nested too deeply'})
+            return
         except (ValueError, KeyError, TypeError) as exc:
             await _json(send, 400, {"error": f'expected {{"texts": [str, ...]}}: {exc}'})
             return
@@ -96,7 +101,13 @@ class LocalfaGuard:
         if counter is None:
             await _json(send, 501, {"error": "no tokenizer.json in the model folder: use /tokenize"})
             return
-        counts = await run_in_threadpool(lambda: [counter(t) for t in texts])
+        # A lone surrogate (half an emoji) loads from JSON but no tokenizer can encode it: counted as U+FFFD.
+        texts = [_LONE_SURROGATE.sub("\ufffd", t) for t in texts]
+        try:
+            counts = await run_in_threadpool(lambda: [counter(t) for t in texts])
+        except Exception as exc:  # noqa: BLE001 - one line to the client, never a traceback page
+            await _json(send, 400, {"error": f"cannot count these texts: {type(exc).__name__}"})
+            return
         await _json(send, 200, {"counts": counts})
 
     def _tokenizer(self) -> Callable[[str], int] | None:

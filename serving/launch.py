@@ -51,9 +51,12 @@ class StopRequested(BaseException):
         self.signum = signum
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
+def free_port(host: str = "127.0.0.1", port: int = 0) -> int:
+    """`port` (0: a free one) once bound on `host`, an IPv4 or IPv6 address or a name; OSError
+    (`socket.gaierror` included) when this machine cannot bind it (no IPv6, not its address, in use)."""
+    family, _, _, _, address = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind(address)
         return int(s.getsockname()[1])
 
 

@@ -25,6 +25,7 @@ from localfa.bench.store import RESULTS, Kept, ResultStore, read_run_records
 from localfa.bench.units import SweepError, Unit, Unreadable, build_methods, check_sweep_args, plan_units
 from localfa.methods.registry import MethodSpec
 from localfa.results import Key, ResultRecord, trace_digest
+from localfa.terminal import terminal_safe
 from localfa.traces.model import Trace
 
 
@@ -66,7 +67,7 @@ class SweepResult:
 
 
 def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    print(terminal_safe(msg), file=sys.stderr, flush=True)
 
 
 def _collision(unit: Unit, old: Kept, digest: str) -> str | None:

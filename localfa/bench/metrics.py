@@ -109,33 +109,81 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def predicted_steps(record: ResultRecord) -> set[int]:
+class StepRanges:
+    """A set of steps kept as sorted, disjoint inclusive ranges: its size and overlaps cost the
+    number of ranges, never their width, so a forged span of 10**9 steps costs nothing."""
+
+    def __init__(self, ranges: Iterable[tuple[int, int]] = ()) -> None:
+        merged: list[list[int]] = []
+        for lo, hi in sorted((min(a, b), max(a, b)) for a, b in ranges):
+            if merged and lo <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        self.ranges = [(lo, hi) for lo, hi in merged]
+
+    def __len__(self) -> int:
+        return sum(hi - lo + 1 for lo, hi in self.ranges)
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+    def __iter__(self) -> Any:
+        for lo, hi in self.ranges:
+            yield from range(lo, hi + 1)
+
+    def __and__(self, other: "StepRanges") -> "StepRanges":
+        out, i, j = [], 0, 0
+        a, b = self.ranges, other.ranges
+        while i < len(a) and j < len(b):
+            lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+            if lo <= hi:
+                out.append((lo, hi))
+            if a[i][1] < b[j][1]:
+                i += 1
+            else:
+                j += 1
+        return StepRanges(out)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StepRanges):
+            return self.ranges == other.ranges
+        if isinstance(other, (set, frozenset)):
+            return self.ranges == StepRanges((s, s) for s in other).ranges
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"StepRanges({self.ranges})"
+
+    def min(self) -> int:
+        return self.ranges[0][0]
+
+
+def predicted_steps(record: ResultRecord) -> StepRanges:
     """Steps a span prediction covers (inclusive ranges); empty when there are no spans."""
-    out: set[int] = set()
-    for span in record.spans or []:
-        a, b = _as_int(span[0]), _as_int(span[1])
-        if a is None or b is None:
-            continue
-        lo, hi = min(a, b), max(a, b)
-        out.update(range(lo, hi + 1))
-    return out
+    return StepRanges(_ranges(record.spans or []))
 
 
-def gold_steps(label: Labels) -> set[int]:
+def gold_steps(label: Labels) -> StepRanges:
     """The labelled fault steps and the steps of the labelled fault spans; else the decisive step."""
-    faults = set(label.fault_steps).union(*(range(a, b + 1) for a, b in label.fault_spans))
+    faults = StepRanges(_ranges(label.fault_spans) + [(s, s) for s in label.fault_steps])
     if not faults and label.mistake_step is not None:
-        faults = {label.mistake_step}
+        faults = StepRanges([(label.mistake_step, label.mistake_step)])
     return faults
 
 
-def span_f1(pred: set[int], gold: set[int]) -> float:
+def span_f1(pred: StepRanges | set[int], gold: StepRanges | set[int]) -> float:
     """F1 of two step sets (1.0 when both are empty)."""
-    if not pred and not gold:
+    p, g = _as_ranges(pred), _as_ranges(gold)
+    if not p and not g:
         return 1.0
-    if not pred or not gold:
+    if not p or not g:
         return 0.0
-    return 2 * len(pred & gold) / (len(pred) + len(gold))
+    return 2 * len(p & g) / (len(p) + len(g))
+
+
+def _as_ranges(steps: StepRanges | set[int]) -> StepRanges:
+    return steps if isinstance(steps, StepRanges) else StepRanges((s, s) for s in steps)
 
 
 def substring_match(label_step: Any, predicted_step: Any) -> bool:
@@ -188,14 +236,14 @@ def score_record(record: ResultRecord, span_method: bool = False) -> dict[str, f
     return scores
 
 
-def reference_span_scores(pred: set[int], gold: set[int], label: Labels) -> dict[str, float]:
+def reference_span_scores(pred: StepRanges, gold: StepRanges, label: Labels) -> dict[str, float]:
     """The DRIFT authors' per-case span scores over unit (step) sets (see METRIC_TITLES' note)."""
     tp = len(pred & gold)
     precision = tp / len(pred) if pred else float(not gold)
     recall = tp / len(gold) if gold else float(not pred)
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    first_gold = label.mistake_step if label.mistake_step is not None else (min(gold) if gold else None)
-    first = float(not pred) if first_gold is None else float(bool(pred) and min(pred) == first_gold)
+    first_gold = label.mistake_step if label.mistake_step is not None else (gold.min() if gold else None)
+    first = float(not pred) if first_gold is None else float(bool(pred) and pred.min() == first_gold)
     return {"ref_span_precision": precision, "ref_span_recall": recall, "ref_span_f1": f1, "ref_first_error": first}
 
 

@@ -17,6 +17,7 @@ from localfa.bench.store import RESULTS, split_superseded
 from localfa.bench.sweep import MANIFEST
 from localfa.durable import replace_durably
 from localfa.errors import LocatedError
+from localfa.redact import redact
 from localfa.results import ResultRecord
 from localfa.view.calibration import calibration_chart
 from localfa.view.charts import report_charts
@@ -464,7 +465,6 @@ def write_report(
     records, manifest = load_run(run_dir)
     md = markdown_report(records, manifest, substring=substring, n_boot=n_boot)
     path = Path(html_path) if html_path else Path(run_dir) / REPORT_HTML
-    replace_durably(
-        path, html_report(records, manifest, run_dir=str(run_dir), substring=True, n_boot=n_boot, insights=insights, anchors=anchors)
-    )
-    return md, path
+    page = html_report(records, manifest, run_dir=str(run_dir), substring=True, n_boot=n_boot, insights=insights, anchors=anchors)
+    replace_durably(path, redact(page))  # a results file from elsewhere may carry a key (`localfa.redact`)
+    return redact(md), path

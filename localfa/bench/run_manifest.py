@@ -118,6 +118,19 @@ def id_changes(old: dict[str, Any], new: dict[str, Any], shown: int = 3) -> list
     return moved
 
 
+def recorded_trace_ids(run_dir: Path | None) -> dict[str, str]:
+    """The ids a run already gave its trace files (resolved path -> id, its manifest's
+    ``trace_ids``), so a resume names them as before; {} where there is no readable manifest."""
+    if run_dir is None:
+        return {}
+    try:
+        data = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    ids = data.get("trace_ids") if isinstance(data, dict) else None
+    return {k: v for k, v in ids.items() if isinstance(k, str) and isinstance(v, str) and v} if isinstance(ids, dict) else {}
+
+
 def trace_ids(traces: list[Trace]) -> dict[str, str]:
     """Resolved trace file -> trace id, what a resume compares (`id_changes`)."""
     return {str(Path(t.source).resolve()): t.id for t in traces if t.source}

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
-from localfa.durable import fsync_dir
+from localfa.durable import fsync_dir, may_pass
 from localfa.errors import LocatedError
 from localfa.results import UNREADABLE, Key, ResultRecord, is_final
 
@@ -46,7 +46,10 @@ class StoreWriteError(StoreError):
 
     @classmethod
     def of(cls, path: Path, exc: OSError) -> "StoreWriteError":
-        return cls(path, f"cannot write: {exc.strerror or exc}; the records before it are kept, run the same command again to resume")
+        again = (
+            "run the same command again to resume" if may_pass(exc) else "make the run folder writable (or give another --out) to resume"
+        )
+        return cls(path, f"cannot write: {exc.strerror or exc}; the records before it are kept, {again}")
 
 
 def record_key(record: ResultRecord) -> Key:
@@ -57,6 +60,7 @@ def record_key(record: ResultRecord) -> Key:
 class _Outcome(Protocol):
     error: str | None
     finished_at: str | None
+    taxonomy: str | None
 
 
 def _when(stamp: str | None) -> float:
@@ -73,12 +77,16 @@ def wins(new: _Outcome, old: _Outcome) -> bool:
     """Whether `new` (read or written after `old`) is the record of their key: a success beats
     an error; between two errors the later one (a retry's error is news, whatever a skewed clock
     stamped on the older one); between two successes the later `finished_at`, and at equal
-    times the later one."""
+    times the categorised one (the categorise pass appends its copy with the original's time to
+    results.jsonl, which is read before a shard's file holding the original), else the later one."""
     if bool(new.error) != bool(old.error):
         return not new.error
     if new.error:
         return True
-    return _when(new.finished_at) >= _when(old.finished_at)
+    a, b = _when(new.finished_at), _when(old.finished_at)
+    if a == b and bool(new.taxonomy) != bool(old.taxonomy):
+        return bool(new.taxonomy)
+    return a >= b
 
 
 @dataclass(slots=True)
@@ -91,13 +99,16 @@ class Kept:
     trace_sha256: str | None
     source: str
     step_score: float | None
+    taxonomy: str | None = None
 
     @classmethod
     def of(cls, record: ResultRecord) -> "Kept":
         from localfa.bench.metrics import score_record
 
         error = record.error.splitlines()[0][:200] if record.error else None
-        return cls(error, record.error_kind, record.finished_at, record.trace_sha256, record.source, score_record(record)["step"])
+        return cls(
+            error, record.error_kind, record.finished_at, record.trace_sha256, record.source, score_record(record)["step"], record.taxonomy
+        )
 
     def is_final(self, retry_errors: bool = False) -> bool:
         """Whether a resumed sweep keeps this record (False: run its unit again)."""

@@ -46,6 +46,7 @@ from localfa.bench.run_manifest import MANIFEST  # noqa: F401 (the run's manifes
 from localfa.bench.units import SweepError, Unreadable
 from localfa.methods.budget import parse_budget
 from localfa.methods.registry import MethodOptionError, MethodSpec, get_method, parse_methods  # noqa: F401
+from localfa.terminal import terminal_safe
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
 
@@ -56,8 +57,12 @@ __all__ = ["SweepError", "SweepResult", "load_traces", "parse_budgets", "parse_s
 # ---- parsing the command line's lists ----------------------------------------------------------
 
 
+MAX_SEEDS = 10_000  # a sweep's seeds multiply its units: more is a typo, not a plan
+
+
 def parse_seeds(text: str) -> list[int]:
-    """``0,1,2`` or ``0-4`` (inclusive) or a mix."""
+    """``0,1,2`` or ``0-4`` (inclusive) or a mix; at most `MAX_SEEDS` of them, counted before a
+    range is expanded (``0-100000000`` is refused in a line, not a MemoryError)."""
     seeds: list[int] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -68,11 +73,17 @@ def parse_seeds(text: str) -> list[int]:
                 lo, hi = int(a), int(b)
                 if hi < lo:
                     raise ValueError
+                if len(seeds) + hi - lo + 1 > MAX_SEEDS:
+                    raise OverflowError
                 seeds.extend(range(lo, hi + 1))
             else:
                 seeds.append(int(part))
+        except OverflowError:
+            raise ValueError(f"seeds {text!r}: at most {MAX_SEEDS:,} seeds in one sweep") from None
         except ValueError:
             raise ValueError(f"seeds {text!r}: use whole numbers such as 0,1,2 or 0-4") from None
+        if len(seeds) > MAX_SEEDS:
+            raise ValueError(f"seeds {text!r}: at most {MAX_SEEDS:,} seeds in one sweep")
     if not seeds:
         raise ValueError("no seeds given")
     return list(dict.fromkeys(seeds))
@@ -97,8 +108,10 @@ def load_traces(
     failed_only: bool = False,
     unreadable: list[Unreadable] | None = None,
     follow_links: bool = False,
+    recorded_ids: dict[str, str] | None = None,
 ) -> list[Trace]:
     """Traces under `paths` in a stable (natural) order, ids distinct per file; `limit` = first N per subset.
+    A file keeps the id `recorded_ids` (resolved path -> id: the run's manifest, `recorded_trace_ids`) gives it.
 
     A "subset" is the trace's own subset (Who&When: algorithm-generated, hand-crafted, whatever
     the folders' case) or else the folder the file sits in, counted separately for each path
@@ -137,7 +150,7 @@ def load_traces(
             say(f"warning: skipping {exc}")
 
     found = trace_files_with_roots(list(paths), follow_links, say)
-    kept = harness_traces(found, load, on_error, [Path(p) for p in paths], failed_only, say)
+    kept = harness_traces(found, load, on_error, [Path(p) for p in paths], failed_only, say, recorded_ids)
     if failed_only:
         bad = [u for u in bad if u.failed_by_harness()]
     out: list[Trace] = []
@@ -172,7 +185,7 @@ def within_limit(
 
 
 def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    print(terminal_safe(msg), file=sys.stderr, flush=True)
 
 
 # ---- the sweep ---------------------------------------------------------------------------------

@@ -104,10 +104,12 @@ def bench(
 ) -> None:
     """Run methods over datasets (traces x methods x budgets x seeds), resumably, into RUN_DIR."""
     from localfa.bench.driver import run_units_sweep
+    from localfa.bench.run_manifest import recorded_trace_ids
     from localfa.bench.store import StoreError, StoreWriteError
     from localfa.bench.sweep import SweepError, load_traces, parse_budgets, parse_methods, parse_seeds
     from localfa.bench.units import Unreadable
     from localfa.cluster.runtime import ClusterError
+    from localfa.durable import may_pass
     from localfa.methods.registry import MethodOptionError, get_method
 
     try:
@@ -132,7 +134,14 @@ def bench(
         fail(str(out), "--out must be a directory (the run directory), not a file")
     unreadable: list[Unreadable] = []
     try:
-        traces = load_traces(datasets, limit=limit, failed_only=failed_only, unreadable=unreadable, follow_links=follow_links)
+        traces = load_traces(
+            datasets,
+            limit=limit,
+            failed_only=failed_only,
+            unreadable=unreadable,
+            follow_links=follow_links,
+            recorded_ids=recorded_trace_ids(out),
+        )
     except TraceError as exc:
         fail_trace(exc)
     except SweepError as exc:
@@ -167,7 +176,8 @@ def bench(
     except (StoreError, SweepError, ClusterError) as exc:
         fail(exc.path, exc.message, code=1 if isinstance(exc, (ClusterError, StoreWriteError)) else 2)
     except OSError as exc:  # disk full or an I/O error outside the results file (manifest, cache, run folder)
-        fail(str(exc.filename or out), f"cannot write: {exc.strerror or exc}; run the same command again to resume", code=1)
+        again = "run the same command again to resume" if may_pass(exc) else "give a run folder you can write (--out)"
+        fail(str(exc.filename or out), f"cannot write: {exc.strerror or exc}; {again}", code=1)
     except KeyboardInterrupt:
         typer.echo(f"interrupted: finished records are in {out / 'results.jsonl'}; run the same command again to resume", err=True)
         raise typer.Exit(130) from None

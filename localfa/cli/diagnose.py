@@ -17,8 +17,10 @@ import typer
 
 from localfa.cli.engine_options import EngineChoice, with_engine_options
 from localfa.cli.errors import fail, fail_located, fail_trace
+from localfa.cli.outputs import cannot_write, check_output_file
 from localfa.cli.trace_options import AllowNoneOpt, FailedOnlyOpt, FollowLinksOpt, with_allow_none
 from localfa.methods.registry import DEFAULT_METHOD, SPEC_HELP
+from localfa.terminal import terminal_safe
 from localfa.traces.errors import TraceError
 from localfa.traces.model import Trace
 
@@ -93,6 +95,9 @@ def diagnose(
         budget_label = parse_budget(budget).label
     except ValueError as exc:
         fail("--budget", str(exc))
+    for path, option in ((out, "--out"), (html, "--html")):  # said now, not after the engine's work
+        if path is not None:
+            check_output_file(path, option)
     if html is not None:  # before any work: never over a file `localfa view` did not write
         check_html_target(html)
     try:
@@ -150,7 +155,10 @@ def diagnose(
                 methods={label: chosen.for_model(eng.method_defaults).describe()},
                 extra={"budget": budget, "trace_files": [str(f) for f in files]},
             )
-            Path(f"{out}.manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+            try:
+                Path(f"{out}.manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+            except OSError as exc:
+                cannot_write(f"{out}.manifest.json", exc)
         results = run_diagnoses(eng, chosen, loaded, seed, budget, concurrency, quiet=quiet)
     finally:
         eng.close()
@@ -163,9 +171,12 @@ def diagnose(
         order = {str(f): i for i, f in enumerate(files)}
         records.sort(key=lambda r: order.get(r.source, len(order)))
     if out:
-        with open(out, "w", encoding="utf-8") as sink:
-            for r in records:
-                sink.write(r.to_line(with_transcript=transcript))
+        try:
+            with open(out, "w", encoding="utf-8") as sink:
+                for r in records:
+                    sink.write(r.to_line(with_transcript=transcript))
+        except OSError as exc:
+            cannot_write(out, exc)
     if html is not None:  # the page shows each turn: transcripts are kept for it whatever --transcript says
         from localfa.cli.view import written_line
         from localfa.view import write_browsable
@@ -175,11 +186,16 @@ def diagnose(
             done = write_browsable([r.record(with_transcript=True) for r in records], html, traces={t.id: t for t in loaded})
         except ViewError as exc:
             fail_located(exc)
+        except OSError as exc:
+            cannot_write(html, exc, "cannot write the page")
         if not quiet:
             _say(written_line(done))
     if as_json:
-        for r in records:
-            sys.stdout.write(r.to_line(with_transcript=transcript))
+        try:
+            for r in records:
+                sys.stdout.write(r.to_line(with_transcript=transcript))
+        except OSError as exc:
+            cannot_write("stdout", exc)
         print_summary([r for r in records if r.error] if quiet else records)
     else:
         for r in records:
@@ -202,7 +218,7 @@ def check_html_target(html: Path) -> None:
 
 
 def _say(msg: str) -> None:
-    typer.echo(msg, err=True)
+    typer.echo(terminal_safe(msg), err=True)
 
 
 def warn_empty_steps(traces: list[Trace]) -> None:

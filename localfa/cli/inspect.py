@@ -16,6 +16,7 @@ from typing import Any, Optional
 import typer
 
 from localfa.cli.errors import fail, fail_trace
+from localfa.terminal import terminal_safe
 from localfa.traces.errors import TraceError
 from localfa.traces.lineview import LineView, TokenCounter, approx_tokens
 from localfa.traces.load import FORMATS, load_traces
@@ -251,9 +252,9 @@ def inspect(
         info["format_source"] = "forced" if format else "detected"
         infos.append(info)
     if as_json:
-        typer.echo(json.dumps(infos[0] if len(infos) == 1 else infos, ensure_ascii=False, indent=2))
+        typer.echo(terminal_safe(json.dumps(infos[0] if len(infos) == 1 else infos, ensure_ascii=False, indent=2)))
     else:
-        typer.echo("\n\n".join(render_summary(info) for info in infos))
+        typer.echo(terminal_safe("\n\n".join(render_summary(info) for info in infos)))
     if unreadable:  # each one's `error:` line is above
         raise typer.Exit(1)
 
@@ -270,7 +271,7 @@ def load_runs(trace: str, fmt: str | None) -> tuple[list[tuple[Trace, Path, Path
     if not path.is_dir():
         try:
             # as methods see it: the harness's verdict, verifier output and task beside the file
-            return [(with_harness(t, path.parent, path), path.parent, path) for t in load_traces(trace, format=fmt)], 0
+            return [(with_harness(t, path.parent, path, load_traces), path.parent, path) for t in load_traces(trace, format=fmt)], 0
         except TraceError as e:
             fail_trace(e)
     errors: list[TraceError] = []
@@ -293,6 +294,6 @@ def print_lines(loaded: Trace, spec: str, source: str, width: int, as_json: bool
     first, last = parse_lines(spec, view.total_lines, source)
     if as_json:
         rows = [{"line": n, "step": view.step_at_line(n), "text": view.lines[n]} for n in range(first, last + 1)]
-        typer.echo(json.dumps({"id": loaded.id, "total_lines": view.total_lines, "lines": rows}, ensure_ascii=False))
+        typer.echo(terminal_safe(json.dumps({"id": loaded.id, "total_lines": view.total_lines, "lines": rows}, ensure_ascii=False)))
     else:
-        typer.echo(view.read(first, last - first + 1))
+        typer.echo(terminal_safe(view.read(first, last - first + 1)))

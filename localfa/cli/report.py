@@ -12,6 +12,8 @@ from typing import Annotated, Optional
 import typer
 
 from localfa.cli.errors import fail
+from localfa.cli.outputs import cannot_write, check_output_file
+from localfa.terminal import terminal_safe
 
 
 def report(
@@ -37,6 +39,10 @@ def report(
     from localfa.bench.report_dir import is_p_parent, write_any_report
     from localfa.bench.report_text import terminal_report
 
+    for path, option in ((html_out, "--html"), (json_out, "--json")):
+        if path is not None:
+            check_output_file(path, option)
+
     try:
         md, path = write_any_report(run_dir, html_out, substring=substring, n_boot=bootstrap)
     except ReportError as exc:
@@ -44,10 +50,10 @@ def report(
     except OSError as exc:
         fail(str(html_out or run_dir), f"cannot write the report: {exc.strerror or exc}")
     if markdown or is_p_parent(run_dir):
-        typer.echo(md, nl=False)
+        typer.echo(terminal_safe(md), nl=False)
     else:
         records, manifest = load_run(run_dir)
-        typer.echo(terminal_report(records, manifest, str(run_dir), path, n_boot=bootstrap, substring=substring), nl=False)
+        typer.echo(terminal_safe(terminal_report(records, manifest, str(run_dir), path, n_boot=bootstrap, substring=substring)), nl=False)
     if json_out:
         import json
 
@@ -55,5 +61,8 @@ def report(
 
         records, manifest = load_run(run_dir)
         groups = summarize(records, n_boot=bootstrap, method_order=list((manifest or {}).get("methods") or {}))
-        json_out.write_text(json.dumps([g.as_dict() for g in groups], indent=2) + "\n", encoding="utf-8")
+        try:
+            json_out.write_text(json.dumps([g.as_dict() for g in groups], indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            cannot_write(json_out, exc)
     typer.echo(f"wrote {path}", err=True)

@@ -69,6 +69,10 @@ def serve(
     )
 
     check_exposure(host, api_key, insecure)
+    try:  # said now, in one line, not by vLLM after a minute of loading
+        port = free_port(host, port or 0)
+    except (OSError, UnicodeError) as exc:
+        fail(host, f"cannot serve on this address here ({getattr(exc, 'strerror', None) or exc}): give --host an address of this machine")
     source = ctx.get_parameter_source("api_key")
     if api_key and source is not None and source.name == "COMMANDLINE":
         typer.echo(f"localfa: note: --api-key is visible to other users in ps; {KEY_ENV} is not", err=True)
@@ -83,7 +87,7 @@ def serve(
     except EngineError as exc:
         fail(settings.model or "model", str(exc))
     if print_command:
-        cmd = server_command(settings, model_dir, host, port or free_port(host), is_cpu_platform())
+        cmd = server_command(settings, model_dir, host, port, is_cpu_platform())
         typer.echo(shown_command(cmd, api_key))
         return
     typer.echo(f"localfa: starting vllm serve ({profile}, model {model_dir}) on {host}...", err=True)

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from localfa.cli.errors import fail
+from localfa.cli.outputs import cannot_write, check_output_file
+from localfa.terminal import terminal_safe
 
 
 def summarize(
@@ -42,6 +44,8 @@ def summarize(
 
     if len(runs) > 2:
         fail(" ".join(map(str, runs)), "give one run directory, or two to compare")
+    if jsonl is not None:
+        check_output_file(jsonl, "--jsonl")
     if len(runs) == 2:
         compare_runs(runs[0], runs[1], jsonl)
         return
@@ -53,11 +57,14 @@ def summarize(
         fail(exc.path or str(runs[0]), exc.message)
     except OSError as exc:
         fail(str(getattr(exc, "filename", None) or runs[0]), f"cannot write the summary: {exc.strerror or exc}")
-    typer.echo(written.markdown, nl=False)
+    typer.echo(terminal_safe(written.markdown), nl=False)
     if jsonl:
         import shutil
 
-        shutil.copyfile(runs[0] / "summary.jsonl", jsonl)
+        try:
+            shutil.copyfile(runs[0] / "summary.jsonl", jsonl)
+        except OSError as exc:
+            cannot_write(jsonl, exc)
     if written.view_problem:
         typer.echo(f"warning: {written.view_problem}", err=True)
     typer.echo("wrote " + ", ".join(str(f) for f in written.files), err=True)
@@ -88,7 +95,7 @@ def compare_runs(run_a: Path, run_b: Path, jsonl: Optional[Path]) -> None:
     lines += accuracy_lines(diffs) + [""] + moves_lines(moved, pairs)
     if shifts:
         lines += [""] + shifts_lines(shifts)
-    typer.echo("\n".join(lines))
+    typer.echo(terminal_safe("\n".join(lines)))
     if jsonl:
         rows: list[dict[str, Any]] = [
             {"type": "accuracy", "method": d.method, "traces": d.traces, "step_a": d.step_a, "step_b": d.step_b}

@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from localfa.cli.errors import fail, fail_located
+from localfa.errors import one_line
 
 
 def view(
@@ -25,7 +26,7 @@ def view(
         typer.Option(
             "--traces",
             help="A folder whose trace files the page may read (repeatable); without it only the run's own trace files "
-            "(as its manifest lists them) are read, never a path a record names",
+            "(as its manifest lists them, holding the content its records were made on) are read, never a path a record names",
         ),
     ] = None,
     one_page: Annotated[
@@ -66,7 +67,15 @@ def view(
     target = out or default_output(results)
     readable = TraceFiles.of_run(path, traces or ())
     try:
-        done = write_browsable(records, target, readable=readable, title=f"localfa — {results.name}", force=force, one_page=one_page)
+        done = write_browsable(
+            records,
+            target,
+            readable=readable,
+            title=f"localfa — {results.name}",
+            force=force,
+            one_page=one_page,
+            warn=lambda note: typer.echo(f"warning: {one_line(note)}", err=True),
+        )
     except ViewError as exc:
         fail_located(exc)
     except OSError as exc:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from localfa.engine.errors import CacheError, EngineError
 from localfa.engine.types import Request, Response, Usage
 from localfa.engine.wrapper import EngineWrapper
+from localfa.redact import redact
 
 if TYPE_CHECKING:
     from localfa.engine.cache_files import CacheFiles
@@ -67,7 +68,9 @@ class ResponseCache:
 
     def put_many(self, items: list[tuple[str, dict[str, Any]]]) -> None:
         with self._lock:
-            self._db.executemany("INSERT OR REPLACE INTO responses (key, body) VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items])
+            self._db.executemany(
+                "INSERT OR REPLACE INTO responses (key, body) VALUES (?, ?)", [(k, redact(json.dumps(v))) for k, v in items]
+            )
             self._db.commit()
 
     def close(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
@@ -23,6 +24,13 @@ class Sampling:
     top_p: float = 0.95
     max_tokens: int = 256
     seed: int | None = None
+
+    def __post_init__(self) -> None:
+        """Settings no engine can honour are refused here, whoever built them (a profile, the API)."""
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise ValueError(f"sampling temperature must be a finite number >= 0, got {self.temperature}")
+        if not (math.isfinite(self.top_p) and 0 < self.top_p <= 1):
+            raise ValueError(f"sampling top_p must lie in (0, 1], got {self.top_p}")
 
     def with_(self, **changes: Any) -> "Sampling":
         return replace(self, **changes)

@@ -25,6 +25,7 @@ from localfa.engine.grammar import Grammar
 from localfa.engine.types import Engine, Request, Sampling, derive_seed
 from localfa.insights.taxonomy import Taxonomy
 from localfa.methods.base import Program
+from localfa.methods.names import agent_names
 from localfa.methods.runner import Job, run_jobs
 from localfa.results import ResultRecord
 from localfa.templates import render
@@ -75,6 +76,7 @@ def categorise_request(record: ResultRecord, trace: Trace, taxonomy: Taxonomy) -
         task=_cut(trace.task or "(no task recorded)", TASK_CHARS)[0],
         step=record.step,
         agent=record.agent or step.agent,
+        names=agent_names(trace),
         kind=step.kind,
         step_text=step_text,
         cut=cut,

@@ -210,9 +210,11 @@ def group_reasons(items: Sequence[Diagnosed], max_groups: int = 20) -> tuple[lis
     dims = min(64, tfidf.shape[1] - 1)
     reduced = TruncatedSVD(n_components=dims, random_state=0).fit_transform(tfidf) if dims >= 2 else tfidf.toarray()
     reduced = normalize(reduced)
-    labels = _cluster_labels(reduced, len(items))
+    # A reason with no counted word ("x", "Agent1") is a zero row: no cosine distance, so no group.
+    worded = [i for i in range(len(items)) if np.abs(reduced[i]).sum() > 1e-9]
+    labels = _cluster_labels(reduced[worded], len(worded))
     members: dict[int, list[int]] = defaultdict(list)
-    for i, lab in enumerate(labels):
+    for i, lab in zip(worded, labels):
         members[lab].append(i)
     big = sorted((ix for ix in members.values() if len(ix) >= MIN_GROUP), key=lambda ix: (-len(ix), ix[0]))
     ungrouped = len(items) - sum(len(ix) for ix in big)

@@ -16,7 +16,9 @@ from pathlib import Path
 from localfa.durable import replace_durably
 from localfa.insights.render import SUMMARY_VIEW, exemplar_anchors, summary_jsonl, summary_markdown
 from localfa.insights.summary import UNKNOWN_KIND, Summary, step_kind, summarize
+from localfa.redact import redact
 from localfa.results import ResultRecord
+from localfa.terminal import terminal_safe
 from localfa.view.records import TraceFiles, group_records
 
 SUMMARY_MD = "summary.md"
@@ -60,9 +62,9 @@ def write_summary(run_dir: str | Path, max_groups: int = 20, folders: tuple[str,
             )
         except OSError as exc:
             problem, anchors = f"{run / SUMMARY_VIEW}: {exc.strerror or exc}", {}
-    markdown = summary_markdown(summary, anchors)
+    markdown = redact(terminal_safe(summary_markdown(summary, anchors)))  # read in terminals too (`cat summary.md`)
     replace_durably(run / SUMMARY_MD, markdown)
-    replace_durably(run / SUMMARY_JSONL, "".join(line + "\n" for line in summary_jsonl(summary)))
+    replace_durably(run / SUMMARY_JSONL, "".join(redact(line) + "\n" for line in summary_jsonl(summary)))
     files += [run / SUMMARY_MD, run / SUMMARY_JSONL]
     _, html_path = write_report(run, insights=summary, anchors=anchors)
     files.append(html_path)

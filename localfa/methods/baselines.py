@@ -55,8 +55,9 @@ from localfa.engine.grammar import Grammar
 from localfa.engine.types import Sampling, derive_seed
 from localfa.limits import Limits, LimitsHit, shorten  # noqa: F401 (shorten: used here and by other methods)
 from localfa.methods.base import BaseMethod, MethodContext, Program
-from localfa.methods.fencing import CLOSE, OPEN, fence_overhead, neutralise
+from localfa.methods.fencing import CLOSE, OPEN, fence_overhead
 from localfa.methods.history_window import HistoryWindow
+from localfa.methods.names import agent_names
 from localfa.methods.none_answer import answer_or_none, is_none, none_diagnosis
 from localfa.templates import render
 from localfa.traces.importers.common import calls_text
@@ -153,12 +154,14 @@ def agent_choices(trace: Trace) -> list[str]:
 
 
 def shown_agents(trace: Trace) -> dict[str, str]:
-    """{the agent's name as a prompt shows it (`neutralise`d: one line, no marker): its spelling
-    in the trace}, in order of first appearance: an answer grammar offers the names the model was
-    shown, and the answer is mapped back to the trace's own spelling."""
+    """{the agent's name as a prompt shows it (a safe identifier, or an alias whose original the
+    prompt fences: `localfa.methods.names`): its spelling in the trace}, in order of first
+    appearance: an answer grammar offers the names the model was shown, and the answer is mapped
+    back to the trace's own spelling."""
+    names = agent_names(trace)
     out: dict[str, str] = {}
     for name in agent_choices(trace):
-        out.setdefault(neutralise(name), name)
+        out.setdefault(names.show(name), name)
     return out
 
 
@@ -319,6 +322,7 @@ class _ModelBaseline(BaseMethod):
             "has_observations": any(s.kind == "observation" for s in t.steps[:n_steps]),
             "first_shown": 0,  # the log from its first step (step-by-step moves it on a run past the window)
             "allow_none": bool(ctx.allow_none),
+            "names": agent_names(t),  # agents as the prompt may show them outside a fence
         }
 
     @staticmethod

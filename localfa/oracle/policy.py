@@ -57,7 +57,8 @@ from typing import Any, Callable, Sequence, TypeVar
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Request
 from localfa.methods.base import base_key
-from localfa.methods.fencing import neutralise
+from localfa.methods.fencing import defuse, neutralise
+from localfa.methods.names import aliases_in_prompt
 from localfa.naming import normalize_agent
 from localfa.oracle import prompt as prompt_reader
 from localfa.oracle.fingerprint import RECOGNISE, FaultFingerprint
@@ -207,17 +208,20 @@ class Ask:
     # ---- agents ------------------------------------------------------------------------------------
     def agent_choice(self, choices: Sequence[str], step: int | None = None) -> str:
         """The choice that names the labelled agent (or, with `step`, the agent the prompt shows
-        beside that step), as the trace spells it or as a prompt shows it (`neutralise`d)."""
+        beside that step), as the trace spells it or as a prompt shows it (`neutralise`d, or an
+        alias whose original the prompt's own block holds: `localfa.methods.names.aliases_in_prompt`)."""
         name = self.fingerprint.agent if step is None else self.agents().get(step)
         if not name:
             raise PolicyError(
                 f"request {self.key!r}: no agent to name" + (f" (the prompt shows none at step {step})" if step is not None else "")
             )
-        target, shown = normalize_agent(name), normalize_agent(neutralise(name))
+        aliases = aliases_in_prompt(self.text)
+        name = aliases.get(name, name)
+        wanted = {normalize_agent(name), normalize_agent(neutralise(name)), normalize_agent(defuse(name))}
         for c in choices:
-            if normalize_agent(c) in (target, shown):
+            if normalize_agent(aliases.get(c, c)) in wanted:
                 return c
-        raise PolicyError(f"request {self.key!r}: no agent choice names {target!r} (choices: {list(choices)})")
+        raise PolicyError(f"request {self.key!r}: no agent choice names {normalize_agent(name)!r} (choices: {list(choices)})")
 
 
 Answer = Callable[[Ask], Any]

@@ -16,6 +16,7 @@ from localfa.traces.importers.common import file_stem
 from localfa.traces.model import Trace
 
 KEEPS_OWN_ID = {"whowhen"}  # formats whose importer names a trace by its place in a benchmark tree
+WHOWHEN_TREE = "whowhen/"  # the importer's id of a file in a recognised subset folder (whowhen/hand-crafted/12)
 _SUFFIXES = (".traj",)  # SWE-agent / mini-swe-agent: astropy__astropy-13977.traj.json -> astropy__astropy-13977
 
 
@@ -55,7 +56,7 @@ def _path_id(path: Path, base: Path, folder: bool = False) -> str:
     return unicodedata.normalize("NFC", "/".join([*rel.parts[:-1], name]))  # one spelling of "café" (NFD on macOS)
 
 
-def distinct_ids(loaded: list[tuple[Path, Path, Trace]]) -> list[Trace]:
+def distinct_ids(loaded: list[tuple[Path, Path, Trace]], recorded: dict[str, str] | None = None) -> list[Trace]:
     """The traces of (root, file, trace) triples, each with an id that never moves.
 
     Results are keyed by trace id, so an id must name one run, and the same run the same way on
@@ -67,15 +68,20 @@ def distinct_ids(loaded: list[tuple[Path, Path, Trace]]) -> list[Trace]:
     named by that folder. What a
     file says of itself (an ``instance_id``) stays in its metadata, never its id. A file holding
     several runs (inspect_ai samples, TELBench cases) gives ``<file id>/<sample>``, the sample named
-    by the importer. Only Who&When keeps its
-    importer's id (``whowhen/hand-crafted/12``: the benchmark's own names). Two runs with one id
-    (given from two roots) are a TraceError naming both, never renamed.
+    by the importer. Only Who&When inside a recognised Who&When tree keeps its importer's id
+    (``whowhen/hand-crafted/12``: the benchmark's own names); a Who&When file elsewhere follows the
+    path rule. `recorded` (resolved file -> id, a run's manifest ``trace_ids``) keeps the id a run
+    already gave a file, so a rule changed since cannot move it. Two runs with one id (given from
+    two roots) are a TraceError naming both, never renamed.
     """
     owner: dict[str, Trace] = {}
     out: list[Trace] = []
     runs_in = Counter(f for _, f, _ in loaded)
+    kept = recorded or {}
     for root, f, t in loaded:
-        if t.format in KEEPS_OWN_ID:
+        if runs_in[f] == 1 and kept.get(str(f.resolve())):
+            new = kept[str(f.resolve())]
+        elif t.format in KEEPS_OWN_ID and t.id.startswith(WHOWHEN_TREE):
             new = unicodedata.normalize("NFC", t.id)
         else:
             sample = t.metadata.get("log_sample")

@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 import pydantic_core
 
 from localfa.limits import DEFAULT_MAX_TRACE_BYTES, ENV, max_trace_bytes_from_env
+from localfa.redact import redact, redact_value
 from localfa.traces import importers
 from localfa.traces.errors import TraceError
 from localfa.traces.importers.common import TRACE_SUFFIXES, check_labels, type_name
@@ -226,10 +227,10 @@ def load_traces(path: str | Path, format: str | None = None, max_bytes: int | No
     limit = max_bytes if max_bytes is not None else max_bytes_from_env(source)
     repaired: list[str] = []
     if p.name.lower().endswith(importers.inspect_ai.SUFFIX):  # a zip archive, not JSON text
-        data: Any = importers.inspect_ai.read_archive(_read_bytes(p, source, limit), source)
+        data: Any = redact_value(importers.inspect_ai.read_archive(_read_bytes(p, source, limit), source))
         format = format or importers.inspect_ai.NAME
     else:
-        text = _read_text(p, source, limit)
+        text = redact(_read_text(p, source, limit))  # a key the trace carries goes no further (`localfa.redact`)
         data = _parse_json(text, source)
         if _SURROGATE_ESCAPE.search(text):  # cheap gate: only JSON escapes can carry a lone surrogate
             try:

@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+from localfa.traces.model import Trace
 
 OUTCOME_TAIL_CHARS = 3000
 MAX_READ_BYTES = 4 * 1024 * 1024
@@ -105,20 +107,19 @@ def instruction_from_command(command: str) -> str | None:
     return None
 
 
-def _session_task(agent_dir: Path, own: Path) -> str | None:
+def _session_task(agent_dir: Path, own: Path, read: ReadLog | None) -> str | None:
     """The task of another log of the same agent run (a Claude Code session or Codex rollout
     under ``agent/sessions``): its first user message."""
     from localfa.traces.importers.coding import harbor_log_pattern
-    from localfa.traces.load import load_traces  # here: the loader imports the harness module that imports this one
 
     sessions = agent_dir / "sessions"
-    if not sessions.is_dir():
+    if read is None or not sessions.is_dir():
         return None
     for f in sorted(sessions.rglob("*.jsonl")):
         if f == own or not harbor_log_pattern(f.relative_to(agent_dir).as_posix()):
             continue
         try:
-            runs = load_traces(f, max_bytes=64 * 1024 * 1024)
+            runs = read(f)
         except Exception:  # noqa: BLE001 - a sibling log that cannot be read gives no task, nothing more
             continue
         task = next((t.task for t in runs if t.task.strip()), None)
@@ -155,16 +156,20 @@ def _task_folder_instruction(trial: Path) -> str | None:
     return None
 
 
-def harbor_task(trial: Path, own: Path) -> tuple[str, str] | None:
+ReadLog = Callable[[Path], list[Trace]]  # reads a trace file (the loader's `load_traces`, passed in: it imports this module)
+
+
+def harbor_task(trial: Path, own: Path, read: ReadLog | None = None) -> tuple[str, str] | None:
     """(task, where it came from) for a trial's agent log that holds none (`own`), or None.
 
     In order: another log of the same run under ``agent/sessions`` (its first user message), the
     prompt in a command Harbor ran (``agent/command-N/command.txt``), the task folder's
     ``instruction.md`` (``config.json`` ``task.path``). Without any of them the task's name
-    (``result.json`` ``task_name``) stands in, and says that it is only a name."""
+    (``result.json`` ``task_name``) stands in, and says that it is only a name. Sibling logs are
+    read with `read` (none read without it)."""
     agent_dir = trial / "agent"
     for where, find in (
-        ("agent/sessions", lambda: _session_task(agent_dir, own)),
+        ("agent/sessions", lambda: _session_task(agent_dir, own, read)),
         ("agent/command-N/command.txt", lambda: _command_task(agent_dir)),
         ("the task's instruction.md", lambda: _task_folder_instruction(trial)),
     ):

@@ -38,6 +38,7 @@ from localfa.traces.importers.coding import HARBOR_AGENT_LOGS, harbor_log_patter
 from localfa.traces.model import Step, Trace
 
 TRAJECTORY = ("agent", "trajectory.json")
+HARBOR_JOB_FILES = frozenset({"config.json", "result.json"})  # a job's own files beside its trials: not traces
 SWE_SUFFIXES = (".traj.json", ".traj")
 MAX_REPORT_BYTES = 16 * 1024 * 1024
 _FAILED_LISTS = {"unresolved_ids": "unresolved", "error_ids": "evaluation error", "empty_patch_ids": "empty patch"}
@@ -246,15 +247,19 @@ def swe_reports(folder: Path) -> dict[str, Verdict]:
 def harness_trace_files(d: Path, is_trace_file: Callable[[Path], bool]) -> list[Path] | None:
     """The trace files of a folder holding harness runs, else None (no run in it).
 
-    Of a Harbor job only the trials' trajectories count (not its configs, results, logs); trace
-    files elsewhere in the folder count as usual (`is_trace_file`). Of a SWE-bench run folder
-    only the agents' trajectories count.
+    Of a Harbor job only the trials' trajectories count (not the trials' or the job's configs,
+    results, logs); trace files elsewhere in the folder, beside the trials too, count as usual
+    (`is_trace_file`). Of a SWE-bench run folder only the agents' trajectories count.
     """
     trials = harbor_trials(d)
     if trials is None:
         return swe_trajectories(d)
-    jobs = {t.parent if t != d else t for t in trials}
-    rest = [f for f in visible_files(d, is_trace_file) if not any(f.is_relative_to(j) for j in jobs)]
+    jobs = {t.parent for t in trials if t != d}
+    rest = [
+        f
+        for f in visible_files(d, is_trace_file)
+        if not any(f.is_relative_to(t) for t in trials) and not (f.parent in jobs and f.name in HARBOR_JOB_FILES)
+    ]
     return [f for f in map(trial_trace_file, trials) if f is not None] + rest
 
 
@@ -288,12 +293,13 @@ def verdict_of(root: Path, path: Path) -> Verdict | None:
     return None
 
 
-def with_harness(trace: Trace, root: Path, path: Path) -> Trace:
+def with_harness(trace: Trace, root: Path, path: Path, read: outcome.ReadLog | None = None) -> Trace:
     """`trace` as its harness saw it: the verdict in ``metadata["harness"]``, the verifier's
     evidence (`localfa.traces.outcome`) in ``Trace.outcome`` and as a last step (an observation
     of the ``verifier``: every method reads it, none answers it), and, for a Harbor agent log
-    that holds no task, the task from the trial's files. Unchanged outside a harness run, or
-    where the format carries its own verdict (inspect_ai scores)."""
+    that holds no task, the task from the trial's files (a sibling log read with `read`: a
+    trace file reader such as `localfa.traces.load.load_traces`). Unchanged outside a harness run, or where the format carries its
+    own verdict (inspect_ai scores)."""
     verdict = verdict_of(root, path)
     if verdict is None or isinstance(trace.metadata.get("harness"), dict):
         return trace
@@ -304,7 +310,7 @@ def with_harness(trace: Trace, root: Path, path: Path) -> Trace:
     if trial is not None:
         told = outcome.harbor_outcome(trial, verdict.why)
         if not trace.task.strip():
-            found = outcome.harbor_task(trial, path)
+            found = outcome.harbor_task(trial, path, read)
             if found is not None:
                 update["task"], metadata["task_source"] = found
     if told:
@@ -320,18 +326,24 @@ def harness_traces(
     roots: Sequence[Path],
     failed_only: bool,
     say: Callable[[str], None],
+    recorded: dict[str, str] | None = None,
 ) -> list[tuple[Path, Path, Trace]]:
     """(root, file, trace) for the (root, file) pairs `found`, in their order: the one way `diagnose`
     and `bench` read the files they are given.
 
     Each file is read by `load` and gets its harness's verdict and evidence (`with_harness`); ids are made
     distinct over every file read (`localfa.traces.ids.distinct_ids`: a TraceError names two
-    files with one id); with `failed_only` only the trials the harness marked failed are kept
+    files with one id; a file keeps the id `recorded` gives it, a resumed run's); with `failed_only` only the trials the harness marked failed are kept
     (`keep_failed`, which says through `say` what it skipped). A file `load` cannot read goes to
     `on_error(root, file, exc)`, the caller's choice: raise it, warn and skip it, or keep it for an
     error record.
     """
     loaded: list[tuple[Path, Path, Trace]] = []
+
+    def read_sibling(path: Path) -> list[Trace]:
+        got = load(path)
+        return got if isinstance(got, list) else [got]
+
     for root, f in found:
         try:
             got = load(f)
@@ -339,8 +351,8 @@ def harness_traces(
             on_error(root, f, exc)
             continue
         for trace in got if isinstance(got, list) else [got]:  # a file may hold several runs (inspect_ai samples)
-            loaded.append((root, f, with_harness(trace, root, f)))
-    traces = distinct_ids(loaded)
+            loaded.append((root, f, with_harness(trace, root, f, read_sibling)))
+    traces = distinct_ids(loaded, recorded)
     if not failed_only or not traces:
         return [(root, f, t) for (root, f, _), t in zip(loaded, traces)]
     kept = {id(t) for t in keep_failed(traces, list(roots), say)}

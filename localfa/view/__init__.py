@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from localfa.traces.model import Trace
 
@@ -25,13 +25,26 @@ def write_view(
     traces: dict[str, Trace] | None = None,
     readable: "TraceFiles | None" = None,
     title: str = "localfa diagnoses",
+    warn: Callable[[str], None] | None = None,
 ) -> Path:
     """Group `records` by trace, take each trace from `traces` or read it where `readable` allows
-    (`localfa.view.records.TraceFiles`: never a file only a record names), write the page."""
+    (`localfa.view.records.TraceFiles`: never a file only a record names), write the page; `warn`
+    hears of each trace file changed since its diagnoses were made (the page says so too)."""
     from localfa.view.page import write_page
     from localfa.view.records import group_records
 
-    return write_page(group_records(records, traces, readable), out, title)
+    groups = group_records(records, traces, readable)
+    _warn_changed(groups, warn)
+    return write_page(groups, out, title)
+
+
+def _warn_changed(groups: list, warn: Callable[[str], None] | None) -> None:
+    """Tell `warn` of each trace file changed since its diagnoses were made (`changed_note`)."""
+    from localfa.view.records import changed_note
+
+    for note in filter(None, map(changed_note, groups)):
+        if warn is not None:
+            warn(note)
 
 
 @dataclass(frozen=True)
@@ -52,10 +65,12 @@ def write_browsable(
     title: str = "localfa diagnoses",
     force: bool = False,
     one_page: bool = False,
+    warn: Callable[[str], None] | None = None,
 ) -> Written:
     """The view a person opens: for one trace (or `one_page`) its page, else the sweep index with
     one page per trace beside it (`localfa.view.sweep`). Replaces only files `localfa view` wrote,
-    unless `force` (`ViewError` otherwise)."""
+    unless `force` (`ViewError` otherwise); `warn` hears of each trace file changed since its
+    diagnoses were made (the pages say so too)."""
     from localfa.view.page import write_page
     from localfa.view.records import group_records
     from localfa.view.sweep import check_replaceable, pages_folder, remove_pages, write_sweep_view
@@ -63,6 +78,7 @@ def write_browsable(
     target = Path(out)
     check_replaceable(target, force)
     groups = group_records(records, traces, readable)
+    _warn_changed(groups, warn)
     if one_page or len(groups) == 1:
         written = Written(write_page(groups, target, title), len(records), len(groups))
         remove_pages(pages_folder(target))  # an index this page replaces leaves no pages behind

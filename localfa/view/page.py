@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from localfa.durable import replace_durably
+from localfa.limits import Limits, shorten
 from localfa.methods.evidence import verify_quotes
+from localfa.redact import redact
 from localfa.traces.model import Step, Trace, normalize_agent
 from localfa.view.code import code_text_html, is_code_heavy
 from localfa.view.html import FOLD_CHARS, e, folded_text, step_number
 from localfa.view.marks import Range, find_quotes, marked_html
 from localfa.view.paths import base_name, method_path
-from localfa.view.records import TraceGroup
+from localfa.view.records import TraceGroup, changed_note
 from localfa.view.style import CSP, CSS, GENERATOR, PALETTE
 
 
@@ -66,12 +68,24 @@ def collect_quotes(group: TraceGroup) -> list[Quote]:
 OBSERVATION_TAG = ' · <span class="obs">observation</span>'  # tool output, environment text: no agent wrote it
 
 
-def step_parts(step: Step) -> list[tuple[str, str]]:
-    """(kind, text) of everything a step says, in reading order."""
+def page_step_chars() -> int:
+    """The most characters of one step part the page shows: the cap prompts use
+    (`localfa.limits`, $LOCALFA_MAX_STEP_CHARS), so a page costs memory by the cap, not the
+    step (a 50 MB step once took 7.8 GB to mark). A bad setting falls back to the default."""
+    try:
+        return Limits.from_env().max_step_chars
+    except ValueError:
+        return Limits().max_step_chars
+
+
+def step_parts(step: Step, cap: int | None = None) -> list[tuple[str, str]]:
+    """(kind, text) of everything a step says, in reading order, each within `cap` characters
+    (head and tail around a cut marker, as a prompt shows it; default `page_step_chars`)."""
+    cap = page_step_chars() if cap is None else cap
     parts = [("content", step.content or "")]
     parts += [("tool call", json.dumps(c, ensure_ascii=False)) for c in step.tool_calls]
     parts += [(kind, text) for kind, text in (("input", step.input), ("observation", step.observation)) if text]
-    return parts
+    return [(kind, shorten(text, cap)) for kind, text in parts]
 
 
 def _decisive_steps(group: TraceGroup) -> dict[int, list[int]]:
@@ -107,6 +121,7 @@ def timeline_html(group: TraceGroup, gid: int, quotes: list[Quote], colors: dict
     decisive = _decisive_steps(group)
     spans = _span_steps(group, len(trace.steps))
     texts = [q.text for q in quotes]
+    cap = page_step_chars()
     items = []
     for step in trace.steps:
         i = step.index
@@ -132,7 +147,7 @@ def timeline_html(group: TraceGroup, gid: int, quotes: list[Quote], colors: dict
             f"{OBSERVATION_TAG if step.kind == 'observation' else ''}{badges}</div>"
         )
         body = []
-        for kind, text in step_parts(step):
+        for kind, text in step_parts(step, cap):
             ranges: list[Range] = find_quotes(text, texts) if texts and text else []
             for _, _, q in ranges:
                 where.setdefault(q, [])
@@ -203,6 +218,8 @@ def diagnosis_html(
         f"{int(u.get('prompt_tokens', 0) or 0):,} prompt + {int(u.get('completion_tokens', 0) or 0):,} completion tokens "
         f"({int(u.get('cached_tokens', 0) or 0):,} cached) · {float(rec.get('wall_s') or 0):.1f} s</div>",
     ]
+    if k in group.changed:
+        parts.append('<div class="err">⚠ made on other content than the trace shown (the file has changed since)</div>')
     if rec.get("error"):
         parts.append(f'<div class="err">{e(str(rec["error"])[:3000])}</div>')
     if rec.get("reasoning"):
@@ -249,12 +266,15 @@ def trace_section(group: TraceGroup, gid: int, colors: dict[str, str]) -> str:
         else f'<p class="err">The trace could not be read: {e(group.problem)}</p>'
     )
     head = [f'<section class="trace" id="t{gid}"><h2>{e(group.trace_id)}</h2>']
+    changed = changed_note(group)
+    if changed:
+        head.append(f'<p class="err">⚠ {e(changed)}.</p>')
     if trace is not None:
         head.append(f'<p class="muted">{e(trace.format)} · {len(trace.steps)} steps · {_agents(trace)} · {e(group.source)}</p>')
         if trace.task:
-            head.append(f'<div class="task"><b>Task</b>{folded_text(trace.task, 400)}</div>')
+            head.append(f'<div class="task"><b>Task</b>{folded_text(shorten(trace.task, page_step_chars()), 400)}</div>')
         if trace.final_output:  # a submitted patch is read whole (`code_text_html` folds no diff)
-            final = trace.final_output
+            final = shorten(trace.final_output, page_step_chars())
             shown = code_text_html(final, []) if is_code_heavy(final) else folded_text(final, 400)
             head.append(f'<div class="task final"><b>Final output</b>{shown}</div>')
         head.append(outcome_html(trace))
@@ -326,5 +346,6 @@ def build_page(groups: list[TraceGroup], title: str = "localfa diagnoses", nav: 
 
 
 def write_page(groups: list[TraceGroup], out: str | Path, title: str = "localfa diagnoses") -> Path:
-    """Write the page atomically (a reader never sees half a file); returns its path."""
-    return replace_durably(out, build_page(groups, title))
+    """Write the page atomically (a reader never sees half a file), every secret masked (a
+    results file from elsewhere may carry one: `localfa.redact`); returns its path."""
+    return replace_durably(out, redact(build_page(groups, title)))

@@ -3,10 +3,17 @@
 Input is a results file (`localfa diagnose --out`, or a sweep's `results.jsonl`) or a run
 directory (its results.jsonl and shard files, read by the one reader `report` and resume use).
 A record names its trace file in `source`, but a results file is input like any other and may
-be hostile: a `source` is opened only when it is one of the run's own trace files (as its manifest
-lists them) or lies under a folder the user names (`TraceFiles`), never because a record says so.
-A trace that cannot be read (moved, deleted, not allowed) leaves its records on the page with a
-note, without a timeline: the verdict and the method's path are still worth seeing.
+be hostile, and so is the run folder around it (its manifest too). A file is opened when it lies
+under a folder the user names (`TraceFiles`, ``--traces``), or when the run folder names it (one of
+its manifest's trace files) and it holds the very trace its records were made on: its
+`trace_digest` is a record's ``trace_sha256``. A forged manifest can then name no file whose
+content its forger did not already have. A trace that cannot be read (moved, deleted, not
+allowed) leaves its records on the page with a note, without a timeline: the verdict and the
+method's path are still worth seeing.
+
+A trace file edited since its diagnoses were made (under a folder the user names) is shown as it
+is now, and the page says which diagnoses were made on other content (`TraceGroup.changed`), as
+`view` does on stderr: `report` scores them as they were made.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ class TraceGroup:
     trace: Trace | None
     records: list[dict[str, Any]] = field(default_factory=list)
     problem: str | None = None  # why the trace could not be read
+    changed: list[int] = field(default_factory=list)  # records (positions) made on other content than the file's now
 
 
 def results_path(path: str | Path) -> Path:
@@ -114,7 +122,12 @@ class TraceFiles:
 
     def allows(self, path: Path) -> bool:
         real = _resolved(path)
-        return real in self.files or any(real.is_relative_to(d) for d in self.folders)
+        return real in self.files or self.vouched(path)
+
+    def vouched(self, path: Path) -> bool:
+        """Under a folder the user named: opened whatever the run folder says of it."""
+        real = _resolved(path)
+        return any(real.is_relative_to(d) for d in self.folders)
 
     def root_of(self, path: Path) -> Path:
         """The folder given with --traces that holds `path` (a harness run's reports may lie
@@ -159,33 +172,78 @@ def group_records(
     """Records grouped by trace (first-seen order), each group with its trace loaded once.
 
     `traces` (id -> Trace) are used as given (`diagnose --html` has them in memory); any other
-    trace is read from its record's `source` only where `readable` allows that file (by default
-    none: a record never decides which file is opened).
+    trace is read from its records' `source` only where `readable` allows that file, and a file
+    only the run folder names only when it holds the trace diagnosed (see the module doc; by
+    default no file: a record never decides which file is opened).
     """
-    from localfa.traces.errors import TraceError
-    from localfa.traces.load import load_traces
-    from localfa.traces.runs import with_harness
-
     known = dict(traces or {})
     allowed = readable or TraceFiles()
     groups: dict[str, TraceGroup] = {}
     for rec in records:
         tid = str(rec.get("trace"))
-        group = groups.get(tid)
-        if group is None:
-            source = str(rec.get("source") or "")
-            trace, problem = known.get(tid), None
-            if trace is None:
-                try:
-                    path = allowed.locate(source)
-                    trace = with_harness(_the_run(load_traces(path), tid), allowed.root_of(path), path)  # as the methods saw it
-                except TraceError as exc:
-                    problem = str(exc)
-                except OSError as exc:
-                    problem = f"{source}: {exc.strerror or exc}"
-            group = groups[tid] = TraceGroup(tid, source, trace, problem=problem)
-        group.records.append(rec)
+        if tid not in groups:
+            groups[tid] = TraceGroup(tid, str(rec.get("source") or ""), known.get(tid))
+        groups[tid].records.append(rec)
+    for group in groups.values():
+        if group.trace is None:
+            _read_trace(group, allowed)
     return list(groups.values())
+
+
+def _read_trace(group: TraceGroup, allowed: TraceFiles) -> None:
+    """Load `group`'s trace where `allowed` lets it, and note which records were made on other content."""
+    from localfa.traces.errors import TraceError
+    from localfa.traces.load import load_traces
+    from localfa.traces.runs import with_harness
+
+    source = group.source
+    try:
+        path = allowed.locate(source)
+        trace = _the_run(load_traces(path), group.trace_id)
+    except TraceError as exc:
+        group.problem = str(exc)
+        return
+    except OSError as exc:
+        group.problem = f"{source}: {exc.strerror or exc}"
+        return
+    now = trace_digests(trace, path)
+    recorded = [(k, str(r["trace_sha256"])) for k, r in enumerate(group.records) if r.get("trace_sha256")]
+    changed = [k for k, digest in recorded if digest not in now]
+    if len(changed) == len(recorded) and not allowed.vouched(path):
+        group.problem = (
+            f"not opened: {source} does not hold the trace these diagnoses were made on (no record's trace_sha256 is its "
+            "content's), and a run folder can make the page read only the traces it diagnosed; if the file was edited since, "
+            "give its folder with --traces to see it as it is now"
+        )
+        return
+    group.trace, group.changed = with_harness(trace, allowed.root_of(path), path, load_traces), changed  # as the methods saw it
+
+
+def trace_digests(trace: Trace, path: Path) -> set[str]:
+    """The `trace_digest`s a sweep may have recorded for the run `trace` read from `path`: as read,
+    and with its harness's verdict (a sweep adds it, `localfa.traces.runs.with_harness`; a
+    SWE-bench run's reports may sit up to two folders above the trajectory)."""
+    from localfa.results import trace_digest
+    from localfa.traces.runs import with_harness
+
+    out = {trace_digest(trace)}
+    for root in [path.parent, *list(path.parents)[1:3]]:
+        judged = with_harness(trace, root, path)
+        if judged is not trace:
+            out.add(trace_digest(judged))
+    return out
+
+
+def changed_note(group: TraceGroup) -> str | None:
+    """What to say of a trace shown beside diagnoses made on other content, or None."""
+    if not group.changed:
+        return None
+    n, total = len(group.changed), len(group.records)
+    return (
+        f"{group.source}: the trace file has changed since {n} of its {total} diagnos{'is' if total == 1 else 'es'} "
+        "were made (their trace_sha256 is not its content's): the page shows the file as it is now, "
+        "while report scores those diagnoses as they were made"
+    )
 
 
 def _the_run(runs: list[Trace], tid: str) -> Trace:

@@ -12,7 +12,8 @@ import pytest
 
 from localfa.api import diagnose_iter
 from localfa.engine.types import Request
-from localfa.methods.fencing import neutralise
+from localfa.methods.fencing import defuse, neutralise
+from localfa.methods.names import aliases_in_prompt
 from localfa.methods.registry import method_names
 from localfa.oracle.engine import OracleEngine
 from localfa.testing.hostile import MARK, hostile_trace, hostile_value, lines_in_prompt_voice
@@ -68,6 +69,7 @@ def test_all_at_once_offers_the_agent_names_its_prompt_shows_and_answers_in_the_
     offered = req.grammar.spec["properties"]["agent"]["enum"]
     prompt = req.messages[-1]["content"]
     hostile = next(s.agent for s in trace.steps if MARK in s.agent)
-    assert neutralise(hostile) in offered and hostile not in offered  # the model is offered what it was shown
+    assert offered == ["agent-1", "agent-2", "Checker"]  # the model is offered what it was shown: aliases of unsafe names
+    assert aliases_in_prompt(prompt)["agent-1"] == defuse(hostile)  # whose original stands in a fenced block
     assert all(name in prompt for name in offered)
     assert diag.agent in {s.agent.strip() for s in trace.steps}  # mapped back to the trace's own spelling

@@ -68,12 +68,17 @@ def test_without_a_key_nothing_is_refused(monkeypatch):
     assert client.get("/invocations").text == "open"
 
 
-def test_the_fingerprint_and_batched_counts(monkeypatch, tmp_path):
+def word_tokenizer(folder) -> str:
+    """A model folder whose tokenizer.json counts the words a and b (anything else is [UNK])."""
     tokenizers = pytest.importorskip("tokenizers")
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"a": 0, "b": 1, "[UNK]": 2}, unk_token="[UNK]"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    tok.save(str(tmp_path / "tokenizer.json"))
-    client = _client(monkeypatch, KEY, str(tmp_path))
+    tok.save(str(folder / "tokenizer.json"))
+    return str(folder)
+
+
+def test_the_fingerprint_and_batched_counts(monkeypatch, tmp_path):
+    client = _client(monkeypatch, KEY, word_tokenizer(tmp_path))
     auth = {"Authorization": f"Bearer {KEY}"}
     assert client.get("/localfa/fingerprint", headers=auth).json()["sha256"] == "a" * 64
     assert client.post("/localfa/count_tokens", headers=auth, json={"texts": ["a b a", "b", ""]}).json() == {"counts": [3, 1, 0]}

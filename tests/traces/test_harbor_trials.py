@@ -19,6 +19,7 @@ import pytest
 
 from localfa.bench.sweep import load_traces
 from localfa.bench.units import read_trace_file
+from localfa.traces.load import load_traces as read_traces
 from localfa.traces.load import trace_files_with_roots
 from localfa.traces.outcome import OUTCOME_TAIL_CHARS, harbor_task, instruction_from_command, tail
 from localfa.traces.runs import harness_traces, trial_trace_file
@@ -110,21 +111,24 @@ def test_the_task_comes_from_the_trials_own_files_in_order(tmp_path: Path) -> No
     # a newer Harbor keeps the prompt out of the command: the Claude Code session under agent/sessions has it
     trial = timed_out_trial(tmp_path / "job", command=COMMAND_024)
     own = trial / "agent" / "claude-code.txt"
-    assert harbor_task(trial, own) == (
+    assert harbor_task(trial, own, read_traces) == (
         "Harbor task write-report (its instruction is not in the trial folder; only its name is known)",
         "result.json task_name",
     )
     sessions = trial / "agent" / "sessions" / "projects" / "-app"
     sessions.mkdir(parents=True)
     shutil.copy(SESSION, sessions / SESSION.name)
-    task, where = harbor_task(trial, own) or ("", "")
+    task, where = harbor_task(trial, own, read_traces) or ("", "")
     assert where == "agent/sessions" and task.startswith('@"solution-architect (agent)" analyze existing CLI command')
     # the task folder config.json names (relative to the job) holds the instruction
     other = timed_out_trial(tmp_path / "job", name="count-lines__K2j4P", command=None)
     (tmp_path / "job" / "tasks" / "count-lines").mkdir(parents=True)
     (tmp_path / "job" / "tasks" / "count-lines" / "instruction.md").write_text("Count the lines of every log file.\n")
     (other / "config.json").write_text(json.dumps({"task": {"path": "tasks/count-lines"}, "trial_name": other.name}))
-    assert harbor_task(other, other / "agent" / "claude-code.txt") == ("Count the lines of every log file.", "the task's instruction.md")
+    assert harbor_task(other, other / "agent" / "claude-code.txt", read_traces) == (
+        "Count the lines of every log file.",
+        "the task's instruction.md",
+    )
 
 
 def test_the_prompt_is_read_from_harbors_command_lines() -> None:

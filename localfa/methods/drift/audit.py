@@ -139,7 +139,7 @@ class Audit:
         self.bounds.setdefault(name, []).append(where)
 
     def _user(self, template: str, cut_note: str = "", **variables: Any) -> Messages:
-        content = render(template, task=self.task, cut_note=cut_note, **variables)
+        content = render(template, task=self.task, cut_note=cut_note, names_legend=self.view.names.legend, **variables)
         return [self.system, {"role": "user", "content": content}]
 
     def _fit(self, prompt_for: Callable[[int], Messages], budget: int, max_tokens: int) -> int:

@@ -26,7 +26,8 @@ from typing import Iterable, Literal
 
 from localfa.limits import LimitsHit
 from localfa.methods.baselines import shorten, water_fill_cap
-from localfa.methods.fencing import fence, fence_overhead, neutralise
+from localfa.methods.fencing import fence, fence_overhead
+from localfa.methods.names import agent_names
 from localfa.traces.model import Step, Trace
 
 HEADER_SLACK = 40  # span header and step header per step, in characters (a safe upper estimate)
@@ -116,7 +117,8 @@ class SpanView:
         self._views: dict[tuple[object, ...], tuple[str, list[Cut]]] = {}
         # Per step, computed once: every chunk, the shared run and each fitting attempt show the
         # same steps again (beside a waiting engine), most of them uncut.
-        self._overheads = [len(trace.steps[i].agent) + HEADER_SLACK + fence_overhead(f"STEP {i}") for i in range(n)]
+        self.names = agent_names(trace)  # agents as a prompt may show them outside a fence
+        self._overheads = [len(self.names.show(trace.steps[i].agent)) + HEADER_SLACK + fence_overhead(f"STEP {i}") for i in range(n)]
         self._blocks: dict[tuple[int, int | None], str] = {}
         self._folded: dict[int, str] = {}
 
@@ -132,7 +134,7 @@ class SpanView:
         key = (i, cap)
         block = self._blocks.get(key)
         if block is None:
-            block = self._blocks[key] = f"[{i}] {neutralise(self.trace.steps[i].agent)}:\n{fence(text, f'STEP {i}')}"
+            block = self._blocks[key] = f"[{i}] {self.names.show(self.trace.steps[i].agent)}:\n{fence(text, f'STEP {i}')}"
         return block
 
     def size(self, spans: Iterable[Span]) -> int:

@@ -48,6 +48,7 @@ from localfa.methods.falat.windows import (
     window_fit,
     window_requests,
 )
+from localfa.methods.names import agent_names, with_legend
 from localfa.methods.none_answer import none_diagnosis
 from localfa.templates import render
 
@@ -136,7 +137,7 @@ class _Run:
         self.bounds.update(inputs_cut(ctx.trace, opts))
         passive = structural_passives(ctx.trace, n)
         eligible = frozenset(range(n)) - passive.keys()
-        g = Ground(ctx, view, opts, self.limits, self.system, prior.block(), self.window, eligible)
+        g = Ground(ctx, view, opts, self.limits, self.system, with_legend(prior.block(), agent_names(ctx.trace)), self.window, eligible)
         windows = split_windows(n, opts.window)
         fit = window_fit(g, len(windows))
         cap = fit.step_cap

@@ -18,6 +18,7 @@ from localfa.methods.base import MethodContext
 from localfa.methods.baselines import agent_choices, shorten
 from localfa.methods.falat.options import FalatOptions
 from localfa.methods.falat.text import wrong_output
+from localfa.methods.names import agent_names
 from localfa.templates import render
 from localfa.traces.model import Trace, normalize_agent
 
@@ -98,7 +99,11 @@ def agent_cards(trace: Trace, cap_chars: int) -> list[dict[str, Any]]:
         info = infos.get(normalize_agent(name))
         prompt = (info.system_prompt or "").strip() if info else ""
         cards.append(
-            {"name": name, "system_prompt": shorten(prompt, cap_chars) if prompt else None, "tools": list(info.tools) if info else []}
+            {
+                "name": agent_names(trace).show(name),
+                "system_prompt": shorten(prompt, cap_chars) if prompt else None,
+                "tools": list(info.tools) if info else [],
+            }
         )
     return cards
 
@@ -111,6 +116,7 @@ def prior_request(ctx: MethodContext, opts: FalatOptions, limits: FalatLimits, s
         "falat/prior.j2",
         task=task_text(trace, opts.task_chars),
         agents=agent_cards(trace, opts.agent_prompt_chars),
+        names_legend=agent_names(trace).legend,
         wrong_output=wrong,
         wrong_from=wrong_from,
         ground_truth=gt,

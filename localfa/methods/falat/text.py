@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 from localfa.limits import Limits, LimitsHit
 from localfa.methods.base import MethodContext
 from localfa.methods.baselines import shorten, water_fill_cap
+from localfa.methods.names import agent_names
 from localfa.tokens import approx_tokens
 from localfa.traces.model import Step, Trace
 
@@ -55,7 +56,8 @@ class TraceText:
         return cls(ctx.trace, counter(ctx), hit, hit.steps(len(ctx.trace.steps)))
 
     def agent(self, i: int) -> str:
-        return self.trace.steps[i].agent
+        """Step i's agent as a prompt may show it outside a fence (`localfa.methods.names`)."""
+        return agent_names(self.trace).show(self.trace.steps[i].agent)
 
     def text(self, i: int) -> str:
         if i not in self._texts:

@@ -32,6 +32,7 @@ from localfa.methods.base import Calls, MethodContext, Program
 from localfa.methods.baselines import agent_choices, shorten
 from localfa.methods.budget import CHARS_PER_TOKEN, BudgetError
 from localfa.methods.evidence import quoted_evidence, verify_quotes
+from localfa.methods.names import agent_names
 from localfa.methods.none_answer import is_none
 from localfa.methods.safari.context import plan_context
 from localfa.methods.safari.history import History
@@ -254,7 +255,8 @@ class Investigation:
                 n_steps=len(trace.steps),
                 total_lines=self.view.total_lines,
                 total_chars=self.view.total_chars,
-                agents=", ".join(agent_choices(trace)) or "unknown",
+                agents=", ".join(agent_names(trace).show(a) for a in agent_choices(trace)) or "unknown",
+                names_legend=agent_names(trace).legend,
                 context_limit=limit_text,
                 fits=fits,
                 max_read=self.max_read,
