@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from localfa.methods.registry import MethodSpec
 from tests.realsweep import SPECS
 
 pytestmark = pytest.mark.real
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.real
 
 def test_cascade_on_the_embedded_model(real_sweep):
     for rec, _trace in real_sweep.with_traces("cascade"):
-        assert rec["method"] == SPECS["cascade"]
+        assert rec["method"] == MethodSpec.parse(SPECS["cascade"]).label
         _check(rec)
     assert real_sweep.reproduced("cascade")
 
