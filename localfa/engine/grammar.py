@@ -39,6 +39,14 @@ _INTERNED: "OrderedDict[tuple[str, str, Any, Any], Grammar]" = OrderedDict()  # 
 _INTERN_LOCK = threading.Lock()
 
 
+# What a model writes inside a free-text string (a JSON string with a maxLength and no pattern of its
+# own): whitespace in runs of at most 32 spaces or tabs and two line breaks, and no control
+# character. A small model that starts looping on whitespace or escapes (``"\n\n\n..."``, each
+# character a token) otherwise writes until max_tokens cuts it and the answer is lost; a strong
+# model's quotes of indented code fit. Only the model-facing schema carries it (`model_spec`):
+# answers are still checked against `spec`, which it narrows.
+_GAP = r"[ \t]{0,32}(?:\r?\n[ \t]{0,32}){0,2}"
+TEXT_PATTERN = rf"^{_GAP}(?:[^\x00-\x20]{_GAP})*$"
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})  # values, not schemas: never closed
 _NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions"})  # name -> schema maps
 
@@ -70,6 +78,19 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
     out = close(schema)
     out["x-guidance"] = {"whitespace_flexible": False, "key_separator": ":", "item_separator": ","}
+    return out
+
+
+def guard_text(schema: Any) -> Any:
+    """A copy of `schema` whose free-text strings (type string, a maxLength, no pattern, format,
+    enum or const) also carry `TEXT_PATTERN`."""
+    if isinstance(schema, list):
+        return [guard_text(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: (v if k in _DATA_KEYWORDS else guard_text(v)) for k, v in schema.items()}
+    if out.get("type") == "string" and "maxLength" in out and not {"pattern", "format", "enum", "const"} & out.keys():
+        out["pattern"] = TEXT_PATTERN
     return out
 
 
@@ -135,17 +156,24 @@ class Grammar:
     # ---- identity -----------------------------------------------------------------------
     @cached_property
     def fingerprint(self) -> str:
-        """Content hash of the grammar: part of cache keys and of the run manifest."""
-        payload = json.dumps({"kind": self.kind, "spec": self.spec}, sort_keys=True, default=list)
+        """Content hash of the grammar as a model is held to it (`model_spec`): part of cache keys
+        and of the run manifest."""
+        payload = json.dumps({"kind": self.kind, "spec": self.model_spec}, sort_keys=True, default=list)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     # ---- what each backend needs --------------------------------------------------------
+    @cached_property
+    def model_spec(self) -> Any:
+        """What a model is held to: `spec`, with every free-text string of a JSON grammar also
+        bounded by `TEXT_PATTERN` (no loop on whitespace or escapes)."""
+        return guard_text(self.spec) if self.kind == "json" else self.spec
+
     def output_type(self) -> Any:
-        """The Outlines output type for this grammar."""
+        """The Outlines output type for this grammar (the model-facing `model_spec`)."""
         from outlines import types as otypes
 
         if self.kind == "json":  # always our compacted schema, also for pydantic models
-            return otypes.JsonSchema(json.dumps(self.spec))
+            return otypes.JsonSchema(json.dumps(self.model_spec))
         if self.kind == "regex":
             return otypes.Regex(self.spec)
         if self.kind == "choice":

@@ -46,7 +46,7 @@ def forget_fields() -> None:
 
 def _by_hand(grammar: Grammar) -> dict[str, Any]:
     if grammar.kind == "json":
-        return {"json": grammar.spec}
+        return {"json": grammar.model_spec}
     if grammar.kind == "regex":
         return {"regex": grammar.spec}
     if grammar.kind == "choice":
