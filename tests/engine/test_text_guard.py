@@ -46,7 +46,7 @@ def test_the_pattern_admits_prose_and_indented_code_and_refuses_whitespace_runs(
 
 @pytest.mark.real
 def test_llguidance_with_the_embedded_tokenizer_stops_a_newline_loop_inside_the_string():
-    llguidance = pytest.importorskip("llguidance")
+    import llguidance
     import llguidance.hf
     from transformers import AutoTokenizer
 
