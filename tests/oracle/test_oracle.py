@@ -94,13 +94,17 @@ def test_p1_baselines_find_every_labelled_step(whowhen):
             assert d.step == t.labels.mistake_step, (name, t.id, d.step, d.details)
 
 
-@pytest.mark.parametrize("tracer", ["per-claim", "ledger"])
-def test_p1_drift_finds_a_fault_whose_words_repeat_earlier_steps(whowhen, tracer):
+@pytest.mark.parametrize("tracer", ["per-claim", "ledger", "joint"])
+def test_p1_drift_finds_a_repeated_fault_where_a_careful_reader_does(whowhen, tracer):
     """hand-crafted/16's labelled step 15 says only "Next speaker WebSurfer", as steps 7 and 11 did:
-    a careful keeper that recognises the repeat as the error records its claim there (issue 33)."""
+    nothing it says is its own, so a careful reader recognises the first step that says it (issue
+    49) and the ceiling shows the miss. DRIFT's tracer marks that step as the first error, where
+    all-at-once answers it too (not a fallback)."""
     trace = load_trace(whowhen / "hand-crafted" / "16.json")
+    (aao,) = _run("all-at-once", [trace])
     (d,) = _run(f"drift:tracer={tracer}", [trace])
-    assert d.error is None and d.step == 15, (d.step, d.details.get("ledger", [])[:2])
+    assert aao.step == 7
+    assert d.error is None and d.step == aao.step, (d.step, d.details.get("ledger", [])[:2])
     assert d.details["step_is_fallback"] is False
 
 

@@ -16,7 +16,7 @@ class Drift(BaseMethod):
     Options: ClassVar[type] = DriftOptions
     view_path = "localfa.view.paths:drift_path"
     oracle_policy = "localfa.methods.drift.oracle:POLICY"
-    oracle_mutants = "localfa.methods.drift.oracle:MUTANTS"
+    oracle_mutants = "localfa.methods.drift.mutants:MUTANTS"
 
     def run(self, ctx: MethodContext) -> Program:
         return Audit(ctx, self.options).run()

@@ -1,0 +1,173 @@
+"""DRIFT's named mutants (`localfa.oracle.mutants`): one deliberate break per stage or rule, which
+the blind oracle (`localfa.methods.drift.oracle`) must notice.
+
+They patch DRIFT's machinery, so they live here and not beside the policy (a policy module may
+import nothing that reaches a trace: tests/architecture/test_oracle_blind.py).
+
+Content-blind mutants (issue 49): every template that shows the run's text (the keeper's chunks,
+the support checks, both tracer prompts) with that text removed and replaced by same-shape
+nonsense, and ``support-blind`` (the support checks shown no run text at all). Segmentation's
+prompt is left out: it is off by default (``segment=false``), so blinding it changes nothing.
+
+`traces` (the CI subset, tests/oracle/test_mutants.py) is chosen by a rule stated beside each
+mutant, never by where the kill shows; a mutant without one runs on the default subset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from localfa.methods.drift import audit, ledger, spans, support, verdict
+from localfa.methods.drift.tracer import Mark
+from localfa.oracle.mutants import Mutant, content_blind_mutants, patched
+
+PASSAGE_RUN_CHARS = 25000  # the no-passages mutant's support and tracer run text (long steps get cut)
+# The dev traces whose labelled step the 25,000-character support and tracer run cuts so that its
+# shown head and tail no longer carry the fault's words (only passages can show them), among those
+# intact DRIFT finds at p = 1: measured on the dev split at 32k (issue 49), seven traces, less
+# hand-crafted/15 (intact DRIFT misses it: its own 115k-character run hides the fault too).
+CUT_AT_25K = tuple(f"algorithm-generated/{n}" for n in (35,)) + tuple(f"hand-crafted/{n}" for n in (2, 7, 9, 13, 19))
+# The first seven algorithm-generated traces (in id order) whose labelled step lies at least 5
+# steps before their last: where the last span (the mutant's fallback) is far from the fault.
+FALLBACK_TRACES = tuple(f"algorithm-generated/{n}" for n in (1, 4, 5, 6, 8, 13, 16))
+
+
+def _no_support(self: Any, spans: Any, checked: Any, run: Any) -> Any:
+    """Support checks removed: nothing is checked, so nothing is risky or traced."""
+    return []
+    yield  # a generator stage that asks nothing
+
+
+def _support_blind_prompt(self: Any, run: Any, claim: Any, n: int, passages: str) -> Any:
+    """The support prompt with no run text and no passages (the claim and instructions only)."""
+    return self._user("drift/support.j2", "", run="", claim=claim, n_spans=n, limits=self.limits, passages="")
+
+
+def _no_passages(self: Any, claim: Any, cuts: Any, room: int) -> str:
+    return ""
+
+
+def _demote_direct(claim: Any, answer: dict[str, Any], view: Any, spans: Any, verify: bool = True) -> Any:
+    check = support.check_from_answer(claim, answer, view, spans, verify)
+    if check.status == "DIRECT":
+        check.status, check.demoted = "WEAK", "mutant: every DIRECT demoted"
+    return check
+
+
+def _view_cut_to(chars: int, view: Any) -> Any:
+    """`SpanView.view` with every run text cut to at most `chars` characters."""
+
+    def cut(self: Any, spans: Any, char_budget: int | None, tags: bool = True) -> Any:
+        return view(self, spans, chars if char_budget is None else min(char_budget, chars), tags)
+
+    return cut
+
+
+def _checks_run_cut_to(chars: int, fit_run: Any) -> Any:
+    """`Audit._fit_run` with the support and tracer run text fitted from `chars` characters at most
+    (the keeper's chunks untouched): a run that no longer fits, where passages must show the
+    hidden parts of cut steps."""
+
+    def cut(self: Any, stage: str, spans: Any, prompt_with: Any, max_tokens: int, start: int) -> Any:
+        return fit_run(self, stage, spans, prompt_with, max_tokens, min(start, chars))
+
+    return cut
+
+
+def _keep_nothing(self: Any, answer: dict[str, Any], chunk: int = 0) -> list[str]:
+    return []
+
+
+def _tracer_silent_claim(claim: Any, answer: dict[str, Any]) -> tuple[bool, list[Any]]:
+    return False, []
+
+
+def _tracer_silent_ledger(claims: Any, answer: dict[str, Any]) -> tuple[set[str], list[Any]]:
+    return set(), []
+
+
+def _all_missing(claim: Any, answer: dict[str, Any], view: Any, spans: Any, verify: bool = True) -> Any:
+    check = support.check_from_answer(claim, answer, view, spans, verify)
+    check.status = "MISSING"
+    return check
+
+
+def _all_harmful(claim: Any, answer: dict[str, Any]) -> tuple[bool, list[Any]]:
+    return True, [Mark(claim.id, claim.introduced, "introduce")]
+
+
+def _all_harmful_ledger(claims: Any, answer: dict[str, Any]) -> tuple[set[str], list[Any]]:
+    return {c.id for c in claims}, [Mark(c.id, c.introduced, "introduce") for c in claims]
+
+
+def _last_first(marks: list[Any]) -> list[int]:
+    return sorted({m.span for m in marks}, reverse=True)
+
+
+def _no_weakest(checked: Any, checks: Any) -> None:
+    return None
+
+
+def _content_blind() -> list[Mutant]:
+    """Both blindings of every template that shows run text; each tracer template under the tracer
+    mode that sends it."""
+    out = content_blind_mutants({"drift/ledger.j2": "p1", "drift/support.j2": "cost", "drift/tracer_claim.j2": "p1"})
+    out += [replace(m, spec="tracer=joint") for m in content_blind_mutants({"drift/tracer_ledger.j2": "p1"})]
+    return out
+
+
+def _mutants() -> list[Mutant]:
+    silent = patched((audit, "marks_for_claim", _tracer_silent_claim), (audit, "marks_for_ledger", _tracer_silent_ledger))
+    return [
+        Mutant("no-support-no-tracer", "support seeker and tracer", "p1", patched((audit.Audit, "_seek_support", _no_support))),
+        Mutant(
+            "support-blind",
+            "support seeker shown no run text (claim and instructions only)",
+            "cost",
+            patched((audit.Audit, "_support_prompt", _support_blind_prompt)),
+        ),
+        Mutant(
+            "no-passages",
+            "passages of cut steps (support and tracer run text held to 25,000 characters)",
+            "p1",
+            patched(
+                (audit.Audit, "_fit_run", _checks_run_cut_to(PASSAGE_RUN_CHARS, audit.Audit._fit_run)),
+                (audit.Audit, "_passages", _no_passages),
+            ),
+            traces=CUT_AT_25K,
+        ),
+        Mutant(
+            "direct-demoted",
+            "support verdict DIRECT (the gate to the tracer)",
+            "cost",
+            patched((audit, "check_from_answer", _demote_direct)),
+        ),
+        Mutant(
+            "run-text-256", "run text shown to every stage", "p1", patched((spans.SpanView, "view", _view_cut_to(256, spans.SpanView.view)))
+        ),
+        Mutant("keeper-records-nothing", "claim keeper (ledger)", "p1", patched((ledger.Ledger, "merge", _keep_nothing))),
+        Mutant("tracer-silent", "dependency tracer verdicts", "p1", silent),
+        Mutant(
+            "verdicts-ignored",
+            "support and tracer verdicts (every claim risky and harmful)",
+            "p1",
+            patched(
+                (audit, "check_from_answer", _all_missing),
+                (audit, "marks_for_claim", _all_harmful),
+                (audit, "marks_for_ledger", _all_harmful_ledger),
+            ),
+        ),
+        Mutant("first-error-latest", "first-error pick (earliest marked span)", "p1", patched((verdict, "error_spans", _last_first))),
+        Mutant(
+            "fallback-last-span",
+            "no-error fallback (weakest support)",
+            "p07",
+            patched((verdict, "weakest_claim", _no_weakest)),
+            traces=FALLBACK_TRACES,
+        ),
+        *_content_blind(),
+    ]
+
+
+MUTANTS = _mutants()
