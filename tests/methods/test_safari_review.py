@@ -4,7 +4,7 @@ whole, scaled budgets on top of the opening prompt, a bounded call list, the hon
 from __future__ import annotations
 
 from localfa.grammars.safari import SafariLimits
-from localfa.methods.safari.oracle import MUTANTS
+from localfa.methods.safari.mutants import MUTANTS, UNFIT_TRACES
 from localfa.oracle.mutants import registered_mutants
 from localfa.traces.lineview import LineView, steps_shown
 from localfa.traces.model import Labels
@@ -100,11 +100,12 @@ def _ceiling(traces, patch=None) -> float:
 
 
 def test_the_honest_oracle_ceiling_falls_when_read_or_search_is_broken(whowhen):
-    """Hand-crafted runs the first read does not show whole: the fault is found only by reading
+    """Runs the first read does not show whole (`UNFIT_TRACES`): the fault is found only by reading
     what searches point to (the p = 1 kills of two of issue 32's mutants)."""
     from localfa.bench.sweep import load_traces
 
-    traces = [t for t in load_traces([whowhen / "hand-crafted"]) if t.id.endswith(("/2", "/3", "/8", "/9", "/11", "/15"))]
+    traces = [t for t in load_traces([whowhen / "hand-crafted"]) if t.id.split("/", 1)[1] in UNFIT_TRACES]
+    assert len(traces) == len(UNFIT_TRACES)
     mutants = {m.name: m for m in MUTANTS}
     assert _ceiling(traces) == 1.0
     assert _ceiling(traces, mutants["read_shows_no_lines"].patch) < 1.0

@@ -15,7 +15,7 @@ class Safari(BaseMethod):
     Options: ClassVar[type] = SafariOptions
     view_path = "localfa.view.paths:safari_path"
     oracle_policy = "localfa.methods.safari.oracle:POLICY"
-    oracle_mutants = "localfa.methods.safari.oracle:MUTANTS"
+    oracle_mutants = "localfa.methods.safari.mutants:MUTANTS"
     options: SafariOptions
 
     def run(self, ctx: MethodContext) -> Program:
