@@ -16,7 +16,7 @@ from localfa.grammars.drift import ledger_schema, support_schema
 from localfa.methods.base import MethodContext
 from localfa.methods.drift.excerpts import relevant_passages
 from localfa.methods.drift.ledger import Ledger
-from localfa.methods.drift.options import DriftOptions
+from localfa.methods.drift.options import AS_BEFORE, DriftOptions
 from localfa.methods.drift.spans import Span, SpanView
 from localfa.methods.drift.tracer import pick_step
 from localfa.methods.registry import get_method
@@ -79,13 +79,18 @@ def test_an_answer_out_of_span_order_is_asked_again_once_then_repaired():
 # ---- 2. strong-model defaults, small values in the embedded profile, every bound recorded ----------
 
 
-def test_defaults_are_for_a_strong_model_and_the_embedded_profile_holds_the_small_values():
+def test_defaults_are_the_authors_and_the_embedded_profile_holds_the_small_values():
+    """Issue 51: the authors' keeper sizing, check count, joint tracer and temperature 0.1 by
+    default; our earlier defaults reachable as options (`AS_BEFORE`)."""
     d = DriftOptions()
-    assert d.chunk_max_spans is None and d.claims_per_chunk >= 16 and d.max_checked_claims >= 24
-    assert d.uses_per_claim >= 10 and d.marks_per_claim >= 40  # ten spans, every role in each
+    assert (d.claims_per_chunk, d.max_checked_claims, d.tracer) == (5, 8, "joint")
+    assert d.keeper_temperature == d.tracer_temperature == d.check_temperature == 0.1
+    assert d.chunk_max_spans is None and d.uses_per_claim >= 10 and d.marks_per_claim >= 40  # ten spans, every role in each
+    before = get_method(f"drift:{AS_BEFORE}").options
+    assert (before.claims_per_chunk, before.max_checked_claims, before.tracer, before.keeper_temperature) == (20, 32, "per-claim", 0.2)
     table = tomllib.loads(PROFILE.read_text())["methods"]["drift"]
     DriftOptions(**table)  # valid options
-    for name in ("claims_per_chunk", "updates_per_chunk", "uses_per_claim", "marks_per_claim", "max_checked_claims"):
+    for name in ("claims_per_chunk", "updates_per_chunk", "uses_per_claim", "marks_per_claim"):
         assert table[name] < getattr(d, name), name
 
 
@@ -238,10 +243,9 @@ def test_support_answers_evidence_then_reason_then_status_and_self_assertion_is_
 
 def test_keeper_and_tracer_temperatures_are_their_own_options():
     tracer = {"C2": {"harmful": True, "marks": [{"span": 2, "role": "commit"}]}}
-    _, engine = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer), keeper_temperature=0.1, tracer_temperature=0.3)
+    _, engine = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer), keeper_temperature=0.4, tracer_temperature=0.3)
     temps = {r.key.split("/")[1]: r.sampling.temperature for r in engine.requests}
-    assert temps == {"ledger": 0.1, "support": 0.2, "tracer": 0.3}
-    assert DriftOptions().keeper_temperature <= 0.3 and DriftOptions().tracer_temperature <= 0.3
+    assert temps == {"ledger": 0.4, "support": DriftOptions().check_temperature, "tracer": 0.3}
 
 
 # ---- the answered step is an action step, the first of the claim's agent in its span ----------------------

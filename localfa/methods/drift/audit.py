@@ -199,7 +199,17 @@ class Audit:
     # ------------------------------------------------------------------ 2. Claim Keeper
     def _ledger_prompt(self, run: str, note: str, lo: int, hi: int, shown: list[Claim]) -> Messages:
         block = ledger_block(shown) if shown else ""
-        return self._user("drift/ledger.j2", note, claims=shown, ledger=block, run=run, lo=lo, hi=hi, limits=self.limits)
+        return self._user(
+            "drift/ledger.j2",
+            note,
+            claims=shown,
+            ledger=block,
+            run=run,
+            lo=lo,
+            hi=hi,
+            limits=self.limits,
+            guidance=self.opts.keeper_guidance,
+        )
 
     def _window_tokens(self, fixed: int) -> int:
         """Tokens of run text a prompt may hold next to `fixed` tokens of everything else."""
