@@ -293,3 +293,31 @@ def test_the_view_shows_prediction_error_spans_and_first_error_from_a_drift_reco
     html = drift_path(completed.record(), lambda i: f"#s{i}")
     late = html.split("<summary>Late endpoints (also predicted)</summary>", 1)[1].split("</details>", 1)[0]
     assert "span 4" in late and 'href="#s5"' in late
+
+
+def test_a_claims_own_cut_step_is_shown_whole_in_its_packet():
+    """Issue 51: the evidence packet starts with the claim's own spans uncut; without `own_spans`
+    only the passages that mention its terms are shown."""
+    page = "r " * 1000 + "The 2020 census counted 167,882 residents in Springfield. " + "s " * 1000
+    contents = [
+        ("user", "Find the population of Springfield in 2020."),
+        ("Searcher", "Opened the census archive; the page reads: " + page + " END-OF-PAGE"),
+        ("Planner", "So the population is 167,882, we will use that."),
+        ("Planner", "Final answer: 167,882."),
+    ]
+    claim = {"new_claims": [new_claim("Springfield had 167,882 residents in 2020.", 1, 2, [3])]}
+
+    class LastChunk(Script):  # the claim comes with the chunk that shows the last span
+        def __call__(self, req):
+            if "/ledger/" in req.key:
+                last = req.grammar.spec["properties"]["new_claims"]["items"]["properties"]["introduced"]["maximum"] == 3
+                return claim if last else {"new_claims": []}
+            return super().__call__(req)
+
+    trace = make_trace(contents, tid="own")
+    prompts = {}
+    for own in (True, False):
+        _, engine = run_window(LastChunk(), trace, 4096, excerpt_chars=5000, own_spans=own)
+        prompts[own] = next(r for r in engine.requests if r.key == "drift/support/C1").messages[1]["content"].split("Claim C1", 1)[1]
+    assert "END-OF-PAGE" in prompts[True] and "r r r r" in prompts[True]  # the whole step, head to tail
+    assert "END-OF-PAGE" not in prompts[False] and "counted 167,882 residents" in prompts[False]

@@ -46,7 +46,7 @@ from localfa.grammars.drift import (
 from localfa.limits import Limits, LimitsHit
 from localfa.methods.base import MethodContext, Program
 from localfa.methods.baselines import budget_chars, chars_per_token, fit_char_budget, shorten
-from localfa.methods.drift.excerpts import relevant_passages, render_passages
+from localfa.methods.drift.excerpts import Passage, own_steps, relevant_passages, render_passages
 from localfa.methods.drift.ledger import Claim, Ledger, ledger_block
 from localfa.methods.drift.options import DriftOptions, SamplingStage
 from localfa.methods.drift.spans import Cut, Span, SpanView, cut_note, one_span_per_step, spans_from_ranges, take_chunk
@@ -66,6 +66,12 @@ Messages = list[dict[str, str]]
 T = TypeVar("T")
 Stage = Generator[list[Request], list[Response], T]  # one stage of the program, returning T
 __all__ = ["METHOD", "STAGES", "Audit", "RunText"]
+
+
+def room_text(chars: int) -> str:
+    """A stand-in for `chars` characters of passages when a prompt is sized: short words, so it
+    counts as many tokens as the densest real text would (a run of one letter counts far fewer)."""
+    return "x " * (chars // 2)
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,7 @@ class Audit:
         self._ledger_base: int | None = None
         self._prompt_tokens: int | None = None  # the one-call tracer's prompt with the support run, when uncut
         self.limits = self._fit_limits(opts.limits)
+        self.spans: list[Span] = []
 
     def _fit_limits(self, limits: DriftLimits) -> DriftLimits:
         """The output bounds, lowered where the window could not hold an answer at its bound (a
@@ -329,7 +336,7 @@ class Audit:
         """Run text for the support checks, sized for the longest claim they check with passages
         at their bound."""
         longest = max(checked, key=lambda c: len(c.text) + 4 * len(c.uses))
-        passages = "x" * self.opts.excerpt_chars
+        passages = room_text(self.opts.excerpt_chars)
         n = len(spans)
 
         def prompt_with(run: RunText) -> Messages:
@@ -343,7 +350,7 @@ class Audit:
         n = len(spans)
         if self.opts.tracer != "per-claim":
             ids = {c.id: c.introduced for c, _ in risky}
-            room = "x" * (self.opts.excerpt_chars // len(risky))
+            room = room_text(self._item_room(len(risky)))
 
             def prompt_with(run: RunText) -> Messages:
                 items = [{"claim": c, "check": k, "passages": room} for c, k in risky]
@@ -358,7 +365,7 @@ class Audit:
             claim, check, deps = max(
                 sized, key=lambda x: len(x[0].text) + len(x[1].evidence) + len(x[1].reason) + len(x[2]) + 4 * len(x[0].uses)
             )
-            passages = "x" * self.opts.excerpt_chars
+            passages = room_text(self.opts.excerpt_chars)
             max_tokens = tracer_max_tokens(n, self.limits.marks_per_claim, self.limits.reason_chars)
 
             def prompt_with(run: RunText) -> Messages:
@@ -366,11 +373,24 @@ class Audit:
 
         return self._fit_run("tracer", spans, prompt_with, max_tokens, support.budget)
 
+    def _item_room(self, n_claims: int) -> int:
+        """Packet room per claim in the one-call tracer: a whole packet each with `own_spans`
+        (the claim's own spans are its evidence), else the room shared among the claims."""
+        return self.opts.excerpt_chars if self.opts.own_spans else self.opts.excerpt_chars // n_claims
+
     def _passages(self, claim: Claim, cuts: list[Cut], room: int) -> str:
-        found = relevant_passages(self.view, cuts, claim.text, room)
+        """The claim's evidence packet within `room` characters: its own cut steps whole (with
+        `own_spans`), then the cut steps' hidden parts that mention its terms."""
+        own: list[Passage] = []
+        used = 0
+        if self.opts.own_spans and cuts:
+            at = [claim.introduced, claim.consequential, *claim.uses]
+            steps = [i for sid in dict.fromkeys(s for s in at if s is not None) if sid < len(self.spans) for i in self.spans[sid].steps]
+            own, used = own_steps(self.view, cuts, steps, room)
+        found = relevant_passages(self.view, cuts, claim.text, room - used, frozenset(p.step for p in own))
         if found.left_out:
             self._bound("excerpt_chars", {"claim": claim.id, "passages_left_out": found.left_out})
-        return render_passages(self.view, found.passages)
+        return render_passages(self.view, sorted([*own, *found.passages], key=lambda p: (p.step, p.start)))
 
     # ------------------------------------------------------------------ 3. Support Seeker
     def _support_prompt(self, run: RunText, claim: Claim, n: int, passages: str) -> Messages:
@@ -460,7 +480,7 @@ class Audit:
     ) -> Stage[tuple[list[str], list[Mark], dict[str, str]]]:
         ids = {c.id: c.introduced for c, _ in risky}
         max_marks, max_tokens = self._tracer_ledger_room(n, ids)
-        room = self.opts.excerpt_chars // len(risky)
+        room = self._item_room(len(risky))
         items = [{"claim": c, "check": k, "passages": self._passages(c, run.cuts, room)} for c, k in risky]
         messages = self._tracer_ledger_prompt(run, n, items, max_marks)
         grammar = tracer_ledger_grammar(ids, n, max_marks, self.limits)
@@ -502,6 +522,7 @@ class Audit:
     # ------------------------------------------------------------------ the program
     def run(self) -> Program:
         spans, segment_chunks = yield from self._segment()
+        self.spans = spans
         ledger, ledger_chunks = yield from self._keep_claims(spans)
         committed = ledger.committed()  # the riskiest first
         checked = committed[: self.opts.max_checked_claims]

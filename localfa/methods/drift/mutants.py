@@ -29,6 +29,10 @@ PASSAGE_RUN_CHARS = 25000  # the no-passages mutant's support and tracer run tex
 # intact DRIFT finds at p = 1: measured on the dev split at 32k (issue 49), seven traces, less
 # hand-crafted/15 (intact DRIFT misses it: its own 115k-character run hides the fault too).
 CUT_AT_25K = tuple(f"algorithm-generated/{n}" for n in (35,)) + tuple(f"hand-crafted/{n}" for n in (2, 7, 9, 13, 19))
+# The dev traces whose labelled step the default support and tracer run cuts at 32k so that its
+# shown head and tail do not carry the fault's words (measured on the dev split: hand-crafted/8 in
+# the tracer's run, hand-crafted/15 in both): only the claim's packet shows the step whole.
+OWN_CUT = ("hand-crafted/8", "hand-crafted/15")
 # Every algorithm-generated dev trace (short runs: the fallback's weakest claim against the last
 # span).
 FALLBACK_TRACES = tuple(f"algorithm-generated/{n}" for n in range(1, 41))
@@ -57,6 +61,11 @@ def _support_blind_prompt(self: Any, run: Any, claim: Any, n: int, passages: str
 
 def _no_passages(self: Any, claim: Any, cuts: Any, room: int) -> str:
     return ""
+
+
+def _no_own_steps(view: Any, cuts: Any, steps: Any, max_chars: int) -> tuple[list[Any], int]:
+    """The evidence packet without the claim's own spans (its term passages only)."""
+    return [], 0
 
 
 def _demote_direct(claim: Any, answer: dict[str, Any], view: Any, spans: Any, verify: bool = True) -> Any:
@@ -151,6 +160,13 @@ def _mutants() -> list[Mutant]:
             ),
             traces=CUT_AT_25K,
             spec=AS_BEFORE,
+        ),
+        Mutant(
+            "packet-without-own-spans",
+            "evidence packets: the claim's own cut spans shown whole",
+            "p1",
+            patched((audit, "own_steps", _no_own_steps)),
+            traces=OWN_CUT,
         ),
         Mutant(
             "direct-demoted",

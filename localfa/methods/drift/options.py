@@ -21,7 +21,7 @@ SamplingStage = Literal["keeper", "check", "tracer"]
 # Our defaults before issue 51, as options (``drift:<AS_BEFORE>``): 20 claims a chunk, 32 checked,
 # one tracer request per risky claim, temperature 0.2.
 AS_BEFORE = (
-    "claims_per_chunk=20:max_checked_claims=32:tracer=per-claim:keeper_guidance=false"
+    "claims_per_chunk=20:max_checked_claims=32:tracer=per-claim:keeper_guidance=false:excerpt_chars=2000:own_spans=false"
     ":keeper_temperature=0.2:tracer_temperature=0.2:check_temperature=0.2"
 )
 
@@ -30,7 +30,9 @@ AS_BEFORE = (
 class DriftOptions(DriftLimits):
     """Spans, chunking, how many claims are checked, how the tracer asks, output bounds, sampling.
 
-    `keeper_guidance`: the keeper prompt asks for the authors' few decision-critical claims
+    `own_spans`: a claim's evidence packet (the room `excerpt_chars`, per claim in every tracer
+    mode) starts with its own cut steps whole (the spans that introduce, commit and use it), before
+    the passages that mention its terms. `keeper_guidance`: the keeper prompt asks for the authors' few decision-critical claims
     ("prefer 3-5") and says a search or tool call is not a commitment. `chunk_tokens` None: as many tokens of run text per ledger chunk as the window holds next to
     the ledger so far, the instructions and the answer; `chunk_max_spans` None: no cap on spans
     per chunk (a chunk is sized by tokens alone). `excerpt_chars`: room after each claim for the
@@ -53,7 +55,8 @@ class DriftOptions(DriftLimits):
     chunk_max_spans: int | None = None
     segment_max_steps: int = 40
     max_checked_claims: int = 8
-    excerpt_chars: int = 2000
+    excerpt_chars: int = 6000
+    own_spans: bool = True
     order_retries: int = 1
     tracer: Tracer = "joint"
     verify_evidence: bool = True
