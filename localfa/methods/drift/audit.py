@@ -91,6 +91,11 @@ class RunText:
         return {"chars": len(self.text), "budget": self.budget, "cut_steps": [c.step for c in self.cuts]}
 
 
+def _commits(answer: dict[str, Any]) -> bool:
+    """Whether a keeper answer commits to a claim (a new one consequential or finalized, or an update)."""
+    return any(c.get("status") in ("consequential", "finalized") for c in answer.get("new_claims") or []) or bool(answer.get("updates"))
+
+
 class Audit:
     """State of one audit; `run()` is the program the runner drives."""
 
@@ -113,6 +118,7 @@ class Audit:
         self.system = {"role": "system", "content": render("drift/system.j2")}
         self.cost = {stage: Usage() for stage in STAGES}
         self.ledger_retries: list[dict[str, Any]] = []
+        self.ledger_reasked: dict[str, Any] | None = None
         self.run_text: dict[str, dict[str, Any]] = {}
         self._ledger_base: int | None = None
         self._prompt_tokens: int | None = None  # the one-call tracer's prompt with the support run, when uncut
@@ -255,7 +261,10 @@ class Audit:
             lo, hi = chunk[0].id, chunk[-1].id
             max_tokens = ledger_max_tokens(hi, ids, self.limits)
             messages, cuts = self._fitted_ledger(chunk, shown, chars, max_tokens)
-            answer = yield from self._ledger_call(k, messages, ledger_grammar(lo, hi, ids, self.limits), max_tokens)
+            grammar = ledger_grammar(lo, hi, ids, self.limits)
+            answer = yield from self._ledger_call(k, messages, grammar, max_tokens)
+            if end == n and self.opts.keeper_reask and not ledger.committed() and not _commits(answer):
+                answer = yield from self._reask_keeper(k, messages, grammar, max_tokens, answer)
             self._ledger_bounds(k, answer)
             ledger.merge(answer, chunk=k)
             chunks.append({"spans": [lo, hi], "ended": ended, "chunk_tokens": tokens, "cut_steps": [c.step for c in cuts]})
@@ -302,6 +311,20 @@ class Audit:
         if errors:
             self._bound("order_retries", {"chunk": k, "repaired": errors})
         return dict(resp.value)  # anything still out of order is repaired by the ledger's merge
+
+    def _reask_keeper(self, k: int, messages: Messages, grammar: Any, max_tokens: int, first: dict[str, Any]) -> Stage[dict[str, Any]]:
+        """The last chunk asked once more when the whole ledger holds no committed claim (issue 51's
+        second look: a run that failed rests on some claim), before any fallback; the first answer
+        stands when the second commits to nothing either."""
+        note = render("drift/ledger_again.j2")
+        again = [messages[0], {"role": "user", "content": messages[1]["content"] + "\n\n" + note}]
+        sampling = self._sampling(max_tokens, "keeper")
+        (resp,) = yield from self._ask("ledger", [self.ctx.request(f"drift/ledger/{k}/again", again, grammar, sampling)])
+        answer = dict(resp.value)
+        self.ledger_reasked = {"chunk": k, "committed_after": _commits(answer)}
+        if ledger_order_errors(answer):
+            self._bound("order_retries", {"chunk": k, "reask": True})
+        return answer if _commits(answer) else first
 
     def _ledger_bounds(self, k: int, answer: dict[str, Any]) -> None:
         lim = self.limits
@@ -547,6 +570,7 @@ class Audit:
             "segment_chunks": segment_chunks,
             "ledger_chunks": ledger_chunks,
             "ledger_retries": self.ledger_retries,
+            "ledger_reasked": self.ledger_reasked,
             "ledger": ledger.as_list(),
             "support": [k.as_dict() for k in checks],
             "unchecked_claims": unchecked,

@@ -95,6 +95,12 @@ def _checks_run_cut_to(chars: int, fit_run: Any) -> Any:
     return cut
 
 
+def _no_reask(self: Any, k: int, messages: Any, grammar: Any, max_tokens: int, first: dict[str, Any]) -> Any:
+    """The keeper's second look removed: an empty ledger stays empty."""
+    return first
+    yield  # a generator stage that asks nothing
+
+
 def _keep_nothing(self: Any, answer: dict[str, Any], chunk: int = 0) -> list[str]:
     return []
 
@@ -177,6 +183,13 @@ def _mutants() -> list[Mutant]:
         ),
         Mutant(
             "run-text-256", "run text shown to every stage", "p1", patched((spans.SpanView, "view", _view_cut_to(256, spans.SpanView.view)))
+        ),
+        Mutant(
+            "keeper-no-second-look",
+            "the keeper re-asked when it commits to nothing",
+            "p07",
+            patched((audit.Audit, "_reask_keeper", _no_reask)),
+            traces=FALLBACK_TRACES,
         ),
         Mutant("keeper-records-nothing", "claim keeper (ledger)", "p1", patched((ledger.Ledger, "merge", _keep_nothing))),
         Mutant("tracer-silent", "dependency tracer verdicts", "p1", silent),

@@ -21,7 +21,7 @@ SamplingStage = Literal["keeper", "check", "tracer"]
 # Our defaults before issue 51, as options (``drift:<AS_BEFORE>``): 20 claims a chunk, 32 checked,
 # one tracer request per risky claim, temperature 0.2.
 AS_BEFORE = (
-    "claims_per_chunk=20:max_checked_claims=32:tracer=per-claim:keeper_guidance=false:excerpt_chars=2000:own_spans=false"
+    "claims_per_chunk=20:max_checked_claims=32:tracer=per-claim:keeper_guidance=false:excerpt_chars=2000:own_spans=false:keeper_reask=false"
     ":keeper_temperature=0.2:tracer_temperature=0.2:check_temperature=0.2"
 )
 
@@ -51,6 +51,7 @@ class DriftOptions(DriftLimits):
 
     segment: bool = False
     keeper_guidance: bool = True
+    keeper_reask: bool = True
     chunk_tokens: int | None = None
     chunk_max_spans: int | None = None
     segment_max_steps: int = 40
