@@ -34,14 +34,14 @@ CHARS_PER_ANSWER_TOKEN = 2  # JSON answers: digits, quotes and braces tokenise d
 class DriftLimits:
     """Bounds on every list and string the model writes; the prompts state each of them.
 
-    Defaults are sized for a strong model (8B-70B, 32k window): the whole ledger of a typical
-    trace fits one chunk's answer, and a wrong fact carried through ten spans can be marked in
+    Defaults are sized for a strong model (8B-70B, 32k window): a few decision-critical claims a
+    chunk (the authors' "prefer 3-5", issue 51), and a wrong fact carried through ten spans can be marked in
     all ten with every role it plays there. The embedded model's small values live in its
     profile (serving/profiles/cpu-embedded.toml, ``[methods.drift]``).
     """
 
     claim_chars: int = 160
-    claims_per_chunk: int = 20
+    claims_per_chunk: int = 5
     updates_per_chunk: int = 20
     uses_per_claim: int = 12
     evidence_chars: int = 300

@@ -29,6 +29,7 @@ SHAPES = [1, 2, 3, 5, 8, 13, 40]  # steps per trace
 # option variants that reach builders the defaults do not (a SAFARI run shown whole rarely ends forced)
 EXTRA_SPECS = [
     "drift:segment=true:tracer=ledger",
+    "drift:tracer=per-claim",
     "safari:max_turns=1",
     # the "none" answer (issue 54): its final grammars
     "all-at-once:allow_none=true",

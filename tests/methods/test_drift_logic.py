@@ -66,7 +66,7 @@ class Script:
         if stage == "segment":
             return self.segment[int(rest)]
         if stage == "ledger":
-            return self.ledger[int(rest)]
+            return self.ledger[int(rest.split("/")[0])]  # a re-ask gets the chunk's answer again
         if stage == "support":
             return self.support.get(rest, {"status": "DIRECT", "evidence": "Doubling 170,000 gives 340,000.", "span": 3, "reason": "shown"})
         answer = self.tracer.get(rest, {"harmful": False, "marks": []})
@@ -98,7 +98,7 @@ def test_an_answer_cut_at_its_token_bound_is_a_recorded_bound_and_one_more_call_
             return ('{"new_claims":[', "length")
         return Script()(req)
 
-    diag, _ = run_one(script)
+    diag, _ = run_one(script, keeper_reask=False)  # an empty ledger would be asked again (tested apart)
     assert diag.error is None
     assert diag.details["bounds_hit"]["max_tokens_retry"] == [{"stage": "ledger", "key": "drift/ledger/0"}]
     assert diag.details["cost"]["ledger"]["calls"] == len(diag.details["ledger_chunks"]) + 1
@@ -420,3 +420,21 @@ def test_one_chunk_ledger_and_support_checks_share_the_same_run_prefix():
     support = next(r for r in engine.requests if r.key == "drift/support/C1").messages[1]["content"]
     common = os.path.commonprefix([ledger, support])
     assert common.startswith("Task given to the agents:") and "<<<END STEP 5>>>" in common
+
+
+def test_a_ledger_with_nothing_committed_is_asked_again_once_before_any_fallback():
+    """Issue 51's second look: the last chunk is asked again when the whole ledger commits to
+    nothing; the second answer's claims are kept, and a second empty answer leaves the first."""
+    claim = {"new_claims": [new_claim("The population is 170,000.", 2, 2, [3])]}
+    answers = {"drift/ledger/0": {"new_claims": []}, "drift/ledger/0/again": claim}
+
+    def script(req):
+        return answers[req.key] if req.key in answers else Script()(req)
+
+    diag, engine = run_one(script)
+    assert [r.key for r in engine.requests if "/ledger/" in r.key] == ["drift/ledger/0", "drift/ledger/0/again"]
+    assert "records no claim the agents relied on" in engine.requests[1].messages[1]["content"]
+    assert [c["text"] for c in diag.details["ledger"]] == ["The population is 170,000."]
+    assert diag.details["ledger_reasked"] == {"chunk": 0, "committed_after": True}
+    off, engine = run_one(script, keeper_reask=False)
+    assert [r.key for r in engine.requests if "/ledger/" in r.key] == ["drift/ledger/0"] and off.details["ledger"] == []

@@ -16,7 +16,7 @@ from localfa.grammars.drift import ledger_schema, support_schema
 from localfa.methods.base import MethodContext
 from localfa.methods.drift.excerpts import relevant_passages
 from localfa.methods.drift.ledger import Ledger
-from localfa.methods.drift.options import DriftOptions
+from localfa.methods.drift.options import AS_BEFORE, DriftOptions
 from localfa.methods.drift.spans import Span, SpanView
 from localfa.methods.drift.tracer import pick_step
 from localfa.methods.registry import get_method
@@ -41,7 +41,7 @@ def run_window(script, trace, window, **options):
 
 def test_a_30_span_chunk_on_a_32k_window_is_one_ledger_call():
     contents = [(f"Agent{i % 3}", f"step {i} " + "searched the archive and found more text " * 40) for i in range(30)]
-    diag, engine = run_window(Script(), make_trace(contents, tid="t30"), 32768)
+    diag, engine = run_window(Script(), make_trace(contents, tid="t30"), 32768, keeper_reask=False)
     assert [r.key for r in engine.requests if r.key.startswith("drift/ledger")] == ["drift/ledger/0"]
     (chunk,) = diag.details["ledger_chunks"]
     assert chunk["spans"] == [0, 29] and chunk["ended"] == "end of run" and chunk["cut_steps"] == []
@@ -79,13 +79,18 @@ def test_an_answer_out_of_span_order_is_asked_again_once_then_repaired():
 # ---- 2. strong-model defaults, small values in the embedded profile, every bound recorded ----------
 
 
-def test_defaults_are_for_a_strong_model_and_the_embedded_profile_holds_the_small_values():
+def test_defaults_are_the_authors_and_the_embedded_profile_holds_the_small_values():
+    """Issue 51: the authors' keeper sizing, check count, joint tracer and temperature 0.1 by
+    default; our earlier defaults reachable as options (`AS_BEFORE`)."""
     d = DriftOptions()
-    assert d.chunk_max_spans is None and d.claims_per_chunk >= 16 and d.max_checked_claims >= 24
-    assert d.uses_per_claim >= 10 and d.marks_per_claim >= 40  # ten spans, every role in each
+    assert (d.claims_per_chunk, d.max_checked_claims, d.tracer) == (5, 8, "joint")
+    assert d.keeper_temperature == d.tracer_temperature == d.check_temperature == 0.1
+    assert d.chunk_max_spans is None and d.uses_per_claim >= 10 and d.marks_per_claim >= 40  # ten spans, every role in each
+    before = get_method(f"drift:{AS_BEFORE}").options
+    assert (before.claims_per_chunk, before.max_checked_claims, before.tracer, before.keeper_temperature) == (20, 32, "per-claim", 0.2)
     table = tomllib.loads(PROFILE.read_text())["methods"]["drift"]
     DriftOptions(**table)  # valid options
-    for name in ("claims_per_chunk", "updates_per_chunk", "uses_per_claim", "marks_per_claim", "max_checked_claims"):
+    for name in ("claims_per_chunk", "updates_per_chunk", "uses_per_claim", "marks_per_claim"):
         assert table[name] < getattr(d, name), name
 
 
@@ -238,10 +243,9 @@ def test_support_answers_evidence_then_reason_then_status_and_self_assertion_is_
 
 def test_keeper_and_tracer_temperatures_are_their_own_options():
     tracer = {"C2": {"harmful": True, "marks": [{"span": 2, "role": "commit"}]}}
-    _, engine = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer), keeper_temperature=0.1, tracer_temperature=0.3)
+    _, engine = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer), keeper_temperature=0.4, tracer_temperature=0.3)
     temps = {r.key.split("/")[1]: r.sampling.temperature for r in engine.requests}
-    assert temps == {"ledger": 0.1, "support": 0.2, "tracer": 0.3}
-    assert DriftOptions().keeper_temperature <= 0.3 and DriftOptions().tracer_temperature <= 0.3
+    assert temps == {"ledger": 0.4, "support": DriftOptions().check_temperature, "tracer": 0.3}
 
 
 # ---- the answered step is an action step, the first of the claim's agent in its span ----------------------
@@ -289,3 +293,31 @@ def test_the_view_shows_prediction_error_spans_and_first_error_from_a_drift_reco
     html = drift_path(completed.record(), lambda i: f"#s{i}")
     late = html.split("<summary>Late endpoints (also predicted)</summary>", 1)[1].split("</details>", 1)[0]
     assert "span 4" in late and 'href="#s5"' in late
+
+
+def test_a_claims_own_cut_step_is_shown_whole_in_its_packet():
+    """Issue 51: the evidence packet starts with the claim's own spans uncut; without `own_spans`
+    only the passages that mention its terms are shown."""
+    page = "r " * 1000 + "The 2020 census counted 167,882 residents in Springfield. " + "s " * 1000
+    contents = [
+        ("user", "Find the population of Springfield in 2020."),
+        ("Searcher", "Opened the census archive; the page reads: " + page + " END-OF-PAGE"),
+        ("Planner", "So the population is 167,882, we will use that."),
+        ("Planner", "Final answer: 167,882."),
+    ]
+    claim = {"new_claims": [new_claim("Springfield had 167,882 residents in 2020.", 1, 2, [3])]}
+
+    class LastChunk(Script):  # the claim comes with the chunk that shows the last span
+        def __call__(self, req):
+            if "/ledger/" in req.key:
+                last = req.grammar.spec["properties"]["new_claims"]["items"]["properties"]["introduced"]["maximum"] == 3
+                return claim if last else {"new_claims": []}
+            return super().__call__(req)
+
+    trace = make_trace(contents, tid="own")
+    prompts = {}
+    for own in (True, False):
+        _, engine = run_window(LastChunk(), trace, 4096, excerpt_chars=5000, own_spans=own)
+        prompts[own] = next(r for r in engine.requests if r.key == "drift/support/C1").messages[1]["content"].split("Claim C1", 1)[1]
+    assert "END-OF-PAGE" in prompts[True] and "r r r r" in prompts[True]  # the whole step, head to tail
+    assert "END-OF-PAGE" not in prompts[False] and "counted 167,882 residents" in prompts[False]

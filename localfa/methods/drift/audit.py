@@ -46,7 +46,7 @@ from localfa.grammars.drift import (
 from localfa.limits import Limits, LimitsHit
 from localfa.methods.base import MethodContext, Program
 from localfa.methods.baselines import budget_chars, chars_per_token, fit_char_budget, shorten
-from localfa.methods.drift.excerpts import relevant_passages, render_passages
+from localfa.methods.drift.excerpts import Passage, own_steps, relevant_passages, render_passages
 from localfa.methods.drift.ledger import Claim, Ledger, ledger_block
 from localfa.methods.drift.options import DriftOptions, SamplingStage
 from localfa.methods.drift.spans import Cut, Span, SpanView, cut_note, one_span_per_step, spans_from_ranges, take_chunk
@@ -68,6 +68,12 @@ Stage = Generator[list[Request], list[Response], T]  # one stage of the program,
 __all__ = ["METHOD", "STAGES", "Audit", "RunText"]
 
 
+def room_text(chars: int) -> str:
+    """A stand-in for `chars` characters of passages when a prompt is sized: short words, so it
+    counts as many tokens as the densest real text would (a run of one letter counts far fewer)."""
+    return "x " * (chars // 2)
+
+
 @dataclass(frozen=True)
 class RunText:
     """The run as one stage's prompts show it: the text, the character budget it was fitted to,
@@ -83,6 +89,11 @@ class RunText:
 
     def as_details(self) -> dict[str, Any]:
         return {"chars": len(self.text), "budget": self.budget, "cut_steps": [c.step for c in self.cuts]}
+
+
+def _commits(answer: dict[str, Any]) -> bool:
+    """Whether a keeper answer commits to a claim (a new one consequential or finalized, or an update)."""
+    return any(c.get("status") in ("consequential", "finalized") for c in answer.get("new_claims") or []) or bool(answer.get("updates"))
 
 
 class Audit:
@@ -107,10 +118,12 @@ class Audit:
         self.system = {"role": "system", "content": render("drift/system.j2")}
         self.cost = {stage: Usage() for stage in STAGES}
         self.ledger_retries: list[dict[str, Any]] = []
+        self.ledger_reasked: dict[str, Any] | None = None
         self.run_text: dict[str, dict[str, Any]] = {}
         self._ledger_base: int | None = None
         self._prompt_tokens: int | None = None  # the one-call tracer's prompt with the support run, when uncut
         self.limits = self._fit_limits(opts.limits)
+        self.spans: list[Span] = []
 
     def _fit_limits(self, limits: DriftLimits) -> DriftLimits:
         """The output bounds, lowered where the window could not hold an answer at its bound (a
@@ -199,7 +212,17 @@ class Audit:
     # ------------------------------------------------------------------ 2. Claim Keeper
     def _ledger_prompt(self, run: str, note: str, lo: int, hi: int, shown: list[Claim]) -> Messages:
         block = ledger_block(shown) if shown else ""
-        return self._user("drift/ledger.j2", note, claims=shown, ledger=block, run=run, lo=lo, hi=hi, limits=self.limits)
+        return self._user(
+            "drift/ledger.j2",
+            note,
+            claims=shown,
+            ledger=block,
+            run=run,
+            lo=lo,
+            hi=hi,
+            limits=self.limits,
+            guidance=self.opts.keeper_guidance,
+        )
 
     def _window_tokens(self, fixed: int) -> int:
         """Tokens of run text a prompt may hold next to `fixed` tokens of everything else."""
@@ -238,7 +261,10 @@ class Audit:
             lo, hi = chunk[0].id, chunk[-1].id
             max_tokens = ledger_max_tokens(hi, ids, self.limits)
             messages, cuts = self._fitted_ledger(chunk, shown, chars, max_tokens)
-            answer = yield from self._ledger_call(k, messages, ledger_grammar(lo, hi, ids, self.limits), max_tokens)
+            grammar = ledger_grammar(lo, hi, ids, self.limits)
+            answer = yield from self._ledger_call(k, messages, grammar, max_tokens)
+            if end == n and self.opts.keeper_reask and not ledger.committed() and not _commits(answer):
+                answer = yield from self._reask_keeper(k, messages, grammar, max_tokens, answer)
             self._ledger_bounds(k, answer)
             ledger.merge(answer, chunk=k)
             chunks.append({"spans": [lo, hi], "ended": ended, "chunk_tokens": tokens, "cut_steps": [c.step for c in cuts]})
@@ -286,6 +312,20 @@ class Audit:
             self._bound("order_retries", {"chunk": k, "repaired": errors})
         return dict(resp.value)  # anything still out of order is repaired by the ledger's merge
 
+    def _reask_keeper(self, k: int, messages: Messages, grammar: Any, max_tokens: int, first: dict[str, Any]) -> Stage[dict[str, Any]]:
+        """The last chunk asked once more when the whole ledger holds no committed claim (issue 51's
+        second look: a run that failed rests on some claim), before any fallback; the first answer
+        stands when the second commits to nothing either."""
+        note = render("drift/ledger_again.j2")
+        again = [messages[0], {"role": "user", "content": messages[1]["content"] + "\n\n" + note}]
+        sampling = self._sampling(max_tokens, "keeper")
+        (resp,) = yield from self._ask("ledger", [self.ctx.request(f"drift/ledger/{k}/again", again, grammar, sampling)])
+        answer = dict(resp.value)
+        self.ledger_reasked = {"chunk": k, "committed_after": _commits(answer)}
+        if ledger_order_errors(answer):
+            self._bound("order_retries", {"chunk": k, "reask": True})
+        return answer if _commits(answer) else first
+
     def _ledger_bounds(self, k: int, answer: dict[str, Any]) -> None:
         lim = self.limits
         new, updates = answer.get("new_claims") or [], answer.get("updates") or []
@@ -319,7 +359,7 @@ class Audit:
         """Run text for the support checks, sized for the longest claim they check with passages
         at their bound."""
         longest = max(checked, key=lambda c: len(c.text) + 4 * len(c.uses))
-        passages = "x" * self.opts.excerpt_chars
+        passages = room_text(self.opts.excerpt_chars)
         n = len(spans)
 
         def prompt_with(run: RunText) -> Messages:
@@ -333,7 +373,7 @@ class Audit:
         n = len(spans)
         if self.opts.tracer != "per-claim":
             ids = {c.id: c.introduced for c, _ in risky}
-            room = "x" * (self.opts.excerpt_chars // len(risky))
+            room = room_text(self._item_room(len(risky)))
 
             def prompt_with(run: RunText) -> Messages:
                 items = [{"claim": c, "check": k, "passages": room} for c, k in risky]
@@ -348,7 +388,7 @@ class Audit:
             claim, check, deps = max(
                 sized, key=lambda x: len(x[0].text) + len(x[1].evidence) + len(x[1].reason) + len(x[2]) + 4 * len(x[0].uses)
             )
-            passages = "x" * self.opts.excerpt_chars
+            passages = room_text(self.opts.excerpt_chars)
             max_tokens = tracer_max_tokens(n, self.limits.marks_per_claim, self.limits.reason_chars)
 
             def prompt_with(run: RunText) -> Messages:
@@ -356,11 +396,24 @@ class Audit:
 
         return self._fit_run("tracer", spans, prompt_with, max_tokens, support.budget)
 
+    def _item_room(self, n_claims: int) -> int:
+        """Packet room per claim in the one-call tracer: a whole packet each with `own_spans`
+        (the claim's own spans are its evidence), else the room shared among the claims."""
+        return self.opts.excerpt_chars if self.opts.own_spans else self.opts.excerpt_chars // n_claims
+
     def _passages(self, claim: Claim, cuts: list[Cut], room: int) -> str:
-        found = relevant_passages(self.view, cuts, claim.text, room)
+        """The claim's evidence packet within `room` characters: its own cut steps whole (with
+        `own_spans`), then the cut steps' hidden parts that mention its terms."""
+        own: list[Passage] = []
+        used = 0
+        if self.opts.own_spans and cuts:
+            at = [claim.introduced, claim.consequential, *claim.uses]
+            steps = [i for sid in dict.fromkeys(s for s in at if s is not None) if sid < len(self.spans) for i in self.spans[sid].steps]
+            own, used = own_steps(self.view, cuts, steps, room)
+        found = relevant_passages(self.view, cuts, claim.text, room - used, frozenset(p.step for p in own))
         if found.left_out:
             self._bound("excerpt_chars", {"claim": claim.id, "passages_left_out": found.left_out})
-        return render_passages(self.view, found.passages)
+        return render_passages(self.view, sorted([*own, *found.passages], key=lambda p: (p.step, p.start)))
 
     # ------------------------------------------------------------------ 3. Support Seeker
     def _support_prompt(self, run: RunText, claim: Claim, n: int, passages: str) -> Messages:
@@ -450,7 +503,7 @@ class Audit:
     ) -> Stage[tuple[list[str], list[Mark], dict[str, str]]]:
         ids = {c.id: c.introduced for c, _ in risky}
         max_marks, max_tokens = self._tracer_ledger_room(n, ids)
-        room = self.opts.excerpt_chars // len(risky)
+        room = self._item_room(len(risky))
         items = [{"claim": c, "check": k, "passages": self._passages(c, run.cuts, room)} for c, k in risky]
         messages = self._tracer_ledger_prompt(run, n, items, max_marks)
         grammar = tracer_ledger_grammar(ids, n, max_marks, self.limits)
@@ -492,6 +545,7 @@ class Audit:
     # ------------------------------------------------------------------ the program
     def run(self) -> Program:
         spans, segment_chunks = yield from self._segment()
+        self.spans = spans
         ledger, ledger_chunks = yield from self._keep_claims(spans)
         committed = ledger.committed()  # the riskiest first
         checked = committed[: self.opts.max_checked_claims]
@@ -516,6 +570,7 @@ class Audit:
             "segment_chunks": segment_chunks,
             "ledger_chunks": ledger_chunks,
             "ledger_retries": self.ledger_retries,
+            "ledger_reasked": self.ledger_reasked,
             "ledger": ledger.as_list(),
             "support": [k.as_dict() for k in checks],
             "unchecked_claims": unchecked,

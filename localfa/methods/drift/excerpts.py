@@ -1,4 +1,7 @@
-"""Passages of shortened steps that bear on one claim, shown after the claim.
+"""Passages of shortened steps that bear on one claim, shown after the claim: its evidence packet.
+
+First the claim's own steps (the spans that introduce, commit and use it) where the run shows them
+cut, whole (`own_steps`); then the passages below, in what is left of the packet's room.
 
 The run text every support and tracer prompt starts with is shared (its cached prefix), so a long
 step is cut there the same way for every claim: head and tail. The evidence for a claim often sits
@@ -59,7 +62,7 @@ def _windows(text: str, lo: int, hi: int, wanted: frozenset[str]) -> list[tuple[
     return out
 
 
-def relevant_passages(view: SpanView, cuts: list[Cut], claim_text: str, max_chars: int) -> Found:
+def relevant_passages(view: SpanView, cuts: list[Cut], claim_text: str, max_chars: int, skip: frozenset[int] = frozenset()) -> Found:
     """The passages of the cut steps' hidden parts that mention the claim's terms, most terms first,
     at most `max_chars` of text (with their headers) in all; returned in trace order."""
     wanted = terms(claim_text)
@@ -67,6 +70,8 @@ def relevant_passages(view: SpanView, cuts: list[Cut], claim_text: str, max_char
         return Found([], 0)
     found = []
     for cut in cuts:
+        if cut.step in skip:
+            continue
         text = view.texts[cut.step]
         lo, hi = cut.hidden(text)
         found += [Passage(cut.step, a, b, len(t)) for a, b, t in _windows(text, lo, hi, wanted)]
@@ -78,6 +83,25 @@ def relevant_passages(view: SpanView, cuts: list[Cut], claim_text: str, max_char
             chosen.append(p)
             used += cost
     return Found(sorted(chosen, key=lambda p: (p.step, p.start)), len(found) - len(chosen))
+
+
+def own_steps(view: SpanView, cuts: list[Cut], steps: list[int], max_chars: int) -> tuple[list[Passage], int]:
+    """The claim's own cut steps shown whole (issue 51's evidence packet: the spans that introduce,
+    commit and use a claim, uncut), in the order given, each within what is left of `max_chars`
+    (a step longer than that shows its head); and the characters they take."""
+    cut = {c.step for c in cuts}
+    chosen: list[Passage] = []
+    used = 0
+    for i in dict.fromkeys(steps):
+        if i not in cut:
+            continue  # shown whole in the run already
+        room = max_chars - used - fence_overhead(f"PASSAGE {i}") - 60
+        if room <= RADIUS:
+            break
+        end = min(len(view.texts[i]), room)
+        chosen.append(Passage(i, 0, end, 0))
+        used += end + fence_overhead(f"PASSAGE {i}") + 60
+    return chosen, used
 
 
 def render_passages(view: SpanView, passages: list[Passage]) -> str:

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from localfa.methods.drift import audit, ledger, spans, support, verdict
+from localfa.methods.drift.options import AS_BEFORE, DriftOptions
 from localfa.methods.drift.tracer import Mark
 from localfa.oracle.mutants import Mutant, content_blind_mutants, patched
 
@@ -28,9 +29,23 @@ PASSAGE_RUN_CHARS = 25000  # the no-passages mutant's support and tracer run tex
 # intact DRIFT finds at p = 1: measured on the dev split at 32k (issue 49), seven traces, less
 # hand-crafted/15 (intact DRIFT misses it: its own 115k-character run hides the fault too).
 CUT_AT_25K = tuple(f"algorithm-generated/{n}" for n in (35,)) + tuple(f"hand-crafted/{n}" for n in (2, 7, 9, 13, 19))
-# The first seven algorithm-generated traces (in id order) whose labelled step lies at least 5
-# steps before their last: where the last span (the mutant's fallback) is far from the fault.
-FALLBACK_TRACES = tuple(f"algorithm-generated/{n}" for n in (1, 4, 5, 6, 8, 13, 16))
+# The dev traces whose labelled step the default support and tracer run cuts at 32k so that its
+# shown head and tail do not carry the fault's words (measured on the dev split: hand-crafted/8 in
+# the tracer's run, hand-crafted/15 in both): only the claim's packet shows the step whole.
+OWN_CUT = ("hand-crafted/8", "hand-crafted/15")
+# Every algorithm-generated dev trace (short runs: the fallback's weakest claim against the last
+# span).
+FALLBACK_TRACES = tuple(f"algorithm-generated/{n}" for n in range(1, 41))
+# The option that selects each tracer mode where it is not the default ('' where it is). Support is
+# the gate to the per-claim tracer (a claim called DIRECT is not traced): its breaks are swept there,
+# where they cost calls; under the joint tracer (the default) every checked claim is traced whatever
+# support says. Passages act where many claims are recorded and traced one by one: with the
+# authors' few claims and joint tracer the fault's claim is always traced on the CUT_AT_25K traces,
+# so that mutant is swept under our former defaults (`AS_BEFORE`). The no-error fallback acts only
+# where the tracer marks nothing: under the joint tracer that never happened at p = 0.7 on the 39
+# answerable algorithm-generated traces (3 seeds), so it is swept under the per-claim tracer.
+PER_CLAIM = "" if DriftOptions().tracer == "per-claim" else "tracer=per-claim"
+JOINT = "" if DriftOptions().tracer == "joint" else "tracer=joint"
 
 
 def _no_support(self: Any, spans: Any, checked: Any, run: Any) -> Any:
@@ -46,6 +61,11 @@ def _support_blind_prompt(self: Any, run: Any, claim: Any, n: int, passages: str
 
 def _no_passages(self: Any, claim: Any, cuts: Any, room: int) -> str:
     return ""
+
+
+def _no_own_steps(view: Any, cuts: Any, steps: Any, max_chars: int) -> tuple[list[Any], int]:
+    """The evidence packet without the claim's own spans (its term passages only)."""
+    return [], 0
 
 
 def _demote_direct(claim: Any, answer: dict[str, Any], view: Any, spans: Any, verify: bool = True) -> Any:
@@ -73,6 +93,12 @@ def _checks_run_cut_to(chars: int, fit_run: Any) -> Any:
         return fit_run(self, stage, spans, prompt_with, max_tokens, min(start, chars))
 
     return cut
+
+
+def _no_reask(self: Any, k: int, messages: Any, grammar: Any, max_tokens: int, first: dict[str, Any]) -> Any:
+    """The keeper's second look removed: an empty ledger stays empty."""
+    return first
+    yield  # a generator stage that asks nothing
 
 
 def _keep_nothing(self: Any, answer: dict[str, Any], chunk: int = 0) -> list[str]:
@@ -110,10 +136,12 @@ def _no_weakest(checked: Any, checks: Any) -> None:
 
 
 def _content_blind() -> list[Mutant]:
-    """Both blindings of every template that shows run text; each tracer template under the tracer
-    mode that sends it."""
-    out = content_blind_mutants({"drift/ledger.j2": "p1", "drift/support.j2": "cost", "drift/tracer_claim.j2": "p1"})
-    out += [replace(m, spec="tracer=joint") for m in content_blind_mutants({"drift/tracer_ledger.j2": "p1"})]
+    """Both blindings of every template that shows run text; the tracer template the default mode
+    does not send is swept under the mode that does."""
+    out = content_blind_mutants({"drift/ledger.j2": "p1"})
+    out += [replace(m, spec=PER_CLAIM) for m in content_blind_mutants({"drift/support.j2": "cost"})]
+    out += [replace(m, spec=PER_CLAIM) for m in content_blind_mutants({"drift/tracer_claim.j2": "p1"})]
+    out += [replace(m, spec=JOINT) for m in content_blind_mutants({"drift/tracer_ledger.j2": "p1"})]
     return out
 
 
@@ -126,6 +154,7 @@ def _mutants() -> list[Mutant]:
             "support seeker shown no run text (claim and instructions only)",
             "cost",
             patched((audit.Audit, "_support_prompt", _support_blind_prompt)),
+            spec=PER_CLAIM,
         ),
         Mutant(
             "no-passages",
@@ -136,15 +165,31 @@ def _mutants() -> list[Mutant]:
                 (audit.Audit, "_passages", _no_passages),
             ),
             traces=CUT_AT_25K,
+            spec=AS_BEFORE,
+        ),
+        Mutant(
+            "packet-without-own-spans",
+            "evidence packets: the claim's own cut spans shown whole",
+            "p1",
+            patched((audit, "own_steps", _no_own_steps)),
+            traces=OWN_CUT,
         ),
         Mutant(
             "direct-demoted",
-            "support verdict DIRECT (the gate to the tracer)",
+            "support verdict DIRECT (the gate to the per-claim tracer; under joint every checked claim is traced)",
             "cost",
             patched((audit, "check_from_answer", _demote_direct)),
+            spec=PER_CLAIM,
         ),
         Mutant(
             "run-text-256", "run text shown to every stage", "p1", patched((spans.SpanView, "view", _view_cut_to(256, spans.SpanView.view)))
+        ),
+        Mutant(
+            "keeper-no-second-look",
+            "the keeper re-asked when it commits to nothing",
+            "p07",
+            patched((audit.Audit, "_reask_keeper", _no_reask)),
+            traces=FALLBACK_TRACES,
         ),
         Mutant("keeper-records-nothing", "claim keeper (ledger)", "p1", patched((ledger.Ledger, "merge", _keep_nothing))),
         Mutant("tracer-silent", "dependency tracer verdicts", "p1", silent),
@@ -165,6 +210,7 @@ def _mutants() -> list[Mutant]:
             "p07",
             patched((verdict, "weakest_claim", _no_weakest)),
             traces=FALLBACK_TRACES,
+            spec=PER_CLAIM,
         ),
         *_content_blind(),
     ]

@@ -1,8 +1,10 @@
 """DRIFT's options: every knob, checked once, recorded in the run manifest.
 
-Defaults are sized for a strong model on a 32k window (most Who&When traces read in one ledger
-call, the whole ledger of a typical trace checked); the embedded model's small values come from
-its profile (serving/profiles/cpu-embedded.toml, ``[methods.drift]``).
+Defaults are the authors' (NJU-LINK/DRIFT, issue 51) for a strong model on a 32k window: a few
+decision-critical claims a chunk (`claims_per_chunk` 5, the grammar's), at most 8 checked, the
+joint tracer, temperature 0.1 at every stage (the strong-model profiles take these). Our earlier
+defaults stay reachable by options (`AS_BEFORE`, docs/methods/drift.md); the embedded model's
+small values come from its profile (serving/profiles/cpu-embedded.toml, ``[methods.drift]``).
 """
 
 from __future__ import annotations
@@ -16,21 +18,30 @@ from localfa.grammars.drift import DriftLimits
 Tracer = Literal["per-claim", "ledger", "joint"]
 TRACERS: tuple[str, ...] = get_args(Tracer)
 SamplingStage = Literal["keeper", "check", "tracer"]
+# Our defaults before issue 51, as options (``drift:<AS_BEFORE>``): 20 claims a chunk, 32 checked,
+# one tracer request per risky claim, temperature 0.2.
+AS_BEFORE = (
+    "claims_per_chunk=20:max_checked_claims=32:tracer=per-claim:keeper_guidance=false:excerpt_chars=2000:own_spans=false:keeper_reask=false"
+    ":keeper_temperature=0.2:tracer_temperature=0.2:check_temperature=0.2"
+)
 
 
 @dataclass(frozen=True)
 class DriftOptions(DriftLimits):
     """Spans, chunking, how many claims are checked, how the tracer asks, output bounds, sampling.
 
-    `chunk_tokens` None: as many tokens of run text per ledger chunk as the window holds next to
+    `own_spans`: a claim's evidence packet (the room `excerpt_chars`, per claim in every tracer
+    mode) starts with its own cut steps whole (the spans that introduce, commit and use it), before
+    the passages that mention its terms. `keeper_guidance`: the keeper prompt asks for the authors' few decision-critical claims
+    ("prefer 3-5") and says a search or tool call is not a commitment. `chunk_tokens` None: as many tokens of run text per ledger chunk as the window holds next to
     the ledger so far, the instructions and the answer; `chunk_max_spans` None: no cap on spans
     per chunk (a chunk is sized by tokens alone). `excerpt_chars`: room after each claim for the
     passages of shortened steps that mention it. `order_retries`: how many times a ledger answer
-    whose spans break introduced <= consequential <= use is asked again before it is repaired. `tracer` (why ``per-claim`` is the default, and what ``joint``
-    measured against it: docs/methods/drift.md): ``per-claim`` (one request per risky claim, all
-    in one batch), ``ledger`` (one request over every risky claim) or ``joint`` (the
-    authors' tracer: one request over every checked claim, DIRECT ones too, with the explicit
-    first-error rule; it traces even when no claim is risky). `late_endpoints`: the authors'
+    whose spans break introduced <= consequential <= use is asked again before it is repaired.
+    `tracer` (the modes measured side by side: docs/methods/drift.md): ``joint`` (the authors'
+    tracer, the default: one request over every checked claim, DIRECT ones too, with the explicit
+    first-error rule; it traces even when no claim is risky), ``per-claim`` (one request per risky
+    claim, all in one batch) or ``ledger`` (one request over every risky claim). `late_endpoints`: the authors'
     completion of the prediction: every committed claim's consequential span and last use join
     the predicted spans (after the first error span; all of them when none was found), so the
     span set is never empty where the run committed to a claim; the answered step is unchanged. The ledger
@@ -39,18 +50,21 @@ class DriftOptions(DriftLimits):
     """
 
     segment: bool = False
+    keeper_guidance: bool = True
+    keeper_reask: bool = True
     chunk_tokens: int | None = None
     chunk_max_spans: int | None = None
     segment_max_steps: int = 40
-    max_checked_claims: int = 32
-    excerpt_chars: int = 2000
+    max_checked_claims: int = 8
+    excerpt_chars: int = 6000
+    own_spans: bool = True
     order_retries: int = 1
-    tracer: Tracer = "per-claim"
+    tracer: Tracer = "joint"
     verify_evidence: bool = True
     late_endpoints: bool = True
-    keeper_temperature: float = 0.2
-    tracer_temperature: float = 0.2
-    check_temperature: float = 0.2
+    keeper_temperature: float = 0.1
+    tracer_temperature: float = 0.1
+    check_temperature: float = 0.1
     top_p: float = 0.95
 
     def __post_init__(self) -> None:

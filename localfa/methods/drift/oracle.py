@@ -397,7 +397,7 @@ POLICY = Policy(
         ),
         Rule(
             "ledger",
-            r"drift/ledger/\d+(/retry\d*)?",
+            r"drift/ledger/\d+(/retry\d*|/again)?",
             _ledger,
             _ledger_wrong,
             "the recognised fault's claim (a verbatim piece of the step showing its words), introduced at that span and committed; "
