@@ -780,3 +780,28 @@ def test_the_benchmark_prints_stages_in_the_method_order(capsys):
         "stage verify",
         "stage research",
     ]
+
+
+def test_the_every_step_fallback_keeps_judged_passive_steps_answerable():
+    """Nothing flagged, nothing pointed at: every answerable step is a candidate, a step its
+    window judged passive too (issue 52: that judgement can be wrong, as for a task message)."""
+    from localfa.methods.falat import candidates
+
+    def nothing_stands_out(flagged, focus, answerable):
+        return candidates.select_candidates([], [], answerable)
+
+    with mock.patch.object(method_module, "select_candidates", nothing_stands_out):
+        diag, _ = run_one(Script(passive=[3, 7]), make_trace(12))
+    assert diag.details["candidate_source"] == "active_steps"
+    assert diag.details["candidates"] == list(range(12))
+
+
+def test_the_suspects_block_puts_each_stage_summary_on_its_own_line():
+    """A stage line ended by its `{% endif %}` ran into the next one (issue 52)."""
+    from localfa.methods.falat.windows import StageSummary
+    from localfa.templates import render
+
+    stages = [StageSummary((0, 4), "read the task", 2), StageSummary((5, 9), "counted", None), StageSummary((10, 11), "answered", 10)]
+    block = render("falat/_suspects.j2", stages=stages, regions=[])
+    lines = [line for line in block.splitlines() if line.startswith("- steps ")]
+    assert lines == ["- steps 0-4: read the task (points at step 2)", "- steps 5-9: counted", "- steps 10-11: answered (points at step 10)"]
