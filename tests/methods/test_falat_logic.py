@@ -805,3 +805,16 @@ def test_the_suspects_block_puts_each_stage_summary_on_its_own_line():
     block = render("falat/_suspects.j2", stages=stages, regions=[])
     lines = [line for line in block.splitlines() if line.startswith("- steps ")]
     assert lines == ["- steps 0-4: read the task (points at step 2)", "- steps 5-9: counted", "- steps 10-11: answered (points at step 10)"]
+
+
+def test_a_step_prompt_shows_the_four_latest_earlier_summaries_after_the_window():
+    """Issue 52: every earlier summary after the window's own steps re-prefilled all of them in
+    every window (quadratic in the windows); the step pass shows the `EARLIER_SUMMARIES` latest."""
+    from localfa.methods.falat.windows import EARLIER_SUMMARIES
+
+    diag, engine = run_one(Script(flags={3: (True, False, False)}), make_trace(35))
+    (window_batch,) = batches_of(engine, "falat_window")
+    last = window_batch[-1].messages[1]["content"]
+    shown = [f"steps {5 * w}-{5 * w + 4}: window at {5 * w}" in last for w in range(6)]
+    assert EARLIER_SUMMARIES == 4 and shown == [False, False, True, True, True, True]
+    assert last.index("<<<END STEP 34>>>") < last.index("WHAT THE EARLIER WINDOWS DID")  # after the cached steps
