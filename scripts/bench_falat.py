@@ -4,7 +4,8 @@
 on the honest oracle (p = 1); every prompt is rendered with a real chat template and tokenizer
 (the embedded model's) and replayed through an unbounded 16-token-block prefix cache, per trace
 (`localfa.bench.cost`, the issue-36 benchmark's measure). Prints per-stage calls and prompt tokens
-in the method's stage order, then `ceiling_step_accuracy=`, `calls_per_trace=` and
+in the method's stage order, then `ceiling_step_accuracy=`, `calls_per_trace=` (and its
+`calls_per_trace_max=`, with the trace) and
 `uncached_prefill_per_trace_token=` (tokens a GPU must prefill over the traces' own tokens, a ratio
 of totals; `..._mean=` is the mean of the per-trace ratios), `record_kb_max=`.
 
@@ -133,6 +134,8 @@ def oracle_main(args: argparse.Namespace) -> None:
     print(f"traces={len(traces)} method={args.method} engine=oracle errors={int(s['errors'])}")
     print(f"ceiling_step_accuracy={s['step_accuracy']:.3f}")
     print(f"calls_per_trace={s['calls_per_trace']:.2f}")
+    busiest = max(costs, key=lambda c: c.calls)
+    print(f"calls_per_trace_max={busiest.calls} ({busiest.trace})")
     print(f"uncached_prefill_per_trace_token={s['uncached_prefill_per_trace_token']:.3f}")
     print(f"uncached_prefill_per_trace_token_mean={mean_ratio:.3f}")
     print(f"record_kb_max={s['record_kb']:.1f}")

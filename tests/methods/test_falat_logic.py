@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 
 from localfa.engine.scripted import ScriptedEngine
 from localfa.methods.base import MethodContext
+from localfa.methods.falat import method as method_module
+from localfa.methods.falat import transitions
 from localfa.methods.falat.candidates import merge_regions
 from localfa.methods.falat.groups import group_pairs, plan_groups
+from localfa.methods.falat.ranking import CARRIER_PENALTY
 from localfa.methods.falat.transitions import prune
 from localfa.methods.falat.windows import split_windows
 from localfa.methods.registry import MethodOptionError, get_method
@@ -345,13 +350,46 @@ def test_follow_up_from_a_clean_step_marks_no_carrier():
 def test_follow_up_from_a_suspect_step_prunes_its_carrier():
     result = prune([2, 5], {(2, 5): "follow_up"}, {2: True})
     assert result.kept == [2] and result.sources == {5: 2} and result.pruned == {5: "follow_up carrier of step 2"}
-    # a carrier that repeats the wrong value is flagged inconsistent too: it is still a carrier,
-    # and is not recorded as spared (issue 34, point 2)
-    repeated = prune([2, 5], {(2, 5): "follow_up"}, {2: True, 5: True})
-    assert repeated.kept == [2] and repeated.spared == {} and repeated.sources == {5: 2}
+    # a carrier with an inconsistency of its own is not pruned (the paper's exception, issue 52):
+    # it is kept, recorded as spared and with its source (ranked with a penalty)
+    own = prune([2, 5], {(2, 5): "follow_up"}, {2: True, 5: True})
+    assert own.kept == [2, 5] and own.spared == {5: "follow_up carrier of step 2"} and own.sources == {5: 2} and own.pruned == {}
     # the source of an error_shift is suspect too
     shifted = prune([1, 2, 6], {(1, 2): "error_shift", (1, 6): "follow_up", (2, 6): "no_influence"}, {})
     assert shifted.sources == {6: 1} and shifted.kept == [1, 2]
+
+
+def test_an_early_false_flag_does_not_prune_the_fault_it_seems_to_carry():
+    """algorithm-generated/83's case (issue 52): a false flag at step 5, the fault at 8 flagged
+    too, 5 -> 8 follow_up. The fault is kept as an inconsistent carrier, ranked with a penalty,
+    and verification decides; with the exception off (the mutant) it is pruned and lost."""
+    script = Script(
+        flags={5: (True, True, False), 8: (True, True, True)},
+        labels={(5, 8): "follow_up"},
+        verdicts={8: (True, True)},
+        suspicion={5: 7, 8: 9},
+    )
+    diag, _ = run_one(script, make_trace(12))
+    assert diag.details["refined"] == [5, 8] and diag.details["spared_by_inconsistency"] == {"8": "follow_up carrier of step 5"}
+    ranked = {r["step"]: r for r in diag.details["ranking"]}
+    assert ranked[8]["score"] == 2 * 9 + len(ranked[8]["signals"]) - CARRIER_PENALTY  # less the carrier's penalty
+    assert ranked[5]["score"] == 2 * 7 + len(ranked[5]["signals"])
+    assert diag.step == 8
+    with mock.patch.object(transitions, "CARRIER_EXCEPTION", False):
+        lost, _ = run_one(script, make_trace(12))
+    assert lost.details["pruned"] == {"8": "follow_up carrier of step 5"} and lost.step != 8
+
+
+def test_the_early_false_flag_mutant_loses_a_fault_the_exception_keeps():
+    """The mutant's injection (a false flag on the candidate before each inconsistent one, linked
+    follow_up to it) costs nothing with the exception on, and prunes the fault with it off."""
+    from localfa.methods.falat.mutants import _early_false_flag
+
+    script = Script(flags={3: (True, False, False), 8: (True, True, True)}, verdicts={8: (True, True)}, suspicion={3: 4, 8: 9})
+    for exception, found in ((True, True), (False, False)):
+        with mock.patch.object(method_module, "prune", _early_false_flag(exception)):
+            diag, _ = run_one(script, make_trace(12))
+        assert (diag.step == 8) is found, (exception, diag.details["pruned"])
 
 
 def test_follow_up_chains_are_traced_transitively_to_their_source():
@@ -742,3 +780,41 @@ def test_the_benchmark_prints_stages_in_the_method_order(capsys):
         "stage verify",
         "stage research",
     ]
+
+
+def test_the_every_step_fallback_keeps_judged_passive_steps_answerable():
+    """Nothing flagged, nothing pointed at: every answerable step is a candidate, a step its
+    window judged passive too (issue 52: that judgement can be wrong, as for a task message)."""
+    from localfa.methods.falat import candidates
+
+    def nothing_stands_out(flagged, focus, answerable):
+        return candidates.select_candidates([], [], answerable)
+
+    with mock.patch.object(method_module, "select_candidates", nothing_stands_out):
+        diag, _ = run_one(Script(passive=[3, 7]), make_trace(12))
+    assert diag.details["candidate_source"] == "active_steps"
+    assert diag.details["candidates"] == list(range(12))
+
+
+def test_the_suspects_block_puts_each_stage_summary_on_its_own_line():
+    """A stage line ended by its `{% endif %}` ran into the next one (issue 52)."""
+    from localfa.methods.falat.windows import StageSummary
+    from localfa.templates import render
+
+    stages = [StageSummary((0, 4), "read the task", 2), StageSummary((5, 9), "counted", None), StageSummary((10, 11), "answered", 10)]
+    block = render("falat/_suspects.j2", stages=stages, regions=[])
+    lines = [line for line in block.splitlines() if line.startswith("- steps ")]
+    assert lines == ["- steps 0-4: read the task (points at step 2)", "- steps 5-9: counted", "- steps 10-11: answered (points at step 10)"]
+
+
+def test_a_step_prompt_shows_the_four_latest_earlier_summaries_after_the_window():
+    """Issue 52: every earlier summary after the window's own steps re-prefilled all of them in
+    every window (quadratic in the windows); the step pass shows the `EARLIER_SUMMARIES` latest."""
+    from localfa.methods.falat.windows import EARLIER_SUMMARIES
+
+    diag, engine = run_one(Script(flags={3: (True, False, False)}), make_trace(35))
+    (window_batch,) = batches_of(engine, "falat_window")
+    last = window_batch[-1].messages[1]["content"]
+    shown = [f"steps {5 * w}-{5 * w + 4}: window at {5 * w}" in last for w in range(6)]
+    assert EARLIER_SUMMARIES == 4 and shown == [False, False, True, True, True, True]
+    assert last.index("<<<END STEP 34>>>") < last.index("WHAT THE EARLIER WINDOWS DID")  # after the cached steps

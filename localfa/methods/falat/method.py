@@ -160,9 +160,8 @@ class _Run:
         active = eligible - judged_passive if not all_judged_passive else eligible
         answerable = eligible if JUDGED_PASSIVE_STAYS else active
         flagged = [m.index for m in mids.values() if m.flagged]
+        # nothing flagged, nothing pointed at: every answerable step, a judged-passive one too (issue 52)
         cands = select_candidates(flagged, [s.focus_step for s in stages if s.focus_step is not None], answerable)
-        if cands.source == "active_steps":  # nothing flagged, nothing pointed at: the active steps
-            cands = Candidates(tuple(sorted(active)), cands.source)
         self._note_window_cuts(cap, windows)
 
         # Stage 2: typed links (one request per group of candidates, one batch), pruning.

@@ -14,8 +14,9 @@ from localfa.templates import render
 
 
 def _old_follow_up_prune(candidates: Sequence[int], labels: Any, inconsistent: Any, untyped: Any = ()) -> Any:
-    """Issue 22's bug: any follow_up marks a carrier, whether or not its source is corrupted."""
-    with mock.patch.object(transitions, "suspects", lambda c, *_: set(c)):
+    """Issue 22's bug: any follow_up marks a carrier, whether or not its source is corrupted (as
+    it was then, before the carrier exception: alone, the exception now keeps a fault it marks)."""
+    with mock.patch.object(transitions, "suspects", lambda c, *_: set(c)), mock.patch.object(transitions, "CARRIER_EXCEPTION", False):
         return transitions.prune(candidates, labels, inconsistent, untyped)
 
 
@@ -31,6 +32,23 @@ def _latest_passing(verdicts: Any) -> tuple[int, bool]:
 def _keep_t_hat(t_hat: int, n_steps: int, value: Any) -> research.Research:
     found = research.parse_research(t_hat, n_steps, value)
     return research.Research(found.window, found.roles, (t_hat,) + tuple(s for s in found.ranking if s != t_hat))
+
+
+def _early_false_flag(exception: bool) -> Any:
+    """`prune` under an early false flag: for each inconsistent candidate, the candidate before it
+    flagged inconsistent too and linked follow_up to it; the carrier exception on or off."""
+
+    def prune(candidates: Sequence[int], labels: Any, inconsistent: Any, untyped: Any = ()) -> transitions.Pruning:
+        order = sorted(candidates)
+        flagged, linked = dict(inconsistent), dict(labels)
+        for before, c in zip(order, order[1:]):
+            if inconsistent.get(c) and not inconsistent.get(before):
+                flagged[before] = True
+                linked[(before, c)] = "follow_up"
+        with mock.patch.object(transitions, "CARRIER_EXCEPTION", exception):
+            return transitions.prune(candidates, linked, flagged, untyped)
+
+    return prune
 
 
 def _block_without_result(self: prior.Prior) -> str:
@@ -61,7 +79,7 @@ MUTANTS = [
     *BLIND,
     Mutant(
         "old_follow_up_bug",
-        "pruning: a follow_up from a clean step marks a carrier (the bug issue 22 fixed)",
+        "pruning: a follow_up from a clean step marks a carrier (the bug issue 22 fixed, with the carrier exception it predates)",
         "p1",
         patched((method, "prune", _old_follow_up_prune)),
     ),
@@ -134,6 +152,13 @@ MUTANTS = [
         patched((method, "JUDGED_PASSIVE_STAYS", False)),
     ),
     Mutant("one_candidate_per_group", "transitions and ranking: a group of one (no shared prefix)", "cost", spec="group_size=1"),
+    Mutant(
+        "early_false_flag_unguarded",
+        "pruning: the carrier exception off, under an early false flag (the candidate before each inconsistent one falsely"
+        " flagged and linked follow_up to it, as algorithm-generated/83's step 5 was: the fault pruned as its carrier)",
+        "p1",
+        patched((method, "prune", _early_false_flag(exception=False))),
+    ),
     Mutant(
         "no_research",
         "re-search: t̂ kept whatever the ±2 re-search ranks first",

@@ -48,6 +48,7 @@ from localfa.grammars.falat import RANK_SIGNALS, SUSPICION_MAX, TRANSITION_LABEL
 from localfa.oracle.policy import Ask, Policy, Rule, clip, clip_to, max_length, nearest, node_ints, schema_choices, schema_field
 
 QUOTE_CHARS = 80
+SUMMARY_STEP_WORDS = 12  # a stage summary's words for each shown step
 SUMMARY_QUOTE_CHARS = 160  # the fault's words a summary or a decision quotes (before the field's bound)
 REPEATS = 0.8  # share of a step's words already shown before it: it only forwards them
 REUSES = 0.3  # share of j's words that come from i: j builds on i
@@ -145,8 +146,16 @@ def _focus(ask: Ask, ids: list[int], shown: dict[int, str], fault: int | None) -
 
 def _stage(ask: Ask, node: dict[str, Any], shown: dict[int, str], fault: int | None) -> dict[str, Any]:
     focus = _focus(ask, node_ints(node["properties"]["focus_step"]), shown, fault)
-    says = "the work goes on" if fault is None else f"an error at step {fault}: " + _flag_words(ask, shown.get(fault, ""))
-    return {"summary": clip_to(node["properties"]["summary"], says), "focus_step": focus}
+    return {"summary": clip_to(node["properties"]["summary"], _stage_summary(ask, shown, fault)), "focus_step": focus}
+
+
+def _stage_summary(ask: Ask, shown: dict[int, str], fault: int | None) -> str:
+    """What the window did, as a model writes it, up to the field's bound (a real model's summary
+    is about as long as allowed, not four words: issue 52): the error first where it saw one (in
+    the fault's words), then each shown step's opening words."""
+    said = [f"an error at step {fault}: {_flag_words(ask, shown.get(fault, ''))}"] if fault is not None else []
+    said += [f"step {i}: " + " ".join(shown[i].split()[:SUMMARY_STEP_WORDS]) for i in sorted(shown) if shown[i].strip()]
+    return "; ".join(said) or "the work goes on"
 
 
 def _window_fault(ask: Ask, shown: dict[int, str], honest: bool) -> int | None:

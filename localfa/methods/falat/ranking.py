@@ -8,7 +8,7 @@ signals and rates it on the bounded suspicion scale (0..SUSPICION_MAX).
 
 The combination rule (the paper names the signals and the scale, not a formula):
 
-    score = 2 · suspicion + signals - (2 if its window judged it passive)
+    score = 2 · suspicion + signals - (2 if its window judged it passive) - (2 if a kept carrier)
 
 where `signals` counts the three ranking signals, each true when the judge says so or an
 earlier stage found it: an incorrect execution decision (the judge's `incorrect_execution`, or
@@ -18,7 +18,9 @@ outgoing follow_up / error_shift label, or the source of a carrier chain). The j
 leads; the signals separate candidates it rates within a point of each other. Ties go to the
 earlier step (temporal precedence). A step its window judged passive stays rankable (that
 judgement can be wrong: a task message that is also the decisive step) but loses a suspicion
-point against an active one. The top k (3) are verified.
+point against an active one; so does a carrier kept for an inconsistency of its own (it is in
+`sources`, `transitions.prune`'s rule 2): verification decides between it and its source. The
+top k (3) are verified.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from localfa.templates import render
 
 PATH_LABELS = frozenset({"follow_up", "error_shift"})
 PASSIVE_PENALTY = 2  # one suspicion point: a judged-passive step ranks below an active one it ties
+CARRIER_PENALTY = 2  # one suspicion point: a kept carrier ranks below a candidate it ties
 
 
 @dataclass(frozen=True)
@@ -139,13 +142,14 @@ def signals_of(step: int, mid: StepSummary, rating: Rating | None, links: LinkIn
 def rank(
     refined: Sequence[int], mids: Mapping[int, StepSummary], links: LinkIndex, sources: Mapping[int, int], ratings: Mapping[int, Rating]
 ) -> list[Ranked]:
-    """Refined candidates by score, highest first; ties to the earlier step."""
+    """Refined candidates by score, highest first; ties to the earlier step. `sources`: carrier ->
+    the source of its chain; a carrier among `refined` was kept for an inconsistency of its own."""
     ranked = []
     for s in refined:
         rating = ratings.get(s)
         sig = signals_of(s, mids[s], rating, links, sources)
         judged = rating.suspicion if rating else None
-        penalty = 0 if mids[s].active else PASSIVE_PENALTY
+        penalty = (0 if mids[s].active else PASSIVE_PENALTY) + (CARRIER_PENALTY if s in sources else 0)
         ranked.append(Ranked(s, 2 * (judged or 0) + len(sig) - penalty, judged, sig))
     return sorted(ranked, key=lambda r: (-r.score, r.step))
 

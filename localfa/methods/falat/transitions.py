@@ -13,9 +13,12 @@ suspect or a carrier. Candidates are taken in order and the first rule that appl
 1. an endpoint of an ``error_shift`` pair is kept: it may be an error source;
 2. ``follow_up`` (i, j) with i corrupted: j is a downstream carrier -> prune j, and j counts as
    corrupted for the next hop; its attribution is traced back along such links to the source. A
-   carrier that repeats the wrong value may be flagged inconsistent itself: it is still a carrier
-   (only an error_shift says j made a new mistake). A follow_up from a clean step marks nothing
-   (paper: "follow_up from a corrupted step marks a downstream carrier");
+   follow_up from a clean step marks nothing (paper: "follow_up from a corrupted step marks a
+   downstream carrier"). The paper's exception (issue 52): a carrier with an inconsistency of
+   its own (`CARRIER_EXCEPTION`) is not pruned: it stays, recorded in `spared` and `sources`,
+   ranked below an equal candidate (`ranking.CARRIER_PENALTY`), and verification decides. An
+   early false flag on i must not take the real fault j out of the search (algorithm-generated/83
+   was lost so: step 8 pruned as a carrier of a falsely flagged step 5);
 3. ``correction`` (i, j): i was corrected by j        -> prune i;
 4. ``redundancy`` (i, j): j repeats what i did         -> prune j;
 5. ``dead_end`` (i, j): nothing downstream builds on i -> prune i, only when i has no untyped
@@ -38,6 +41,7 @@ from localfa.methods.falat.groups import Group, group_pairs
 from localfa.templates import render
 
 Pair = tuple[int, int]
+CARRIER_EXCEPTION = True  # a carrier with an inconsistency of its own is kept (rule 2)
 
 
 def reach_cut(candidates: Sequence[int], quota: int) -> dict[str, int]:
@@ -136,7 +140,11 @@ def prune(
         if c in links:
             source = follow_up_source(c, links)
             result.sources[c] = source
-            result.pruned[c] = f"follow_up carrier of step {source}"
+            if CARRIER_EXCEPTION and inconsistent.get(c, False):
+                result.spared[c] = f"follow_up carrier of step {source}"
+                result.kept.append(c)
+            else:
+                result.pruned[c] = f"follow_up carrier of step {source}"
             continue
         why = None
         if "correction" in leaving:

@@ -10,7 +10,13 @@ Two batches, each holding every window of the trace:
    stage summary comes with its mid level (no later window needs it first).
 
 Both prompts of a window open with the prior and the window's steps, in the same words, so the
-step pass reads the window from the prefix cache the stage pass filled; the question comes last.
+step pass reads the window from the prefix cache the stage pass filled; then the step pass shows
+the stage summaries of the `EARLIER_SUMMARIES` (4) most recent earlier windows, and the question
+comes last. Issue 52: showing every earlier summary after the window's own steps re-prefilled all
+of them in every window, a term quadratic in the windows (7.46x the trace's tokens at 1M with
+summaries at the grammar's length); moving the growing summary block before the steps made it
+linear but lost the stage pass's cached steps (3.55x at 1M, 3.54x at 10k); the four most recent
+summaries after the steps: 2.65x at 1M, 2.23x at 200k, 3.03x at 10k (docs/methods/falat.md).
 Each step's raw text is clipped to a per-step token cap. Both passes decide which steps stay in
 the search (a focus step, a flag, a passive judgement), so they run at the judge temperature.
 """
@@ -24,6 +30,8 @@ from localfa.engine.types import Request
 from localfa.grammars.falat import SIGNALS, stage_grammar, stage_max_tokens, window_grammar, window_max_tokens
 from localfa.methods.falat.ground import Ground
 from localfa.templates import render
+
+EARLIER_SUMMARIES = 4  # the most recent earlier windows' summaries a step prompt shows (issue 52)
 
 
 def split_windows(n_steps: int, k: int) -> list[range]:
@@ -151,7 +159,7 @@ def window_requests(g: Ground, windows: list[range], fit: WindowFit, stages: Seq
         last = w == len(windows) - 1
         texts = [g.view.clipped(i, fit.step_cap) for i in steps]
         agents = [(i, g.view.agent(i)) for i in steps]
-        earlier = recent_stages(g, stages[:w], fit.earlier_tokens)
+        earlier = recent_stages(g, stages[:w], fit.earlier_tokens)[-EARLIER_SUMMARIES:]
         left_out = max(left_out, w - len(earlier))
         reqs.append(
             g.ctx.request(
