@@ -125,4 +125,4 @@ def test_older_results_are_summarised_before_turns_are_evicted_and_the_newest_st
 
 def test_each_turn_records_how_its_prompt_was_measured():
     diag, _ = run_one(Script([turn(READ, {}), turn(EVAL, {}), turn(SUBMIT, {})]), make_trace(), budget="100000")
-    assert all(e["prompt_measure"] == "estimate" for e in diag.transcript if isinstance(e["turn"], int))
+    assert all(e["prompt_measure"] == "message_counts" for e in diag.transcript if isinstance(e["turn"], int))

@@ -36,7 +36,7 @@ from localfa.methods.names import agent_names
 from localfa.methods.none_answer import is_none
 from localfa.methods.safari.context import plan_context
 from localfa.methods.safari.history import History
-from localfa.methods.safari.meter import AIM_UNDER, token_unit
+from localfa.methods.safari.meter import AIM_UNDER, BATCH_TO, token_unit
 from localfa.methods.safari.stm import ShortTermMemory
 from localfa.templates import render
 from localfa.tokens import approx_tokens
@@ -155,7 +155,7 @@ class Investigation:
         self.view = LineView(ctx.trace, width=opts.line_width, count_tokens=self.count, count_many=ctx.count_tokens_many)
         self.turn_max_tokens = opts.limits.turn_max_tokens(opts.use_stm)
         self.plan, self.meter = plan_context(ctx, self.view, self.turn_max_tokens)
-        self.meter.calibrate(self.view.text())
+        self.meter.calibrate()
         self.history = History(measure=self.meter.text, per_message=self.meter.per_message)
         # Sized with the shared constant, not this trace's ratio: in window mode every trace then
         # gets the same system prompt, which the prefix cache shares across traces.
@@ -183,7 +183,8 @@ class Investigation:
         self.transcript: list[dict[str, Any]] = []
         self.failure: dict[str, Any] | None = None
         self.budget_stop: dict[str, Any] | None = None
-        self.largest_prompt = 0
+        self.largest_prompt = 0  # measured: the engine's own count of the prompts it ran
+        self.largest_counted = 0  # what the harness counted before sending
         self.shrunk = 0
         self.final_stm_trimmed = 0
         self._newest: tuple[int, str, dict[str, Any], dict[str, Any], Shown] | None = None  # turn, kind, kw, entry, result
@@ -415,7 +416,8 @@ class Investigation:
         lines = full.count("\n") + 1
         note = f"[... shortened to fit the context budget: {head.count(chr(10))} of {lines} lines shown; read a smaller range for the rest]"
         new_kw = dict(kw, body=head + note, full_body=full, kept_chars=len(head.rstrip(chr(10))) if keep > 0 else 0)
-        self.history.replace_newest_observation(self._observation(turn, kind, **new_kw), self._kept(result, head).steps)
+        if not self.history.replace_newest_observation(self._observation(turn, kind, **new_kw), self._kept(result, head).steps):
+            return False  # already sent: never rewritten
         self._newest = (turn, kind, new_kw, entry, result)
         entry["shrunk"] = entry.get("shrunk", 0) + 1
         self.shrunk += 1
@@ -426,17 +428,14 @@ class Investigation:
         first, then the newest tool result is shortened (or, for the final answer, dropped).
         Returns (messages, turns evicted); raises _OutOfBudget when nothing more can go."""
         cap = self.plan.cap
-        # Estimates aim a little under the cap, where the prompt need not be counted in full.
-        dropped = self.history.evict_to(None if cap is None else int(cap * (1 - AIM_UNDER)) - self.meter.fixed, tail)
+        # The budget is used up to the cap; past it older results go in one batch (BATCH_TO).
+        limit = None if cap is None else cap - self.meter.fixed
+        dropped = self.history.evict_to(limit, tail, None if cap is None else int(cap * BATCH_TO) - self.meter.fixed)
         while True:
             msgs = self.history.messages(tail)
             size = self.meter.prompt(msgs, cap, self.history.size(tail) + self.meter.fixed)
-            if cap is not None and size > cap and self.meter.unit == "tokens" and self.meter.ratio:
-                # Nothing is cut on an estimate alone: this trace's ratio can be far off for the
-                # prompt's own prose (a trace of hex text is ~1 character a token, English ~4).
-                size = self.meter.exact(msgs)
             if cap is None or size <= cap:
-                self.largest_prompt = max(self.largest_prompt, size)
+                self.largest_counted = max(self.largest_counted, size)
                 self.seen_steps |= self.history.shown_steps()  # what this prompt shows, the newest result included
                 return msgs, dropped
             if self.history.summarise_oldest():
@@ -480,12 +479,12 @@ class Investigation:
         tail = self._tail(turn)
         before = dict(self.meter.measured)
         msgs, dropped = self._fit(tail)
+        self.history.seal(tail)  # sent as it is: the next prompt repeats it, it gets its own tail
         measured = sorted(k for k, v in self.meter.measured.items() if v != before.get(k, 0))
         req = self.ctx.request(f"turn/{turn}", msgs, self.turn_grammar, opts.sampling(self.turn_max_tokens))
         (resp,) = yield [req]
+        self._measured(resp)
         self.meter.check_unit(f"turn {turn}")
-        if measured == ["estimate"] and not resp.retried and self.plan.unit == "tokens":
-            self.meter.correct(self.history.size(tail) + self.meter.fixed, resp.usage.prompt_tokens)
         out = resp.value
         changed = self.stm.merge(out.get("stm")) if opts.use_stm else []
         tool = out["tool"]
@@ -605,10 +604,16 @@ class Investigation:
         grammar = final_grammar(steps, opts.limits, self.allow_none)
         req = self.ctx.request("final", msgs, grammar, opts.sampling(opts.limits.final_max_tokens()))
         responses: list[Response] = yield [req]
+        self._measured(responses[0])
         self.meter.check_unit("final")
         value = responses[0].value
         self.transcript.append({"turn": "final", "output": value})
         return self._finish(_step_of(value["step_id"]), value["reasoning"], "forced", turns)
+
+    def _measured(self, resp: Response) -> None:
+        """`largest_prompt` is what the engine counted (in characters for a character budget)."""
+        size = resp.usage.prompt_tokens if self.plan.unit == "tokens" else self.largest_counted
+        self.largest_prompt = max(self.largest_prompt, size or self.largest_counted)
 
     def _forced_by(self, stop: str) -> str | None:
         if stop not in ("forced", "no_seen_step"):
@@ -635,6 +640,7 @@ class Investigation:
             "budget_unit": self.plan.unit,
             "token_unit": token_unit(self.ctx),
             "largest_prompt": self.largest_prompt,
+            "largest_prompt_counted": self.largest_counted,
             "prompt_measure": dict(self.meter.measured),
             "summarised_results": self.history.summarised,
             "whole_run_shown": self.whole_run_shown,
