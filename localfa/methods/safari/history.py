@@ -19,9 +19,13 @@ without reading its text again. Sizes are what the budget counts (`measure` of t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Union
 
 from localfa.engine.types import Message
+
+#: What replaces a result once summarised: the text, or a function that writes it then (it may
+#: keep what the model referred to by that time) with the steps its kept lines still show.
+Summary = Union[str, Callable[[], tuple[str, frozenset[int]]]]
 
 
 @dataclass
@@ -29,7 +33,7 @@ class _Entry:
     message: Message
     size: int
     steps: frozenset[int] = frozenset()  # steps whose lines the message shows
-    summary: str | None = None  # what replaces it once summarised (None: it stays as it is)
+    summary: Summary | None = None  # what replaces it once summarised (None: it stays as it is)
     is_summary: bool = False  # it is the summary of a result, no longer the result
     sealed: bool = False  # sent with a tail appended: it is repeated as sent, never shortened
 
@@ -43,14 +47,19 @@ class History:
     evicted: int = 0
     summarised: int = 0
 
-    def _entry(self, role: str, content: str, steps: frozenset[int] = frozenset(), summary: str | None = None) -> _Entry:
+    def _entry(self, role: str, content: str, steps: frozenset[int] = frozenset(), summary: Summary | None = None) -> _Entry:
         return _Entry({"role": role, "content": content}, self.measure(content) + self.per_message, steps, summary)
 
-    def add_head(self, role: str, content: str, steps: frozenset[int] = frozenset(), summary: str | None = None) -> None:
+    def add_head(self, role: str, content: str, steps: frozenset[int] = frozenset(), summary: Summary | None = None) -> None:
         self.head.append(self._entry(role, content, steps, summary))
 
     def add_turn(
-        self, model_text: str, observation: str, turn: int | None = None, steps: frozenset[int] = frozenset(), summary: str | None = None
+        self,
+        model_text: str,
+        observation: str,
+        turn: int | None = None,
+        steps: frozenset[int] = frozenset(),
+        summary: Summary | None = None,
     ) -> None:
         turn_id = turn if turn is not None else (self.turns[-1][0] + 1 if self.turns else 1)
         self.turns.append((turn_id, self._entry("assistant", model_text), self._entry("user", observation, steps, summary)))
@@ -101,7 +110,11 @@ class History:
         if not candidates:
             return False
         i, old = candidates[0]
-        new = self._entry(old.message["role"], old.summary or "")
+        if callable(old.summary):
+            text, steps = old.summary()
+        else:
+            text, steps = old.summary or "", frozenset()
+        new = self._entry(old.message["role"], text, steps)
         new.is_summary = True
         if i < len(self.head):
             self.head[i] = new

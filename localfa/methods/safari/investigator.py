@@ -35,9 +35,10 @@ from localfa.methods.evidence import quoted_evidence, verify_quotes
 from localfa.methods.names import agent_names
 from localfa.methods.none_answer import is_none
 from localfa.methods.safari.context import plan_context
-from localfa.methods.safari.history import History
+from localfa.methods.safari.history import History, Summary
 from localfa.methods.safari.meter import AIM_UNDER, BATCH_TO, token_unit
 from localfa.methods.safari.stm import ShortTermMemory
+from localfa.methods.safari.summary import summarise
 from localfa.templates import render
 from localfa.tokens import approx_tokens
 from localfa.traces.lineview import LineView, Shown
@@ -124,15 +125,18 @@ def evaluator_messages(reasoning: str, question: str, limits: SafariLimits) -> l
     return [system, {"role": "user", "content": render("safari/evaluator_user.j2", reasoning=reasoning, question=question)}]
 
 
+def _prose(output: dict[str, Any]) -> str:
+    """What a turn's output says in words (analysis, action, reasoning, questions, STM), without
+    the tool's arguments (offsets and patterns name no fact of the run)."""
+    tool = output.get("tool") or {}
+    parts = [output.get("analysis"), output.get("next_action"), tool.get("reasoning"), *(tool.get("questions") or [])]
+    stm = output.get("stm")
+    return "\n".join([str(p) for p in parts if p] + ([json.dumps(stm, ensure_ascii=False)] if stm else []))
+
+
 def _step_of(step_id: Any) -> int | None:
     """A submitted step id, or None for the "none" answer (no decisive error)."""
     return None if is_none(step_id) else int(step_id)
-
-
-def _summary(call: str, shown: Shown) -> str:
-    """The line that replaces an older tool result once the context needs its room."""
-    steps = _ranges(sorted(shown.steps)) or "none"
-    return f"[{call}: its result (steps {steps}) was summarised away to keep room; your analyses and STM keep what mattered; call it again to see it]"
 
 
 class _OutOfBudget(Exception):
@@ -293,7 +297,7 @@ class Investigation:
         call = _call_text(tool)
         self.history.add_head("assistant", json.dumps(boot, ensure_ascii=False))
         # A partial bootstrap read is summarised like any result once the room is needed.
-        summary = None if whole is not None else _summary(call, shown)
+        summary = None if whole is not None else self._summary(call, shown)
         self.history.add_head("user", self._observation(0, "result", tool_call=call, body=shown.text), shown.steps, summary)
         self._log_call(tool, 0)
         self.call_log.append(call)
@@ -315,6 +319,19 @@ class Investigation:
                 raise BudgetError(
                     f"{what} is smaller than SAFARI's fixed head: system prompt, user prompt and bootstrap read take {head} {plan.unit}"
                 )
+
+    def _summary(self, call: str, shown: Shown) -> Summary:
+        """What replaces a result once the room is needed, written then (`localfa.methods.safari.
+        summary`): the lines the model quoted or noted and the values it named, else a stub."""
+        steps = _ranges(sorted(shown.steps)) or "none"
+
+        def write() -> tuple[str, frozenset[int]]:
+            said = [_prose(e["output"]) for e in self.transcript if isinstance(e.get("output"), dict)]
+            said.append(self.stm.render_json())
+            text, kept = summarise(call, steps, shown.text, said, [f.evidence for f in self.stm.faults])
+            return text, frozenset(shown.line_steps[i] for i in kept if i < len(shown.line_steps))
+
+        return write
 
     # ------------------------------------------------------------------ tools
     def _cut(self, text: str, keep: int, note: str) -> str:
@@ -501,7 +518,7 @@ class Investigation:
         kind: str | None = None
         kw: dict[str, Any] = {}
         result = Shown("")
-        summary: str | None = None
+        summary: Summary | None = None
         if name in ("read", "search"):
             loop = self._loop(call)
             first = self.seen_calls.get(call)
@@ -513,7 +530,7 @@ class Investigation:
             else:
                 kind = "result"
                 result = self._run_tool(tool)
-                summary = _summary(call, result)
+                summary = self._summary(call, result)
                 self.investigated += 1
                 kw = {"tool_call": call, "body": result.text, "loop": loop, "refetched": first is not None}
                 entry["refetched"] = first is not None
