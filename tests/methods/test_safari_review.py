@@ -142,3 +142,14 @@ def test_a_summarised_result_keeps_the_lines_noted_in_memory_and_stubs_the_rest(
     assert kept and "lines you quoted, noted or named values from, verbatim" in kept[0]
     assert '  12 (step 4)| {"step_id": 4, "agent": "Coder"' in kept[0]  # the noted line, verbatim
     assert any("nothing in it was quoted or noted" in m["content"] for m in last)  # a result nobody referred to
+
+
+def test_the_evaluator_scores_the_papers_three_conditions():
+    """Issue 53.4: a genuine fault, the earliest one (is an earlier step to blame?), not corrected
+    later; the score follows from those, not from the form of the evidence."""
+    diag, engine = run_one(Script([turn(EVAL, {}), turn(SUBMIT, {})]), make_trace())
+    (system, _user) = [r for r in engine.requests if r.grammar.name == "safari_verdict"][0].messages
+    text = system["content"]
+    for condition in ("genuine fault", "the earliest one", "not corrected later", "earlier step"):
+        assert condition in text, condition
+    assert "Quoted, specific, consistent" not in text
