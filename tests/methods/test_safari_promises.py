@@ -360,3 +360,29 @@ def test_the_report_counts_forced_answers_and_turn_failures_per_method():
     head, rows = table_rows(summarize(records, n_boot=10))
     row = dict(zip(head, rows[-1]))
     assert (row["forced"], row["turn failures"]) == ("2", "1")
+
+
+def _cut_turn_2_and_final(req):
+    if req.key in ("turn/2", "final"):
+        return ('{"reasoning": "cut', "length")  # cut after the retry: TruncatedOutputError
+    note = {"faults_identified_so_far": [{"step_id": 3, "reason": "wrong", "evidence": "step 3 content"}]}
+    return Script([turn(SEARCH, note)], final_step=5)(req)
+
+
+def test_a_forced_final_that_cannot_be_produced_answers_from_memory():
+    """Issue 53.6: the final cut too: the STM's noted fault, with no call, marked as such."""
+    diag = _run(ScriptedEngine(_cut_turn_2_and_final), make_trace())
+    assert diag.error is None and diag.stop_reason == "memory" and diag.step == 3
+    assert diag.details["forced_by"] == "turn_failure" and diag.details["final_failure"].startswith("TruncatedOutputError")
+    assert "answered from memory: the fault its memory notes last" in diag.reasoning
+
+
+def test_with_nothing_noted_the_answer_from_memory_is_the_last_step_shown():
+    def cut(req):
+        if req.key in ("turn/2", "final"):
+            return ('{"reasoning": "cut', "length")
+        return Script([turn({"name": "read", "offset": 4, "limit": 1}, {})])(req)
+
+    diag = _run(ScriptedEngine(cut), make_trace(n=300))
+    assert diag.error is None and diag.stop_reason == "memory" and diag.step == 4  # read(offset=4, limit=1) showed step 4 last
+    assert "the last step it was shown" in diag.reasoning

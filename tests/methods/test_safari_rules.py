@@ -384,14 +384,18 @@ def test_a_turn_the_engine_cannot_produce_goes_to_forced_finalisation(bad, error
     assert '"task_goal": "count evens"' in final.messages[-1]["content"]  # what the STM holds
 
 
-def test_a_failed_final_answer_is_still_an_error_record():
+def test_a_failed_final_answer_is_answered_from_memory_not_an_error_record():
+    """Issue 53.6: an invalid final answer no longer turns the trace into an error record; the
+    answer comes from what was shown, with no call, and says so."""
+
     def script(req):
         if req.key == "final":
             return "not JSON"
         return Script([turn(READ, {})])(req)
 
     diag, _ = run_error(make_trace(), None, engine=ScriptedEngine(script), max_turns=2)
-    assert diag.stop_reason == "error" and diag.error.startswith("InvalidOutputError")
+    assert diag.error is None and diag.stop_reason == "memory" and diag.step is not None
+    assert diag.details["final_failure"].startswith("InvalidOutputError")
 
 
 # ---- 9. every claim's verdict returns ---------------------------------------------------------

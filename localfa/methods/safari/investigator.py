@@ -187,6 +187,8 @@ class Investigation:
         self.transcript: list[dict[str, Any]] = []
         self.failure: dict[str, Any] | None = None
         self.budget_stop: dict[str, Any] | None = None
+        self.final_failure: str | None = None  # why the forced final could not be produced
+        self.last_shown: list[int] = []  # steps of the newest result's lines, in order
         self.largest_prompt = 0  # measured: the engine's own count of the prompts it ran
         self.largest_counted = 0  # what the harness counted before sending
         self.shrunk = 0
@@ -299,6 +301,7 @@ class Investigation:
         # A partial bootstrap read is summarised like any result once the room is needed.
         summary = None if whole is not None else self._summary(call, shown)
         self.history.add_head("user", self._observation(0, "result", tool_call=call, body=shown.text), shown.steps, summary)
+        self.last_shown = list(shown.line_steps)
         self._log_call(tool, 0)
         self.call_log.append(call)
         if whole is not None and self.obs_room is not None and plan.cap is not None:
@@ -560,6 +563,8 @@ class Investigation:
         self.transcript.append(entry)
         if obs is not None:
             self.history.add_turn(resp.text, obs, turn, result.steps, summary)
+            if result.line_steps:
+                self.last_shown = list(result.line_steps)
             self._newest = (turn, kind or "", dict(kw), entry, result)
         return entry
 
@@ -613,19 +618,39 @@ class Investigation:
                 break
             except _OutOfBudget:
                 self.final_stm_trimmed += 1
-        if msgs is None:
-            raise BudgetError(f"SAFARI's forced final prompt does not fit {self.plan.describe()} even with an empty STM")
         steps = self._answerable()
         if not steps:
+            if msgs is None:
+                raise BudgetError(f"SAFARI's forced final prompt does not fit {self.plan.describe()} even with an empty STM")
             return self._finish(None, "No step appeared in a tool result: nothing to answer.", "no_seen_step", turns)
+        if msgs is None:
+            self.final_failure = f"the final prompt does not fit {self.plan.describe()} even with an empty STM"
+            return self._from_memory(steps, turns)
         grammar = final_grammar(steps, opts.limits, self.allow_none)
         req = self.ctx.request("final", msgs, grammar, opts.sampling(opts.limits.final_max_tokens()))
-        responses: list[Response] = yield [req]
+        try:
+            responses: list[Response] = yield [req]
+        except TURN_FAILURES as exc:  # the forced final itself could not be produced (issue 53.6)
+            self.final_failure = f"{type(exc).__name__}: {exc}"
+            return self._from_memory(steps, turns)
         self._measured(responses[0])
         self.meter.check_unit("final")
         value = responses[0].value
         self.transcript.append({"turn": "final", "output": value})
         return self._finish(_step_of(value["step_id"]), value["reasoning"], "forced", turns)
+
+    def _from_memory(self, steps: list[int], turns: int) -> Any:
+        """The answer when the forced final cannot be produced, with no call: the newest fault the
+        STM notes at a step the model was shown, else the last such step a result showed."""
+        noted = [f.step_id for f in self.stm.faults if f.step_id in steps]
+        if noted:
+            step, why = noted[-1], "the fault its memory notes last"
+        else:
+            shown = [s for s in self.last_shown if s in steps]
+            step, why = (shown[-1] if shown else steps[-1]), "the last step it was shown"
+        return self._finish(
+            step, f"The forced final answer could not be produced ({self.final_failure}); answered from memory: {why}.", "memory", turns
+        )
 
     def _measured(self, resp: Response) -> None:
         """`largest_prompt` is what the engine counted (in characters for a character budget)."""
@@ -633,7 +658,7 @@ class Investigation:
         self.largest_prompt = max(self.largest_prompt, size or self.largest_counted)
 
     def _forced_by(self, stop: str) -> str | None:
-        if stop not in ("forced", "no_seen_step"):
+        if stop not in ("forced", "no_seen_step", "memory"):
             return None
         return "turn_failure" if self.failure else ("budget" if self.budget_stop else "max_turns")
 
@@ -647,6 +672,7 @@ class Investigation:
             "turns_used": turns,
             "forced_by": self._forced_by(stop),
             "turn_failure": self.failure,
+            "final_failure": self.final_failure,
             "budget_stop": self.budget_stop,
             "evaluate_scores": [[v["score"] for v in e["verdicts"]] for e in self.evaluations],
             "evaluate_means": [e["mean"] for e in self.evaluations],
