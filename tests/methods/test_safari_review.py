@@ -153,3 +153,15 @@ def test_the_evaluator_scores_the_papers_three_conditions():
     for condition in ("genuine fault", "the earliest one", "not corrected later", "earlier step"):
         assert condition in text, condition
     assert "Quoted, specific, consistent" not in text
+
+
+def test_the_prompts_never_say_none_or_zero_turns_left():
+    """Issue 53.5: no 'LARGER than your context (None)' without a cap, no 'Only 0 turns left',
+    no 'you never see it all at once' beside a run shown whole."""
+    diag, engine = run_one(Script([turn(READ, {})] * 3), make_trace(n=300), max_turns=3)
+    first = engine.requests[0].messages
+    assert "(None)" not in first[1]["content"] and "longer than one read shows" in first[1]["content"]
+    assert "never see it all at once" not in first[0]["content"]
+    texts = [m["content"] for r in engine.requests for m in r.messages]
+    assert not any("Only 0 turns" in t for t in texts) and any("That was your last turn." in t for t in texts)
+    assert any("Only 1 turn left" in t for t in texts)
