@@ -165,11 +165,26 @@ def test_history_is_append_only_and_stm_rides_at_the_end():
     _, engine = run_one(Script([turn(READ, {"task_goal": "count evens"}), turn(SEARCH, {}), turn(EVAL, {}), turn(SUBMIT, {})]))
     turns = [r for r in engine.requests if r.grammar.name == "safari_turn"]
     for a, b in zip(turns, turns[1:]):
-        assert "<<<STM>>>" in a.messages[-1]["content"]
-        # Everything before the last message of a call is a prefix of the next call.
-        assert list(b.messages[: len(a.messages) - 1]) == list(a.messages[:-1])
-        assert "<<<STM>>>" not in json.dumps(b.messages[:-1])
+        assert "<<<STM>>>" in a.messages[-1]["content"] and "<<<STM>>>" in b.messages[-1]["content"]
+        # Every message a call sent is repeated, exactly, by the next call (append-only).
+        assert list(b.messages[: len(a.messages)]) == list(a.messages)
+        assert len(b.messages) == len(a.messages) + 2
     assert '"task_goal": "count evens"' in turns[1].messages[-1]["content"]
+
+
+def test_no_turn_rewrites_an_earlier_message_except_a_batch_summary():
+    """Under a budget that summarises and evicts: every message a call holds that the previous
+    call did not send is one of the two newest (the model's turn, its result) or a summary."""
+    trace = make_trace(40, long=30)
+    reads = [turn({"name": "read", "offset": 10 * i, "limit": 5}, {"still_need": [f"item {i}"]}) for i in range(8)]
+    diag, engine = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="14000c")
+    assert diag.details["summarised_results"] > 0  # the budget is tight enough to test the rule
+    turns = [r for r in engine.requests if r.grammar.name == "safari_turn"]
+    for a, b in zip(turns, turns[1:]):
+        changed = [m["content"] for m in b.messages[:-2] if m not in a.messages]
+        assert all("was summarised" in c for c in changed), changed[:1]
+        kept = [m for m in a.messages if m in b.messages]
+        assert kept == [m for m in b.messages if m in a.messages]  # in the same order
 
 
 def test_eviction_keeps_head_and_stm():

@@ -128,8 +128,7 @@ def test_every_prompt_sent_fits_the_budget_shrinking_the_newest_result_when_it_m
     assert diag.error is None and diag.details["max_read_lines"] >= 14 and 400 < spare < 600
     sizes = [engine.count_prompt_tokens(r.messages) for r in turns_of(engine) + [engine.requests[-1]]]
     assert max(sizes) <= budget and diag.details["largest_prompt"] == max(sizes)
-    # near the cap the prompt is counted in full with the template; below it the estimate decides
-    # near the cap the prompt is counted in full with the template; below it the estimate decides
+    # near the cap the prompt is counted in full with the template; below it the messages' counts decide
     assert diag.details["prompt_measure"].get("chat_template", 0) >= 1 and diag.details["token_unit"] == "tokens"
     assert diag.details["shrunk_observations"] >= 1
     assert any("shortened to fit the context budget" in o for o in observations(engine))
@@ -182,8 +181,8 @@ def test_the_fits_test_counts_the_whole_view_in_one_call():
     view = LineView(trace).read(0, LineView(trace).total_lines)
     diag = _run(engine, trace, budget="100000")
     assert diag.stop_reason == "submitted" and diag.details["trace_fits"] is True
-    assert engine.counted.count(view) == 0  # never tokenised whole: estimated from a sample (issue 35.6)
-    assert set(diag.details["prompt_measure"]) == {"estimate"}  # far below the cap: nothing counted in full
+    assert engine.counted.count(view) == 1  # counted exactly, once (issue 53.2), though measured for the fits test and the history
+    assert set(diag.details["prompt_measure"]) == {"message_counts"}  # far below the cap: the sum of the messages' counts
     assert not set(LineView(trace).lines) & set(engine.counted)  # never line by line
 
 
@@ -209,9 +208,9 @@ def test_a_real_tokenizer_and_chat_template_keep_token_dense_prompts_within_the_
     sent = [engine.count_prompt_tokens(r.messages) for r in engine.requests if r.grammar.name != "safari_verdict"]
     assert diag.error is None and len(sent) >= 9
     assert max(sent) <= 6000 and diag.details["largest_prompt"] == max(sent)
-    # prompts near or over the cap were counted in full with the chat template (never cut on an estimate)
-    assert diag.details["prompt_measure"].get("chat_template", 0) >= 1
-    assert set(diag.details["prompt_measure"]) <= {"estimate", "chat_template"}
+    # exact counts use the budget: the peak prompt is past 90% of the cap (issue 53.2)
+    assert max(sent) >= 0.9 * 6000
+    assert set(diag.details["prompt_measure"]) <= {"message_counts", "chat_template"}
 
 
 # ---- 3. the paper's evaluator, whole --------------------------------------------------------------
@@ -361,3 +360,29 @@ def test_the_report_counts_forced_answers_and_turn_failures_per_method():
     head, rows = table_rows(summarize(records, n_boot=10))
     row = dict(zip(head, rows[-1]))
     assert (row["forced"], row["turn failures"]) == ("2", "1")
+
+
+def _cut_turn_2_and_final(req):
+    if req.key in ("turn/2", "final"):
+        return ('{"reasoning": "cut', "length")  # cut after the retry: TruncatedOutputError
+    note = {"faults_identified_so_far": [{"step_id": 3, "reason": "wrong", "evidence": "step 3 content"}]}
+    return Script([turn(SEARCH, note)], final_step=5)(req)
+
+
+def test_a_forced_final_that_cannot_be_produced_answers_from_memory():
+    """Issue 53.6: the final cut too: the STM's noted fault, with no call, marked as such."""
+    diag = _run(ScriptedEngine(_cut_turn_2_and_final), make_trace())
+    assert diag.error is None and diag.stop_reason == "memory" and diag.step == 3
+    assert diag.details["forced_by"] == "turn_failure" and diag.details["final_failure"].startswith("TruncatedOutputError")
+    assert "answered from memory: the fault its memory notes last" in diag.reasoning
+
+
+def test_with_nothing_noted_the_answer_from_memory_is_the_last_step_shown():
+    def cut(req):
+        if req.key in ("turn/2", "final"):
+            return ('{"reasoning": "cut', "length")
+        return Script([turn({"name": "read", "offset": 4, "limit": 1}, {})])(req)
+
+    diag = _run(ScriptedEngine(cut), make_trace(n=300))
+    assert diag.error is None and diag.stop_reason == "memory" and diag.step == 4  # read(offset=4, limit=1) showed step 4 last
+    assert "the last step it was shown" in diag.reasoning

@@ -118,11 +118,50 @@ def test_older_results_are_summarised_before_turns_are_evicted_and_the_newest_st
     diag, engine = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="14000c")
     assert diag.details["summarised_results"] > 0 and diag.details["evicted_turns"] == 0
     last = [r for r in engine.requests if r.grammar.name == "safari_turn"][-1].messages
-    assert any("was summarised away to keep room" in m["content"] for m in last)
+    assert any("was summarised" in m["content"] for m in last)
     assert any("read(offset=50, limit=5) returned:" in m["content"] for m in last)  # the newest result, raw
     assert sum(m["role"] == "assistant" for m in last) == 1 + 7  # the bootstrap and every model turn kept
 
 
 def test_each_turn_records_how_its_prompt_was_measured():
     diag, _ = run_one(Script([turn(READ, {}), turn(EVAL, {}), turn(SUBMIT, {})]), make_trace(), budget="100000")
-    assert all(e["prompt_measure"] == "estimate" for e in diag.transcript if isinstance(e["turn"], int))
+    assert all(e["prompt_measure"] == "message_counts" for e in diag.transcript if isinstance(e["turn"], int))
+
+
+def test_a_summarised_result_keeps_the_lines_noted_in_memory_and_stubs_the_rest():
+    """Issue 53.3: the result whose line the STM notes as evidence keeps that line verbatim when
+    summarised; a result nothing referred to becomes a stub; the fault note is never lost."""
+    trace = make_trace(40, long=30)
+    note = {"faults_identified_so_far": [{"step_id": 4, "reason": "wrong", "evidence": '"content": "step 4 content lorem ipsum'}]}
+    reads = [turn({"name": "read", "offset": 10, "limit": 5}, note)]
+    reads += [turn({"name": "read", "offset": 20 + 10 * i, "limit": 5}, {}) for i in range(6)]
+    diag, engine = run_one(Script(reads + [turn(EVAL, {}), turn(SUBMIT, {})]), trace=trace, budget="14000c")
+    assert diag.details["summarised_results"] > 0
+    last = [r for r in engine.requests if r.grammar.name == "safari_turn"][-1].messages
+    kept = [m["content"] for m in last if "read(offset=10, limit=5): its result" in m["content"]]
+    assert kept and "lines you quoted, noted or named values from, verbatim" in kept[0]
+    assert '  12 (step 4)| {"step_id": 4, "agent": "Coder"' in kept[0]  # the noted line, verbatim
+    assert any("nothing in it was quoted or noted" in m["content"] for m in last)  # a result nobody referred to
+
+
+def test_the_evaluator_scores_the_papers_three_conditions():
+    """Issue 53.4: a genuine fault, the earliest one (is an earlier step to blame?), not corrected
+    later; the score follows from those, not from the form of the evidence."""
+    diag, engine = run_one(Script([turn(EVAL, {}), turn(SUBMIT, {})]), make_trace())
+    (system, _user) = [r for r in engine.requests if r.grammar.name == "safari_verdict"][0].messages
+    text = system["content"]
+    for condition in ("genuine fault", "the earliest one", "not corrected later", "earlier step"):
+        assert condition in text, condition
+    assert "Quoted, specific, consistent" not in text
+
+
+def test_the_prompts_never_say_none_or_zero_turns_left():
+    """Issue 53.5: no 'LARGER than your context (None)' without a cap, no 'Only 0 turns left',
+    no 'you never see it all at once' beside a run shown whole."""
+    diag, engine = run_one(Script([turn(READ, {})] * 3), make_trace(n=300), max_turns=3)
+    first = engine.requests[0].messages
+    assert "(None)" not in first[1]["content"] and "longer than one read shows" in first[1]["content"]
+    assert "never see it all at once" not in first[0]["content"]
+    texts = [m["content"] for r in engine.requests for m in r.messages]
+    assert not any("Only 0 turns" in t for t in texts) and any("That was your last turn." in t for t in texts)
+    assert any("Only 1 turn left" in t for t in texts)

@@ -246,18 +246,18 @@ def test_a_repeat_gets_a_reminder_while_held_and_the_result_once_evicted():
     search = {"name": "search", "pattern": "step 3 content"}
     script = (
         [turn(search, {}), turn(search, {})]
-        + [turn({"name": "read", "offset": 10 * i, "limit": 5}, {}) for i in range(6)]
+        + [turn({"name": "read", "offset": 10 * i, "limit": 5}, {}) for i in range(10)]
         + [turn(search, {}), turn(EVAL, {}), turn(SUBMIT, {})]
     )
     diag, engine = run_one(Script(script), trace=trace, budget="2500")
     obs = observations(engine)
     assert "REMINDER" in obs[2] and "at turn 1" in obs[2]  # turn 1's result is still in context
     assert not any(
-        "search(" in m["content"] and "returned" in m["content"] for m in turns_of(engine)[8].messages[4:-1]
-    )  # turn 1 evicted by turn 9
-    assert 'search(pattern="step 3 content") returned:' in obs[9] and "shown again" in obs[9]
-    assert "REMINDER" not in obs[9]
-    assert diag.transcript[8]["refetched"] is True
+        "search(" in m["content"] and "returned" in m["content"] for m in turns_of(engine)[12].messages[4:-1]
+    )  # turn 1's result summarised or evicted by turn 13 (the budget is used up first)
+    assert 'search(pattern="step 3 content") returned:' in obs[13] and "shown again" in obs[13]
+    assert "REMINDER" not in obs[13]
+    assert diag.transcript[12]["refetched"] is True
 
 
 # ---- 4. evidence that verifies -----------------------------------------------------------------
@@ -384,14 +384,18 @@ def test_a_turn_the_engine_cannot_produce_goes_to_forced_finalisation(bad, error
     assert '"task_goal": "count evens"' in final.messages[-1]["content"]  # what the STM holds
 
 
-def test_a_failed_final_answer_is_still_an_error_record():
+def test_a_failed_final_answer_is_answered_from_memory_not_an_error_record():
+    """Issue 53.6: an invalid final answer no longer turns the trace into an error record; the
+    answer comes from what was shown, with no call, and says so."""
+
     def script(req):
         if req.key == "final":
             return "not JSON"
         return Script([turn(READ, {})])(req)
 
     diag, _ = run_error(make_trace(), None, engine=ScriptedEngine(script), max_turns=2)
-    assert diag.stop_reason == "error" and diag.error.startswith("InvalidOutputError")
+    assert diag.error is None and diag.stop_reason == "memory" and diag.step is not None
+    assert diag.details["final_failure"].startswith("InvalidOutputError")
 
 
 # ---- 9. every claim's verdict returns ---------------------------------------------------------

@@ -1,12 +1,15 @@
-"""The investigator's conversation: append-only while it fits; older tool results summarised,
-then the oldest turns evicted, when it does not.
+"""The investigator's conversation: append-only (a message once sent is never rewritten, so a
+prefix cache keeps it); older tool results summarised in a batch, then the oldest turns evicted,
+only when it no longer fits.
 
 The fixed head (system prompt, user prompt) always stays; so does the bootstrap read when it
 shows the whole run. Past the cap, the oldest raw tool results are first replaced by their
 summary line (what was called, which lines and steps it showed: the model's own analysis and STM
 after it keep what mattered, as the paper's tool results arrive as summaries); the newest result
-always stays raw. Only if that is not enough are the oldest turn pairs dropped. The STM is not
-part of the stored history: it is appended to the last message at call time.
+always stays raw. Only if that is not enough are the oldest turn pairs dropped. The per-turn tail
+(STM, turn reminder) is appended to the newest message at call time and, once sent, sealed into
+it (`seal`): the next prompt repeats that message exactly as it was sent, and carries its own tail
+in its own newest message.
 
 Each entry remembers the steps whose lines it shows, so the steps a prompt shows are known
 without reading its text again. Sizes are what the budget counts (`measure` of the content plus
@@ -16,9 +19,13 @@ without reading its text again. Sizes are what the budget counts (`measure` of t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Union
 
 from localfa.engine.types import Message
+
+#: What replaces a result once summarised: the text, or a function that writes it then (it may
+#: keep what the model referred to by that time) with the steps its kept lines still show.
+Summary = Union[str, Callable[[], tuple[str, frozenset[int]]]]
 
 
 @dataclass
@@ -26,8 +33,9 @@ class _Entry:
     message: Message
     size: int
     steps: frozenset[int] = frozenset()  # steps whose lines the message shows
-    summary: str | None = None  # what replaces it once summarised (None: it stays as it is)
+    summary: Summary | None = None  # what replaces it once summarised (None: it stays as it is)
     is_summary: bool = False  # it is the summary of a result, no longer the result
+    sealed: bool = False  # sent with a tail appended: it is repeated as sent, never shortened
 
 
 @dataclass
@@ -39,14 +47,19 @@ class History:
     evicted: int = 0
     summarised: int = 0
 
-    def _entry(self, role: str, content: str, steps: frozenset[int] = frozenset(), summary: str | None = None) -> _Entry:
+    def _entry(self, role: str, content: str, steps: frozenset[int] = frozenset(), summary: Summary | None = None) -> _Entry:
         return _Entry({"role": role, "content": content}, self.measure(content) + self.per_message, steps, summary)
 
-    def add_head(self, role: str, content: str, steps: frozenset[int] = frozenset(), summary: str | None = None) -> None:
+    def add_head(self, role: str, content: str, steps: frozenset[int] = frozenset(), summary: Summary | None = None) -> None:
         self.head.append(self._entry(role, content, steps, summary))
 
     def add_turn(
-        self, model_text: str, observation: str, turn: int | None = None, steps: frozenset[int] = frozenset(), summary: str | None = None
+        self,
+        model_text: str,
+        observation: str,
+        turn: int | None = None,
+        steps: frozenset[int] = frozenset(),
+        summary: Summary | None = None,
     ) -> None:
         turn_id = turn if turn is not None else (self.turns[-1][0] + 1 if self.turns else 1)
         self.turns.append((turn_id, self._entry("assistant", model_text), self._entry("user", observation, steps, summary)))
@@ -73,14 +86,16 @@ class History:
     def size(self, tail: str = "") -> int:
         return self.head_size(tail) + sum(a.size + b.size for _, a, b in self.turns)
 
-    def evict_to(self, limit: int | None, tail: str) -> int:
-        """Summarise the oldest raw results, then drop the oldest turns, until the estimated
-        prompt plus `tail` fits; keep the latest turn (the caller measures the prompt and
-        shrinks that one if it must). Returns the turns dropped."""
-        if limit is None:
+    def evict_to(self, limit: int | None, tail: str, target: int | None = None) -> int:
+        """Only when the prompt plus `tail` is over `limit`: summarise the oldest raw results, in
+        one batch, until it is at most `target` (`limit` by default), then drop the oldest turns
+        until it fits `limit`; keep the latest turn (the caller measures the prompt and shrinks
+        that one if it must). Returns the turns dropped."""
+        if limit is None or self.size(tail) <= limit:
             return 0
+        target = limit if target is None else min(target, limit)
         dropped = 0
-        while self.size(tail) > limit and self.summarise_oldest():
+        while self.size(tail) > target and self.summarise_oldest():
             pass
         while len(self.turns) > 1 and self.size(tail) > limit:
             dropped += self.evict_oldest()
@@ -95,7 +110,11 @@ class History:
         if not candidates:
             return False
         i, old = candidates[0]
-        new = self._entry(old.message["role"], old.summary or "")
+        if callable(old.summary):
+            text, steps = old.summary()
+        else:
+            text, steps = old.summary or "", frozenset()
+        new = self._entry(old.message["role"], text, steps)
         new.is_summary = True
         if i < len(self.head):
             self.head[i] = new
@@ -116,10 +135,29 @@ class History:
     def newest_observation(self) -> str | None:
         return self.turns[-1][2].message["content"] if self.turns else None
 
-    def replace_newest_observation(self, content: str, steps: frozenset[int] = frozenset()) -> None:
-        """Put a shortened version of the newest tool result in place of the original."""
+    def replace_newest_observation(self, content: str, steps: frozenset[int] = frozenset()) -> bool:
+        """Put a shortened version of the newest tool result in place of the original; False
+        when it was already sent (sealed): a sent message is never rewritten."""
         turn_id, model, old = self.turns[-1]
+        if old.sealed:
+            return False
         self.turns[-1] = (turn_id, model, self._entry("user", content, steps, old.summary))
+        return True
+
+    def _last(self) -> _Entry | None:
+        if self.turns:
+            return self.turns[-1][2]
+        return self.head[-1] if self.head else None
+
+    def seal(self, tail: str) -> None:
+        """The prompt with `tail` on its newest message was sent: keep that message as sent."""
+        last = self._last()
+        if not tail or last is None:
+            return
+        content = last.message["content"] + "\n\n" + tail
+        last.message = {"role": last.message["role"], "content": content}
+        last.size = self.measure(content) + self.per_message
+        last.sealed = True
 
     def messages(self, tail: str = "") -> list[Message]:
         """The prompt: head, turns, and `tail` (STM etc.) appended to the last user message.

@@ -35,9 +35,10 @@ from localfa.methods.evidence import quoted_evidence, verify_quotes
 from localfa.methods.names import agent_names
 from localfa.methods.none_answer import is_none
 from localfa.methods.safari.context import plan_context
-from localfa.methods.safari.history import History
-from localfa.methods.safari.meter import AIM_UNDER, token_unit
+from localfa.methods.safari.history import History, Summary
+from localfa.methods.safari.meter import AIM_UNDER, BATCH_TO, token_unit
 from localfa.methods.safari.stm import ShortTermMemory
+from localfa.methods.safari.summary import summarise
 from localfa.templates import render
 from localfa.tokens import approx_tokens
 from localfa.traces.lineview import LineView, Shown
@@ -124,15 +125,18 @@ def evaluator_messages(reasoning: str, question: str, limits: SafariLimits) -> l
     return [system, {"role": "user", "content": render("safari/evaluator_user.j2", reasoning=reasoning, question=question)}]
 
 
+def _prose(output: dict[str, Any]) -> str:
+    """What a turn's output says in words (analysis, action, reasoning, questions, STM), without
+    the tool's arguments (offsets and patterns name no fact of the run)."""
+    tool = output.get("tool") or {}
+    parts = [output.get("analysis"), output.get("next_action"), tool.get("reasoning"), *(tool.get("questions") or [])]
+    stm = output.get("stm")
+    return "\n".join([str(p) for p in parts if p] + ([json.dumps(stm, ensure_ascii=False)] if stm else []))
+
+
 def _step_of(step_id: Any) -> int | None:
     """A submitted step id, or None for the "none" answer (no decisive error)."""
     return None if is_none(step_id) else int(step_id)
-
-
-def _summary(call: str, shown: Shown) -> str:
-    """The line that replaces an older tool result once the context needs its room."""
-    steps = _ranges(sorted(shown.steps)) or "none"
-    return f"[{call}: its result (steps {steps}) was summarised away to keep room; your analyses and STM keep what mattered; call it again to see it]"
 
 
 class _OutOfBudget(Exception):
@@ -155,7 +159,7 @@ class Investigation:
         self.view = LineView(ctx.trace, width=opts.line_width, count_tokens=self.count, count_many=ctx.count_tokens_many)
         self.turn_max_tokens = opts.limits.turn_max_tokens(opts.use_stm)
         self.plan, self.meter = plan_context(ctx, self.view, self.turn_max_tokens)
-        self.meter.calibrate(self.view.text())
+        self.meter.calibrate()
         self.history = History(measure=self.meter.text, per_message=self.meter.per_message)
         # Sized with the shared constant, not this trace's ratio: in window mode every trace then
         # gets the same system prompt, which the prefix cache shares across traces.
@@ -183,7 +187,10 @@ class Investigation:
         self.transcript: list[dict[str, Any]] = []
         self.failure: dict[str, Any] | None = None
         self.budget_stop: dict[str, Any] | None = None
-        self.largest_prompt = 0
+        self.final_failure: str | None = None  # why the forced final could not be produced
+        self.last_shown: list[int] = []  # steps of the newest result's lines, in order
+        self.largest_prompt = 0  # measured: the engine's own count of the prompts it ran
+        self.largest_counted = 0  # what the harness counted before sending
         self.shrunk = 0
         self.final_stm_trimmed = 0
         self._newest: tuple[int, str, dict[str, Any], dict[str, Any], Shown] | None = None  # turn, kind, kw, entry, result
@@ -292,8 +299,9 @@ class Investigation:
         call = _call_text(tool)
         self.history.add_head("assistant", json.dumps(boot, ensure_ascii=False))
         # A partial bootstrap read is summarised like any result once the room is needed.
-        summary = None if whole is not None else _summary(call, shown)
+        summary = None if whole is not None else self._summary(call, shown)
         self.history.add_head("user", self._observation(0, "result", tool_call=call, body=shown.text), shown.steps, summary)
+        self.last_shown = list(shown.line_steps)
         self._log_call(tool, 0)
         self.call_log.append(call)
         if whole is not None and self.obs_room is not None and plan.cap is not None:
@@ -314,6 +322,19 @@ class Investigation:
                 raise BudgetError(
                     f"{what} is smaller than SAFARI's fixed head: system prompt, user prompt and bootstrap read take {head} {plan.unit}"
                 )
+
+    def _summary(self, call: str, shown: Shown) -> Summary:
+        """What replaces a result once the room is needed, written then (`localfa.methods.safari.
+        summary`): the lines the model quoted or noted and the values it named, else a stub."""
+        steps = _ranges(sorted(shown.steps)) or "none"
+
+        def write() -> tuple[str, frozenset[int]]:
+            said = [_prose(e["output"]) for e in self.transcript if isinstance(e.get("output"), dict)]
+            said.append(self.stm.render_json())
+            text, kept = summarise(call, steps, shown.text, said, [f.evidence for f in self.stm.faults])
+            return text, frozenset(shown.line_steps[i] for i in kept if i < len(shown.line_steps))
+
+        return write
 
     # ------------------------------------------------------------------ tools
     def _cut(self, text: str, keep: int, note: str) -> str:
@@ -415,7 +436,8 @@ class Investigation:
         lines = full.count("\n") + 1
         note = f"[... shortened to fit the context budget: {head.count(chr(10))} of {lines} lines shown; read a smaller range for the rest]"
         new_kw = dict(kw, body=head + note, full_body=full, kept_chars=len(head.rstrip(chr(10))) if keep > 0 else 0)
-        self.history.replace_newest_observation(self._observation(turn, kind, **new_kw), self._kept(result, head).steps)
+        if not self.history.replace_newest_observation(self._observation(turn, kind, **new_kw), self._kept(result, head).steps):
+            return False  # already sent: never rewritten
         self._newest = (turn, kind, new_kw, entry, result)
         entry["shrunk"] = entry.get("shrunk", 0) + 1
         self.shrunk += 1
@@ -426,17 +448,14 @@ class Investigation:
         first, then the newest tool result is shortened (or, for the final answer, dropped).
         Returns (messages, turns evicted); raises _OutOfBudget when nothing more can go."""
         cap = self.plan.cap
-        # Estimates aim a little under the cap, where the prompt need not be counted in full.
-        dropped = self.history.evict_to(None if cap is None else int(cap * (1 - AIM_UNDER)) - self.meter.fixed, tail)
+        # The budget is used up to the cap; past it older results go in one batch (BATCH_TO).
+        limit = None if cap is None else cap - self.meter.fixed
+        dropped = self.history.evict_to(limit, tail, None if cap is None else int(cap * BATCH_TO) - self.meter.fixed)
         while True:
             msgs = self.history.messages(tail)
             size = self.meter.prompt(msgs, cap, self.history.size(tail) + self.meter.fixed)
-            if cap is not None and size > cap and self.meter.unit == "tokens" and self.meter.ratio:
-                # Nothing is cut on an estimate alone: this trace's ratio can be far off for the
-                # prompt's own prose (a trace of hex text is ~1 character a token, English ~4).
-                size = self.meter.exact(msgs)
             if cap is None or size <= cap:
-                self.largest_prompt = max(self.largest_prompt, size)
+                self.largest_counted = max(self.largest_counted, size)
                 self.seen_steps |= self.history.shown_steps()  # what this prompt shows, the newest result included
                 return msgs, dropped
             if self.history.summarise_oldest():
@@ -480,12 +499,12 @@ class Investigation:
         tail = self._tail(turn)
         before = dict(self.meter.measured)
         msgs, dropped = self._fit(tail)
+        self.history.seal(tail)  # sent as it is: the next prompt repeats it, it gets its own tail
         measured = sorted(k for k, v in self.meter.measured.items() if v != before.get(k, 0))
         req = self.ctx.request(f"turn/{turn}", msgs, self.turn_grammar, opts.sampling(self.turn_max_tokens))
         (resp,) = yield [req]
+        self._measured(resp)
         self.meter.check_unit(f"turn {turn}")
-        if measured == ["estimate"] and not resp.retried and self.plan.unit == "tokens":
-            self.meter.correct(self.history.size(tail) + self.meter.fixed, resp.usage.prompt_tokens)
         out = resp.value
         changed = self.stm.merge(out.get("stm")) if opts.use_stm else []
         tool = out["tool"]
@@ -502,7 +521,7 @@ class Investigation:
         kind: str | None = None
         kw: dict[str, Any] = {}
         result = Shown("")
-        summary: str | None = None
+        summary: Summary | None = None
         if name in ("read", "search"):
             loop = self._loop(call)
             first = self.seen_calls.get(call)
@@ -514,7 +533,7 @@ class Investigation:
             else:
                 kind = "result"
                 result = self._run_tool(tool)
-                summary = _summary(call, result)
+                summary = self._summary(call, result)
                 self.investigated += 1
                 kw = {"tool_call": call, "body": result.text, "loop": loop, "refetched": first is not None}
                 entry["refetched"] = first is not None
@@ -544,6 +563,8 @@ class Investigation:
         self.transcript.append(entry)
         if obs is not None:
             self.history.add_turn(resp.text, obs, turn, result.steps, summary)
+            if result.line_steps:
+                self.last_shown = list(result.line_steps)
             self._newest = (turn, kind or "", dict(kw), entry, result)
         return entry
 
@@ -597,21 +618,47 @@ class Investigation:
                 break
             except _OutOfBudget:
                 self.final_stm_trimmed += 1
-        if msgs is None:
-            raise BudgetError(f"SAFARI's forced final prompt does not fit {self.plan.describe()} even with an empty STM")
         steps = self._answerable()
         if not steps:
+            if msgs is None:
+                raise BudgetError(f"SAFARI's forced final prompt does not fit {self.plan.describe()} even with an empty STM")
             return self._finish(None, "No step appeared in a tool result: nothing to answer.", "no_seen_step", turns)
+        if msgs is None:
+            self.final_failure = f"the final prompt does not fit {self.plan.describe()} even with an empty STM"
+            return self._from_memory(steps, turns)
         grammar = final_grammar(steps, opts.limits, self.allow_none)
         req = self.ctx.request("final", msgs, grammar, opts.sampling(opts.limits.final_max_tokens()))
-        responses: list[Response] = yield [req]
+        try:
+            responses: list[Response] = yield [req]
+        except TURN_FAILURES as exc:  # the forced final itself could not be produced (issue 53.6)
+            self.final_failure = f"{type(exc).__name__}: {exc}"
+            return self._from_memory(steps, turns)
+        self._measured(responses[0])
         self.meter.check_unit("final")
         value = responses[0].value
         self.transcript.append({"turn": "final", "output": value})
         return self._finish(_step_of(value["step_id"]), value["reasoning"], "forced", turns)
 
+    def _from_memory(self, steps: list[int], turns: int) -> Any:
+        """The answer when the forced final cannot be produced, with no call: the newest fault the
+        STM notes at a step the model was shown, else the last such step a result showed."""
+        noted = [f.step_id for f in self.stm.faults if f.step_id in steps]
+        if noted:
+            step, why = noted[-1], "the fault its memory notes last"
+        else:
+            shown = [s for s in self.last_shown if s in steps]
+            step, why = (shown[-1] if shown else steps[-1]), "the last step it was shown"
+        return self._finish(
+            step, f"The forced final answer could not be produced ({self.final_failure}); answered from memory: {why}.", "memory", turns
+        )
+
+    def _measured(self, resp: Response) -> None:
+        """`largest_prompt` is what the engine counted (in characters for a character budget)."""
+        size = resp.usage.prompt_tokens if self.plan.unit == "tokens" else self.largest_counted
+        self.largest_prompt = max(self.largest_prompt, size or self.largest_counted)
+
     def _forced_by(self, stop: str) -> str | None:
-        if stop not in ("forced", "no_seen_step"):
+        if stop not in ("forced", "no_seen_step", "memory"):
             return None
         return "turn_failure" if self.failure else ("budget" if self.budget_stop else "max_turns")
 
@@ -625,6 +672,7 @@ class Investigation:
             "turns_used": turns,
             "forced_by": self._forced_by(stop),
             "turn_failure": self.failure,
+            "final_failure": self.final_failure,
             "budget_stop": self.budget_stop,
             "evaluate_scores": [[v["score"] for v in e["verdicts"]] for e in self.evaluations],
             "evaluate_means": [e["mean"] for e in self.evaluations],
@@ -635,6 +683,7 @@ class Investigation:
             "budget_unit": self.plan.unit,
             "token_unit": token_unit(self.ctx),
             "largest_prompt": self.largest_prompt,
+            "largest_prompt_counted": self.largest_counted,
             "prompt_measure": dict(self.meter.measured),
             "summarised_results": self.history.summarised,
             "whole_run_shown": self.whole_run_shown,

@@ -1,13 +1,13 @@
 """How SAFARI measures what it sends, in the unit its budget is written in.
 
-A budget is a hard limit only if the prompt is counted as the model sees it, but counting a
-40k-token prompt with the chat template and tokenizer costs about 70 ms here: more than an engine
-step. So a prompt is estimated per message (each message once, memoised: its characters over this
-trace's characters per token, sampled once, plus what the chat template adds around a message,
-measured once per engine), and counted in full (`count_prompt_tokens`, else its messages'
-contents plus the template's overhead) only when the estimate comes within `NEAR_CAP` of the cap.
-The engine's own count of every prompt it ran (`usage.prompt_tokens`) corrects the ratio when
-an estimate fell short. When the engine's counts are only an estimate (no tokenizer, a server
+A budget is a hard limit only if the prompt is counted as the model sees it. Each message is
+counted exactly, once, when it joins the conversation (the engine's tokenizer; a bounded memo
+keeps a text counted twice from being tokenised twice), and a prompt's size is the sum of its
+messages plus what the chat template adds around each message and once per prompt (measured once
+per engine with the engine's own template). Within `NEAR_CAP` of the cap the whole prompt is
+counted with the chat template, so nothing is cut on a sum that is off by the template's joins.
+No ratio is learnt and nothing is estimated (issue 53: the estimates ran 60% over, and a quarter of
+the budget went unused). When the engine's counts are only an estimate (no tokenizer, a server
 that cannot count), a token limit becomes a character limit and the record says so: a budget
 never changes unit mid-run.
 """
@@ -24,14 +24,18 @@ from localfa.methods.base import MethodContext
 from localfa.methods.budget import TEMPLATE_TOKENS_PER_MESSAGE
 from localfa.tokens import approx_tokens
 
-#: Within this share of the cap a prompt is counted in full; below it the estimate decides.
+#: Within this share of the cap a prompt is counted in full with the chat template.
 NEAR_CAP = 0.05
-#: Evictions aim this share under the cap, so the next prompt rarely needs the full count.
+#: Room kept beside a result shown whole, as a share of the cap (a later result and a turn).
 AIM_UNDER = 0.10
-#: Characters sampled from a trace to learn its characters per token (three pieces).
-SAMPLE_CHARS = 900
-#: Estimates assume this much denser text than the sample showed (they must not fall short).
-SAFETY = 0.9
+#: When a prompt no longer fits, older results are summarised in one batch down to this share of
+#: the cap, so the prefix up to the oldest raw result stays cached for several turns (each batch
+#: re-prefills what follows it). scripts/bench_cost.py --methods safari --lengths '' --limit 6
+#: (2026-12-06): uncached prefill per trace token 2.602 at 0.75, 2.118 at 0.35; hand-crafted/3
+#: alone 144.6k, 115.8k, 92.1k tokens at 0.75, 0.5, 0.35.
+BATCH_TO = 0.35
+#: Texts whose exact counts are remembered (a text measured again is not tokenised again).
+MEMO_TEXTS = 512
 _TEMPLATE_OVERHEAD: dict[Any, tuple[int, int]] = {}  # engine -> (per message, fixed), measured once
 
 
@@ -54,10 +58,9 @@ class PromptMeter:
     count_prompt: Callable[[Sequence[Message]], int | None] | None = None
     warnings: list[str] = field(default_factory=list)
     ctx: Any = None
-    ratio: float = 0.0  # characters per token of estimates (0: count every text exactly)
     template: tuple[int, int] = (TEMPLATE_TOKENS_PER_MESSAGE, 0)  # (per message, fixed) in tokens
     measured: Counter[str] = field(default_factory=Counter)  # how each prompt was measured: how -> prompts
-    _memo: dict[str, int] = field(default_factory=dict, repr=False)  # text -> its words
+    _memo: dict[str, int] = field(default_factory=dict, repr=False)  # text -> its exact count
 
     @property
     def per_message(self) -> int:
@@ -69,17 +72,10 @@ class PromptMeter:
         """What a chat template adds once per prompt (the generation prompt)."""
         return 0 if self.unit == "chars" else self.template[1]
 
-    def calibrate(self, sample: str) -> None:
-        """Learn this trace's characters per token from three pieces of `sample` (start, middle,
-        end) and, once per engine, the template's overhead; from then on texts are estimated."""
-        if self.unit != "tokens" or not sample.strip():
-            return
-        n = SAMPLE_CHARS // 3
-        mid = max(0, len(sample) // 2 - n // 2)
-        pieces = [p for p in dict.fromkeys((sample[:n], sample[mid : mid + n], sample[-n:])) if p.strip()]
-        tokens = sum(self.count_many(pieces))
-        self.ratio = SAFETY * sum(map(len, pieces)) / max(1, tokens)
-        self.template = self._template_overhead()
+    def calibrate(self) -> None:
+        """Measure, once per engine, what the chat template adds around messages."""
+        if self.unit == "tokens":
+            self.template = self._template_overhead()
 
     def _template_overhead(self) -> tuple[int, int]:
         if self.count_prompt is None:
@@ -102,38 +98,31 @@ class PromptMeter:
         return known
 
     def text(self, text: str) -> int:
-        """A text's size: characters, its exact token count, or (once calibrated) its estimate."""
+        """A text's size: characters, or its exact token count (tokenised once)."""
         if self.unit == "chars":
             return len(text)
-        if not self.ratio:
-            return self.count(text)
-        by_chars = math.ceil(len(text) / self.ratio)
-        # A word is at least a token: text far sparser than the sample ("r r r ...") is not
-        # undercounted. Words are split out only where separators could outnumber that estimate.
-        if text.count(" ") + text.count("\n") + text.count("\t") < by_chars:
-            return by_chars
-        words = self._memo.get(text)
-        if words is None:
-            words = self._memo[text] = len(text.split())
-            if len(self._memo) > 256:
+        known = self._memo.get(text)
+        if known is None:
+            known = self._memo[text] = int(self.count(text))
+            if len(self._memo) > MEMO_TEXTS:
                 del self._memo[next(iter(self._memo))]
-        return max(by_chars, words)
+        return known
 
     def estimate(self, messages: Sequence[Message]) -> int:
+        """The sum of the messages' exact counts and the template's overhead."""
         return self.fixed + sum(self.text(m.get("content", "")) + self.per_message for m in messages)
 
-    def prompt(self, messages: Sequence[Message], cap: int | None = None, estimate: int | None = None) -> int:
-        """The prompt's size as sent. Characters are exact; tokens are the estimate (`estimate`
-        when the caller has it from sizes it keeps) while it is clearly under or over `cap` (or
-        with no cap), counted in full within `NEAR_CAP` of it."""
+    def prompt(self, messages: Sequence[Message], cap: int | None = None, counted: int | None = None) -> int:
+        """The prompt's size as sent. Characters are exact; tokens are the sum of its messages'
+        exact counts and the template's overhead (`counted` when the caller keeps that sum), and
+        within `NEAR_CAP` of `cap` the whole prompt counted with the chat template."""
         if self.unit == "chars":
             self.measured["characters"] += 1
             return sum(len(m.get("content", "")) for m in messages)
-        if self.ratio:
-            guess = self.estimate(messages) if estimate is None else estimate
-            if cap is None or not cap * (1 - NEAR_CAP) <= guess <= cap * (1 + NEAR_CAP):
-                self.measured["estimate"] += 1
-                return guess
+        total = self.estimate(messages) if counted is None else counted
+        if cap is None or not cap * (1 - NEAR_CAP) <= total <= cap * (1 + NEAR_CAP):
+            self.measured["message_counts"] += 1
+            return total
         return self.exact(messages)
 
     def exact(self, messages: Sequence[Message]) -> int:
@@ -145,12 +134,6 @@ class PromptMeter:
                 return int(n)
         self.measured["content+template_estimate"] += 1
         return sum(self.count_many([m.get("content", "") for m in messages])) + self.per_message * len(messages) + self.fixed
-
-    def correct(self, estimated: int, counted: int) -> None:
-        """The engine counted a prompt sent as `estimated` tokens as `counted`: where the estimate
-        fell short, estimate denser text from now on (the ratio only ever falls)."""
-        if self.ratio and counted > estimated > 0:
-            self.ratio *= estimated / counted
 
     def check_unit(self, when: str) -> None:
         """A token count that fell back to an estimate mid-run is a warning in the record."""

@@ -2,8 +2,9 @@
 
 The model outputs only the keys that changed; fault entries are matched by step id (a new id is
 appended, a known id replaces that entry only). `past_tool_calls` is kept by the harness and is
-read-only to the model. The STM is rendered at the end of every call and never stored in the
-history, so the history stays append-only and prefix-cacheable.
+read-only to the model. The STM is rendered at the end of every call, in the newest message,
+which is then kept as sent (`History.seal`): no earlier message is rewritten to remove an older
+STM, so the history stays append-only and prefix-cacheable.
 """
 
 from __future__ import annotations
