@@ -203,3 +203,54 @@ def score_forward(
             hidden = model.base_model(input_ids=input_ids, use_cache=False).last_hidden_state[0]
         logprobs = token_logprobs(model, hidden, ids)
     return answer(logprobs, segments, sink.matrix() if sink is not None else None, chosen)
+
+
+# ---- the stand-in of engines without a model ------------------------------------------------
+
+
+def stand_in_answer(
+    content: str, spans: Sequence[tuple[int, int]], layers: Sequence[int], salient: Sequence[bool] | None = None
+) -> dict[str, Any]:
+    """A score answer for engines without a model (scripted, oracle): one "token" per word of
+    each span, its log-probability a fixed function of the word (a hash: blind, deterministic),
+    attention spread evenly over earlier words. Where `salient` marks a segment (the oracle: the
+    segment carries the fault's words), its words are 3 nats more surprising and every later
+    segment pays it four times its share of attention: what a model that noticed it would show.
+    Never a model's figure: it exercises a method's logic and measures its ceiling."""
+    import zlib
+
+    salient = list(salient or [False] * len(spans))
+    logprobs: list[float | None] = [None]
+    segments = [-1]
+    sizes = []
+    for s, (a, b) in enumerate(spans):
+        words = content[a:b].split() or [""]
+        sizes.append(len(words))
+        for w in words:
+            logprobs.append(-(0.5 + (zlib.crc32(w.encode()) % 1000) / 250.0) - (3.0 if salient[s] else 0.0))
+            segments.append(s)
+    attention = None
+    if layers:
+        weight = [n * (4.0 if salient[s] else 1.0) for s, n in enumerate(sizes)]
+        attention = []
+        for i in range(len(spans)):
+            total = sum(weight[: i + 1])
+            attention.append([round(weight[j] / total, 7) if j <= i else 0.0 for j in range(len(spans))])
+    return answer(logprobs, segments, attention, [int(x) for x in layers])
+
+
+def stand_in_outputs(requests: Sequence[Any], salient_of: Any = None) -> list[Any]:
+    """Raw outputs of `stand_in_answer` for score requests; `salient_of(req, content, spans)`
+    marks segments where given."""
+    import json
+
+    from localfa.engine.base import RawOutput
+
+    outs = []
+    for req in requests:
+        spec = req.score
+        content = req.messages[-1].get("content", "") if req.messages else ""
+        salient = salient_of(req, content, spec.spans) if salient_of is not None else None
+        value = stand_in_answer(content, spec.spans, spec.layers, salient)
+        outs.append(RawOutput(text=json.dumps(value), finish_reason="stop", prompt_tokens=len(value["segments"])))
+    return outs

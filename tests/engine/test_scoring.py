@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from localfa.engine.base import BaseEngine, RawOutput
 from localfa.engine.cache import request_key
 from localfa.engine.scoring import ScoreUnsupportedError, score_grammar, segment_nll, token_segments
 from localfa.engine.scripted import ScriptedEngine
@@ -15,11 +16,28 @@ def _req(score: Score | None) -> Request:
     return Request(({"role": "user", "content": "abc def"},), score_grammar(), Sampling(), key="k", score=score)
 
 
+class _NoModel(BaseEngine):
+    """A backend with no access to probabilities (as the OpenAI-compatible client)."""
+
+    name = "nomodel"
+
+    def _generate_raw(self, requests):
+        return [RawOutput('{"ok": 1}', "stop") for _ in requests]
+
+
 def test_an_engine_without_probabilities_refuses_to_score_and_still_generates():
-    engine = ScriptedEngine(lambda req: {"ok": 1})
+    engine = _NoModel()
     with pytest.raises(ScoreUnsupportedError, match="cannot score"):
         engine.generate([_req(Score(((0, 3),)))])
     assert engine.generate([_req(None)])[0].value == {"ok": 1}
+
+
+def test_the_scripted_stand_in_answers_in_the_batch_order_with_no_completion_tokens():
+    engine = ScriptedEngine(lambda req: {"ok": 1})
+    plain, scored = engine.generate([_req(None), _req(Score(((0, 3), (4, 7)), (-1,)))])
+    assert plain.value == {"ok": 1}
+    assert scored.value["segments"] == [-1, 0, 1] and len(scored.value["attention"]) == 2
+    assert scored.usage.completion_tokens == 0 and scored.value["attention"][0][1] == 0.0
 
 
 def test_cache_key_names_the_score():
