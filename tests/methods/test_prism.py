@@ -97,3 +97,14 @@ def test_a_run_longer_than_the_window_is_scored_in_overlapping_windows():
     first = [r for r in engine.requests if r.key.startswith("prism/pass1")]
     assert diag.details["windows"] == len(first) > 1
     assert all(x is not None for x in diag.details["pass1"]["nll"])  # every step scored in some window
+
+
+def test_a_cascade_settles_on_prism_where_its_margin_is_clear():
+    trace = _trace(10, 3)
+    sure = _run(trace)[0].confidence
+    assert sure is not None and sure < 1
+    settled, engine = _run(trace, f"cascade:stages=prism>all-at-once:margin={sure}")
+    assert settled.error is None and settled.details["answered_by"]["stage"] == 0 and settled.step == _run(trace)[0].step
+    assert all(r.score is not None for r in engine.requests)  # the careful stage never ran
+    passed_on, engine = _run(trace, f"cascade:stages=prism>all-at-once:margin={(sure + 1) / 2}")
+    assert passed_on.details["answered_by"]["stage"] == 1 and any(r.score is None for r in engine.requests)
