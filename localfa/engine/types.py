@@ -41,7 +41,7 @@ class Score:
     """Score, don't generate: the prompt's per-token log-probabilities from one prefill, and
     (where the backend can) the attention of `layers` (negative: from the last) averaged over
     heads, summed per segment. `spans` are the segments, (start, end) character offsets into the
-    last message's content; the answer's ``attention[i][j]`` is segment i's tokens' attention to
+    last message's content, ascending and disjoint; the answer's ``attention[i][j]`` is segment i's tokens' attention to
     segment j's tokens, averaged over i's tokens (`localfa.engine.scoring`). `chunk` query rows
     are scored at a time, so memory stays bounded on long prompts."""
 
@@ -52,8 +52,8 @@ class Score:
     def __post_init__(self) -> None:
         if self.chunk < 1:
             raise ValueError(f"score chunk must be at least 1, got {self.chunk}")
-        if any(not (0 <= a <= b) for a, b in self.spans):
-            raise ValueError("score spans must be (start, end) with 0 <= start <= end")
+        if any(not (0 <= a <= b) for a, b in self.spans) or any(b > c for (_, b), (c, _) in zip(self.spans, self.spans[1:])):
+            raise ValueError("score spans must be ascending, disjoint (start, end) pairs with 0 <= start <= end")
 
     def key(self) -> list[Any]:
         """What the response cache keys on: every field that changes the answer."""

@@ -67,3 +67,8 @@ def test_token_segments_place_spans_inside_the_templated_prompt():
 def test_score_spec_refuses_bad_spans():
     with pytest.raises(ValueError):
         Score(((3, 1),))
+
+
+def test_score_spec_refuses_spans_out_of_order():
+    with pytest.raises(ValueError, match="ascending"):
+        Score(((4, 6), (0, 2)))
