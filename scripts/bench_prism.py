@@ -11,6 +11,7 @@ with Wilson 95% intervals. `--aao` adds all-at-once on the same model (slow on a
 decodes). The labels are read here, to score, never by the method.
 
     python scripts/bench_prism.py --json docs/benchmarks/bench_prism.json [--per-split 3]
+    python scripts/bench_prism.py --methods all-at-once,random,heuristic --engine vllm --json docs/benchmarks/bench_prism_aao.json
 """
 
 from __future__ import annotations
@@ -102,15 +103,18 @@ def main() -> None:
     ap.add_argument("--spec", default=DEFAULT_SPEC, help="the prism spec to measure")
     ap.add_argument("--engine", default="transformers", help="transformers: NLL and attention; vllm: the NLL-only variant")
     ap.add_argument("--aao", action="store_true", help="also all-at-once on the same model (decodes: slow on a CPU)")
+    ap.add_argument("--methods", default=None, help="comma-separated specs to run instead (e.g. all-at-once,random,heuristic)")
     ap.add_argument("--seed", type=int, default=0)
     add_json_option(ap)
     args = ap.parse_args()
     traces = pick(args.data, args.per_split)
     engine = make_engine(args.engine)
     try:
-        print(f"model={engine.model_info.get('name', '?')} engine={args.engine} traces={len(traces)} spec={args.spec}")
+        print(f"model={engine.model_info.get('name', '?')} engine={args.engine} traces={len(traces)} spec={args.methods or args.spec}")
         print("trace_ids=" + ",".join(t.id.rsplit("/", 2)[-2][0] + t.id.rsplit("/", 1)[-1] for t in traces))
         specs = [args.spec, "random", "heuristic"] + (["all-at-once"] if args.aao else [])
+        if args.methods:
+            specs = [m.strip() for m in args.methods.split(",") if m.strip()]
         for spec in specs:
             rows = measure(engine, spec, traces, args.seed)["rows"]
             report(spec.split(":", 1)[0], rows)
