@@ -52,6 +52,13 @@ class BaseEngine(ABC):
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
         """Generate one raw output per request, in order, as one batch where the backend can."""
 
+    def _score_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
+        """Score each prompt (`localfa.engine.scoring`): raw text is the answer's JSON, no
+        completion tokens. Backends with access to the model's probabilities override this."""
+        from localfa.engine.scoring import ScoreUnsupportedError
+
+        raise ScoreUnsupportedError(self.name)
+
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
         """Prompt length after the chat template, or None when the backend cannot tell cheaply."""
         return None
@@ -128,6 +135,8 @@ class BaseEngine(ABC):
         requests = list(requests)
         if not requests:
             return []
+        if any(r.score is not None for r in requests):
+            return self._generate_and_score(requests)
         self._check_lengths(requests)
         started = time.perf_counter()
         raws = self._generate_raw(requests)
@@ -151,6 +160,19 @@ class BaseEngine(ABC):
                     raise TruncatedOutputError(req.grammar.name, req.sampling.max_tokens, raw.text)
                 responses[i] = self._count_first_attempt(self._validated(req, raw, elapsed + elapsed_retry), raws[i])
         return [r for r in responses if r is not None]
+
+    def _generate_and_score(self, requests: list[Request]) -> list[Response]:
+        """A batch holding score requests: those are scored (one prefill each, no retry), the
+        rest generated as usual; the answers come back in the batch's order."""
+        scored = [i for i, r in enumerate(requests) if r.score is not None]
+        rest = [i for i, r in enumerate(requests) if r.score is None]
+        self._check_lengths([requests[i] for i in scored])
+        started = time.perf_counter()
+        raws = self._score_raw([requests[i] for i in scored])
+        elapsed = time.perf_counter() - started
+        out: dict[int, Response] = {i: self._validated(requests[i], raw, elapsed) for i, raw in zip(scored, raws)}
+        out.update(zip(rest, self.generate([requests[i] for i in rest])))
+        return [out[i] for i in range(len(requests))]
 
     @staticmethod
     def _count_first_attempt(resp: Response, first: RawOutput) -> Response:

@@ -26,15 +26,15 @@ if TYPE_CHECKING:
 
 def request_key(identity: str, req: Request) -> str:
     s = req.sampling
-    payload = json.dumps(
-        {
-            "id": identity,
-            "messages": list(req.messages),
-            "grammar": req.grammar.fingerprint,
-            "sampling": [s.temperature, s.top_p, s.max_tokens, s.seed],
-        },
-        sort_keys=True,
-    )
+    fields: dict[str, Any] = {
+        "id": identity,
+        "messages": list(req.messages),
+        "grammar": req.grammar.fingerprint,
+        "sampling": [s.temperature, s.top_p, s.max_tokens, s.seed],
+    }
+    if req.score is not None:  # a scored prompt: its segments and layers change the answer
+        fields["score"] = req.score.key()
+    payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

@@ -45,6 +45,14 @@ class ScriptedEngine(BaseEngine):
     def count_tokens(self, text: str) -> int:
         return _words(text)
 
+    def _score_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
+        """Score requests get the documented stand-in (`localfa.engine.scoring.stand_in_answer`):
+        blind, deterministic, never a model's figure; they are recorded like any request."""
+        from localfa.engine.scoring import stand_in_outputs
+
+        self.batches.append(list(requests))
+        return stand_in_outputs(requests)
+
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
         self.batches.append(list(requests))
         outs: list[RawOutput] = []

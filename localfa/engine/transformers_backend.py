@@ -140,6 +140,25 @@ class TransformersEngine(BaseEngine):
             )
         return outs
 
+    def _score_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
+        """One prefill per prompt (`localfa.engine.scoring`): log-probabilities and, for the
+        requested layers, chunked segment attention; nothing is decoded."""
+        import json
+
+        from localfa.engine.scoring import score_forward, token_segments
+
+        outs: list[RawOutput] = []
+        for req in requests:
+            spec = req.score
+            assert spec is not None
+            prompt = self._prompt(req.messages)
+            ids, segs = token_segments(self.tokenizer, prompt, req.messages[-1].get("content", ""), spec.spans)
+            started = time.perf_counter()
+            value = score_forward(self.hf_model, ids, segs, len(spec.spans), spec.layers, spec.chunk)
+            latency = time.perf_counter() - started
+            outs.append(RawOutput(text=json.dumps(value), finish_reason="stop", prompt_tokens=len(ids), latency_s=latency))
+        return outs
+
     @staticmethod
     def _finish_reason(req: Request, text: str, n_out: int) -> str:
         """Outlines does not report why generation stopped: infer it from length and validity."""

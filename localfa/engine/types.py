@@ -37,16 +37,42 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class Score:
+    """Score, don't generate: the prompt's per-token log-probabilities from one prefill, and
+    (where the backend can) the attention of `layers` (negative: from the last) averaged over
+    heads, summed per segment. `spans` are the segments, (start, end) character offsets into the
+    last message's content, ascending and disjoint; the answer's ``attention[i][j]`` is segment i's tokens' attention to
+    segment j's tokens, averaged over i's tokens (`localfa.engine.scoring`). `chunk` query rows
+    are scored at a time, so memory stays bounded on long prompts."""
+
+    spans: tuple[tuple[int, int], ...] = ()
+    layers: tuple[int, ...] = ()
+    chunk: int = 128
+
+    def __post_init__(self) -> None:
+        if self.chunk < 1:
+            raise ValueError(f"score chunk must be at least 1, got {self.chunk}")
+        if any(not (0 <= a <= b) for a, b in self.spans) or any(b > c for (_, b), (c, _) in zip(self.spans, self.spans[1:])):
+            raise ValueError("score spans must be ascending, disjoint (start, end) pairs with 0 <= start <= end")
+
+    def key(self) -> list[Any]:
+        """What the response cache keys on: every field that changes the answer."""
+        return [[list(s) for s in self.spans], list(self.layers)]
+
+
+@dataclass(frozen=True)
 class Request:
     """Chat messages + exactly one grammar + sampling. `key` names the call for logs and seeds;
     `route` groups requests that should reach the same server (a trace's id: its calls then share
-    that server's prefix cache). Neither is part of the cache key."""
+    that server's prefix cache). Neither is part of the cache key. `score` set: the prompt is
+    scored, not answered (`Score`; the grammar is then `localfa.engine.scoring.score_grammar()`)."""
 
     messages: tuple[Message, ...]
     grammar: Grammar
     sampling: Sampling = field(default_factory=Sampling)
     key: str = ""
     route: str = ""
+    score: Score | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.messages, tuple):

@@ -226,6 +226,51 @@ class VLLMEngine(BaseEngine):
             structured_outputs=so,
         )
 
+    @staticmethod
+    def _score_params() -> Any:
+        """Score, don't generate: the prompt's own log-probabilities, one throwaway token."""
+        from vllm import SamplingParams
+
+        return SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+
+    def _score_ids(self, req: Request) -> tuple[list[int], list[int]]:
+        """The templated prompt's ids and each token's segment (`localfa.engine.scoring`)."""
+        from localfa.engine.scoring import token_segments
+
+        prompt = self.tokenizer.apply_chat_template(
+            list(req.messages), tokenize=False, add_generation_prompt=True, enable_thinking=self.settings.enable_thinking
+        )
+        spans = req.score.spans if req.score is not None else ()
+        return token_segments(self.tokenizer, str(prompt), req.messages[-1].get("content", ""), spans)
+
+    def _scored(self, out: Any, segments: list[int]) -> RawOutput:
+        """A finished score request as raw output: log-probabilities only (no attention here:
+        vLLM does not expose it), no completion tokens."""
+        import json
+
+        from localfa.engine.scoring import answer
+
+        ids = list(out.prompt_token_ids or [])
+        logprobs: list[float | None] = [None]
+        for tok, entry in zip(ids[1:], list(out.prompt_logprobs or [])[1:]):
+            logprobs.append(float(entry[tok].logprob) if entry and tok in entry else None)
+        raw = self._raw(out)
+        raw.text, raw.finish_reason, raw.completion_tokens = json.dumps(answer(logprobs, segments, None, [])), "stop", 0
+        return raw
+
+    def _score_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
+        base = next(self._request_ids)
+        ids = [f"p{base}-{i}" for i in range(len(requests))]
+        segments = {}
+        for rid, req in zip(ids, requests):
+            prompt_ids, segments[rid] = self._score_ids(req)
+            self._add(rid, req, prompt_ids)
+        done: dict[str, RawOutput] = {}
+        while len(done) < len(ids):
+            for out in self._step():
+                done[out.request_id] = self._scored(out, segments[out.request_id])
+        return [done[rid] for rid in ids]
+
     def _prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         """The prompt's token ids after the chat template. The last few prompts are remembered:
         a method that measures its prompt (`count_prompt_tokens`) then sends it would otherwise
@@ -249,7 +294,7 @@ class VLLMEngine(BaseEngine):
         window = self.max_model_len or 0
         if len(prompt_ids) >= window:
             raise ContextLengthError(len(prompt_ids), window)
-        params = self._sampling_params(req)
+        params = self._score_params() if req.score is not None else self._sampling_params(req)
         try:
             self.llm.llm_engine.add_request(request_id, {"prompt_token_ids": prompt_ids}, params)
         except (ValueError, TypeError) as exc:
@@ -303,6 +348,7 @@ class VLLMSession:
         self._tickets = itertools.count()
         self._live: dict[str, tuple[int, Request, RawOutput | None]] = {}
         self._ready: list[tuple[int, Any]] = []
+        self._segments: dict[str, list[int]] = {}  # live score requests: each token's segment
 
     def pending(self) -> int:
         return len(self._live) + len(self._ready)
@@ -318,7 +364,11 @@ class VLLMSession:
     def _start(self, ticket: int, req: Request, first: RawOutput | None) -> None:
         rid = f"s{id(self)}-{ticket}-{'r' if first else 'a'}"
         try:
-            self.engine._add(rid, req, self.engine._prompt_ids(req.messages))
+            if req.score is not None:  # scored, not generated: its token segments kept for the answer
+                prompt_ids, self._segments[rid] = self.engine._score_ids(req)
+            else:
+                prompt_ids = self.engine._prompt_ids(req.messages)
+            self.engine._add(rid, req, prompt_ids)
         except Exception as exc:  # a tokenizer or chat-template error is this request's, not the batch's
             self._ready.append((ticket, exc))
             return
@@ -330,6 +380,10 @@ class VLLMSession:
                 if out.request_id not in self._live:
                     continue
                 ticket, req, first = self._live.pop(out.request_id)
+                if req.score is not None:
+                    segments = self._segments.pop(out.request_id)
+                    self._ready.append((ticket, self.engine._validated(req, self.engine._scored(out, segments), 0.0)))
+                    continue
                 raw = self.engine._raw(out)
                 if raw.finish_reason == "length":
                     if first is None:  # once more with twice the room, like BaseEngine.generate

@@ -28,6 +28,7 @@ METHODS: dict[str, str] = {
     "binary-search": "localfa.methods.baselines:BinarySearch",
     "random": "localfa.methods.baselines:RandomFloor",
     "heuristic": "localfa.methods.baselines:HeuristicFloor",
+    "prism": "localfa.methods.prism.method:Prism",
     "vote": "localfa.methods.ensemble.vote:Vote",
     "cascade": "localfa.methods.ensemble.cascade:Cascade",
 }

@@ -201,6 +201,24 @@ class OracleEngine(BaseEngine):
                 raise InvalidOutputError(req.grammar.name, text, f"{error} (oracle policy of {method}, rule {kind!r})")
         return text, wrong
 
+    def _score_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
+        """Score requests (prism's prefill signals) get the documented stand-in
+        (`localfa.engine.scoring.stand_in_answer`): the segments where the fault's words are
+        recognised (`Ask.recognised`, by the words the prompt shows, never by an id) are the
+        surprising ones that later segments attend to; every other number is blind. No error
+        model applies: a score is a measurement, not an answer."""
+        from localfa.engine.scoring import stand_in_outputs
+
+        def salient(req: Request, content: str, spans: Sequence[tuple[int, int]]) -> list[bool]:
+            entry = self._traces.get(req.route)
+            if entry is None or entry[0] is None:
+                raise OracleError(f"request {req.key!r}: the oracle scores only labelled traces it was given ({req.route!r})")
+            ask = Ask(req, entry[0], _draw(req), self.noise, self.threshold)
+            found = set(ask.recognised({s: content[a:b] for s, (a, b) in enumerate(spans)}))
+            return [s in found for s in range(len(spans))]
+
+        return stand_in_outputs(requests, salient)
+
     def _generate_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
         outs = []
         for req in requests:

@@ -30,6 +30,10 @@ class RecordingOracle(OracleEngine):
         self.seen += requests
         return super()._generate_raw(requests)
 
+    def _score_raw(self, requests: Sequence[Request]):  # prism's prompts are scored, not answered
+        self.seen += requests
+        return super()._score_raw(requests)
+
 
 @pytest.mark.parametrize("name", method_names())
 def test_no_trace_field_speaks_in_the_prompts_voice(name):

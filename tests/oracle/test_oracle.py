@@ -267,6 +267,13 @@ def test_bench_and_diagnose_take_the_oracle_with_its_p(whowhen, tmp_path):
     assert record["step"] == record["label"]["mistake_step"]
 
 
+# Methods that only score prompts (no answer is asked): the oracle gives them its score stand-in
+# (`localfa.engine.scoring.stand_in_answer`), a measurement with no honest "answer" to check, so
+# they must run without error but need not find the labelled step (prism cannot name the last
+# step by design: its candidates precede a symptom).
+SCORED_ONLY = {"prism"}
+
+
 def test_every_registered_method_has_a_policy_and_its_ceiling_on_synthetic_runs():
     """Every method in the registry runs on the oracle (ensembles through their members' keys);
     each that calls a model finds the labelled step at p = 1."""
@@ -275,7 +282,7 @@ def test_every_registered_method_has_a_policy_and_its_ceiling_on_synthetic_runs(
     for name in sorted(METHODS):
         for t, d in zip(traces, _run(name, traces)):
             assert d.error is None, f"{name} on {t.id}: {d.error}"
-            if d.usage["calls"]:
+            if d.usage["calls"] and name not in SCORED_ONLY:
                 assert d.step == t.labels.mistake_step, (name, t.id, d.step)
 
 

@@ -5,6 +5,11 @@ run so far are tallied; when the top step has at least `agree` votes the cascade
 it. When the last stage ends without such agreement, the last stage's own majority is the answer
 (the most expensive stage is the one trusted most). `confidence` is the answer's votes over all
 member runs made; the record's usage is the whole cost, `details` the cost of each stage.
+
+``margin=M`` also settles a stage whose top answer was given by a member sure of it: a member run
+naming that step with its own `confidence` >= M (prism's score margin), e.g.
+``cascade:stages=prism>safari:margin=0.5``: prism's cheap answer stands where its margin is
+clear, and SAFARI investigates only the rest.
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ from localfa.methods.none_answer import NONE, none_diagnosis
 class CascadeOptions:
     stages: str = "all-at-once*3>falat>safari"  # members joined by '>', cheapest first
     agree: int = 2  # votes the top step needs (over all stages so far) to stop
+    margin: float | None = None  # a member's own confidence that also settles a stage (None: votes only)
 
     def __post_init__(self) -> None:
         if self.agree < 1:
             raise ValueError("agree must be at least 1")
+        if self.margin is not None and not 0 <= self.margin <= 1:
+            raise ValueError("margin must lie in [0, 1]")
         parse_members(self.stages, ">", "cascade")
 
 
@@ -54,7 +62,7 @@ class Cascade(Ensemble):
             for _, _, o in outcomes:
                 usage.add(o.usage)
             verdict = tally(so_far, ctx.trace)
-            agreed = verdict.votes >= opts.agree
+            agreed = verdict.votes >= opts.agree or _sure(so_far, verdict, opts.margin)
             stage_records.append(
                 {
                     "stage": k,
@@ -102,6 +110,13 @@ class Cascade(Ensemble):
             confidence=verdict.share(runs),
             details=details,
         )
+
+
+def _sure(so_far: list[Any], verdict: Verdict, margin: float | None) -> bool:
+    """Whether a member run that named the top answer was at least `margin` sure of it."""
+    if margin is None:
+        return False
+    return any((so_far[v].confidence or 0.0) >= margin for v in verdict.voters if so_far[v] is not None)
 
 
 def _last_stage_verdict(so_far: list[Any], last_stage: list[Any], ctx: MethodContext) -> Verdict:
