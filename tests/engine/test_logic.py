@@ -13,7 +13,7 @@ import pytest
 from localfa.engine.cache import CachingEngine, ResponseCache
 from localfa.engine.errors import ContextLengthError, EngineError, GrammarError, InvalidOutputError, ModelPathError, TruncatedOutputError
 from localfa.engine.examples import example_text
-from localfa.engine.grammar import Grammar
+from localfa.engine.grammar import TEXT_PATTERN, Grammar
 from localfa.engine.model import resolve_model
 from localfa.engine.scripted import ScriptedEngine
 from localfa.engine.settings import list_profiles, load_profile
@@ -58,7 +58,8 @@ VERDICT_SCHEMA = {  # Verdict as vLLM must receive it, written out by hand: clos
     "properties": {
         "score": {"maximum": 100, "minimum": 0, "title": "Score", "type": "integer"},
         "label": {"enum": ["fault", "fine", "unsure"], "title": "Label", "type": "string"},
-        "note": {"maxLength": 40, "minLength": 1, "title": "Note", "type": "string"},
+        # a free-text string also carries the loop guard (TEXT_PATTERN)
+        "note": {"maxLength": 40, "minLength": 1, "title": "Note", "type": "string", "pattern": TEXT_PATTERN},
     },
     "required": ["score", "label", "note"],
     "title": "Verdict",
