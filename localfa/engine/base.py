@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from localfa.engine.errors import ContextLengthError, InvalidOutputError, TruncatedOutputError
+from localfa.engine.errors import ContextLengthError, InvalidOutputError, ScoreUnsupportedError, TruncatedOutputError
 from localfa.engine.grammar import clear_interned
 from localfa.engine.session import BatchSession
 from localfa.engine.settings import MethodDefaults
@@ -55,8 +55,6 @@ class BaseEngine(ABC):
     def _score_raw(self, requests: Sequence[Request]) -> list[RawOutput]:
         """Score each prompt (`localfa.engine.scoring`): raw text is the answer's JSON, no
         completion tokens. Backends with access to the model's probabilities override this."""
-        from localfa.engine.scoring import ScoreUnsupportedError
-
         raise ScoreUnsupportedError(self.name)
 
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:

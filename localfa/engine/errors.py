@@ -94,3 +94,13 @@ def is_transient(exc: BaseException) -> bool:
     except ImportError:  # pragma: no cover
         return False
     return isinstance(exc, httpx.TransportError)
+
+
+class ScoreUnsupportedError(EngineError):
+    """This engine cannot score a prompt (no access to the model's probabilities)."""
+
+    def __init__(self, engine: str) -> None:
+        super().__init__(
+            f"engine {engine} cannot score prompts (a 'score, don't generate' request needs the model's "
+            "probabilities): use --engine transformers (log-probabilities and attention) or vllm (log-probabilities)"
+        )

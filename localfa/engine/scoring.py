@@ -32,16 +32,6 @@ from localfa.engine.grammar import Grammar
 LOGIT_ROWS = 512  # rows of hidden states turned into logits at a time
 
 
-class ScoreUnsupportedError(EngineError):
-    """This engine cannot score a prompt (no access to the model's probabilities)."""
-
-    def __init__(self, engine: str) -> None:
-        super().__init__(
-            f"engine {engine} cannot score prompts (a 'score, don't generate' request needs the model's "
-            "probabilities): use --engine transformers (log-probabilities and attention) or vllm (log-probabilities)"
-        )
-
-
 def score_grammar() -> Grammar:
     """The grammar a score request carries: any JSON object (the answer is built, not sampled)."""
     return Grammar.json({"type": "object"}, name="score")

@@ -7,7 +7,8 @@ import pytest
 
 from localfa.engine.base import BaseEngine, RawOutput
 from localfa.engine.cache import request_key
-from localfa.engine.scoring import ScoreUnsupportedError, score_grammar, segment_nll, token_segments
+from localfa.engine.errors import ScoreUnsupportedError
+from localfa.engine.scoring import score_grammar, segment_nll, token_segments
 from localfa.engine.scripted import ScriptedEngine
 from localfa.engine.types import Request, Sampling, Score
 
