@@ -121,7 +121,7 @@ def reasked(cache_dir: Path, corrupted: dict[str, str]) -> int:
 
 def servers_phase(args: argparse.Namespace, work: Path) -> bool:
     from localfa.bench.sweep import load_traces, parse_seeds
-    from localfa.methods.registry import method_names
+    from localfa.methods.registry import method_class, method_names
     from localfa.serving.launch import free_port
 
     traces_dir, run_dir = work / "traces", work / "run"
@@ -131,7 +131,9 @@ def servers_phase(args: argparse.Namespace, work: Path) -> bool:
     steps = json.loads(poisoned.read_text())
     steps[0]["content"] += f" {POISON}"
     poisoned.write_text(json.dumps(steps))
-    methods, seeds = method_names(), parse_seeds(args.seeds)
+    # every method an OpenAI-compatible server can serve (one that scores prompts needs the model's probabilities)
+    methods = [m for m in method_names() if not method_class(m).scores_prompts]
+    seeds = parse_seeds(args.seeds)
     planned = {(t.id, m, "none", s) for t in load_traces([traces_dir]) for m in methods for s in seeds}
     hold = work / "hold"  # present from B's kill until B is back in rotation: the sweep slows down, never ends first
     common = [

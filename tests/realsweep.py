@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.methods.real_cli import SHORT_WHOWHEN, without_timing
-from tests.netaudit import outbound, run_audited
+from tests.netaudit import audited_pids, outbound, run_audited
 
 SEED = 7
 # Every stage of each method runs, with the embedded model's profile bounds and the spec's leaner
@@ -47,6 +47,7 @@ class RealSweep:
     again: Path
     stderr: str
     events: list[dict[str, Any]]
+    audited: set[int]  # pids of the processes that loaded the audit hook (an in-process engine may open no socket at all)
 
     def records(self, method: str, run: Path | None = None) -> list[dict[str, Any]]:
         """The records of `method` (a key of `SPECS`) in trace order."""
@@ -94,10 +95,10 @@ def _bench(out: Path, traces: list[Path] = SHORT_WHOWHEN) -> list[str]:
 
 def run_sweep_twice(work: Path) -> RealSweep:
     """Run the audited sweep, then the same again; fails loudly if either command fails."""
-    proc, events = run_audited(_bench(work / "run"), work, timeout_s=1800)
+    proc, events = run_audited(_bench(work / "run"), work, timeout_s=1800, record_processes=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     again = subprocess.run(
         [sys.executable, "-m", "localfa", *_bench(work / "again", SHORT_WHOWHEN[:1])], capture_output=True, text=True, timeout=1800
     )
     assert again.returncode == 0, again.stderr[-4000:]
-    return RealSweep(work / "run", work / "again", proc.stderr, events)
+    return RealSweep(work / "run", work / "again", proc.stderr, events, audited_pids(work))

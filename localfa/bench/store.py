@@ -280,7 +280,8 @@ class ResultStore:
             return False
         try:
             self._syncer.check()
-            self._fh.write(record.to_line().encode("utf-8"))
+            # a method asked for its transcript (``safari:transcript=true``): the sweep keeps it too
+            self._fh.write(record.to_line(with_transcript=record.transcript is not None).encode("utf-8"))
             self._fh.flush()
         except OSError as exc:
             raise StoreWriteError.of(self.path, exc) from None

@@ -108,6 +108,9 @@ class BaseMethod:
     # "module:NAME" of this method's named mutants (`localfa.oracle.mutants.Mutant`): one break per
     # stage or rule that the honest oracle must catch (scripts/bench_ceiling.py --mutants).
     oracle_mutants: ClassVar[str | None] = None
+    # Whether the method scores prompts (`Request.score`: log-probabilities, attention) rather than
+    # generating: only engines with the model's probabilities can serve it (not an HTTP server).
+    scores_prompts: ClassVar[bool] = False
 
     def __init__(self, options: Any = None, given: dict[str, Any] | None = None, allow_none: bool | None = None) -> None:
         self.options = options if options is not None else self.Options()

@@ -151,7 +151,7 @@ class _Run:
         responses = yield from log.ask("windows", reqs)
         mids: dict[int, StepSummary] = {}
         for steps, r in zip(windows, responses):
-            mids.update((m.index, m) for m in parse_window(steps, r.value))
+            mids.update((m.index, m) for m in parse_window(steps, r.value, lambda i: g.view.trace.steps[i].agent))
         stages.append(parse_stage(windows[-1], responses[-1].value))
         judged_passive = {i for i in sorted(eligible) if not mids[i].active}
         all_judged_passive = judged_passive == eligible and bool(eligible)

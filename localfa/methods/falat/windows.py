@@ -24,7 +24,7 @@ the search (a focus step, a flag, a passive judgement), so they run at the judge
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from localfa.engine.types import Request
 from localfa.grammars.falat import SIGNALS, stage_grammar, stage_max_tokens, window_grammar, window_max_tokens
@@ -178,14 +178,16 @@ def parse_stage(steps: range, value: dict[str, Any]) -> StageSummary:
     return StageSummary((steps.start, steps[-1]), stage["summary"], None if focus is None else int(focus))
 
 
-def parse_window(steps: range, value: dict[str, Any]) -> list[StepSummary]:
+def parse_window(steps: range, value: dict[str, Any], agent_of: Callable[[int], str]) -> list[StepSummary]:
+    """The step summaries of one window; each carries its step's agent as the trace names it
+    (`agent_of`): the answer's own field is the name the prompt showed (safe or an alias)."""
     mids = []
     for i in steps:
         v = value["steps"][str(i)]
         mids.append(
             StepSummary(
                 index=i,
-                agent=v["agent"],
+                agent=agent_of(i),
                 action=v["action"],
                 decision=v["decision"],
                 active=bool(v["active"]),

@@ -79,6 +79,7 @@ class Signals:
 
 class Prism(BaseMethod):
     name: ClassVar[str] = "prism"
+    scores_prompts: ClassVar[bool] = True
     Options: ClassVar[type] = PrismOptions
     options: PrismOptions
 
