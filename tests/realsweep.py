@@ -98,7 +98,7 @@ def run_sweep_twice(work: Path) -> RealSweep:
     proc, events = run_audited(_bench(work / "run"), work, timeout_s=1800, record_processes=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     again = subprocess.run(
-        [sys.executable, "-m", "localfa", *_bench(work / "again", SHORT_WHOWHEN[:1])], capture_output=True, text=True, timeout=1800
+        [sys.executable, "-m", "localfa", *_bench(work / "again")], capture_output=True, text=True, timeout=1800
     )
     assert again.returncode == 0, again.stderr[-4000:]
     return RealSweep(work / "run", work / "again", proc.stderr, events, audited_pids(work))

@@ -147,7 +147,7 @@ def test_safari_on_the_embedded_model_opens_without_console_errors(browser, real
     out = tmp_path / "real.jsonl"
     out.write_text(json.dumps(rec) + "\n")
     page_path = tmp_path / "page.html"
-    localfa("view", str(out), "--out", str(page_path))
+    localfa("view", str(out), "--one-page", "--out", str(page_path))
     opened = Opened(browser, page_path)
     page = opened.page
     assert "decisive" in page.locator(f"#t0-s{rec['step']}").get_attribute("class")
