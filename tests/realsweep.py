@@ -3,7 +3,7 @@
 On two CPU cores most of a real test's time is starting vLLM (30-60 s a process) and prefilling
 prompts; the methods' end-to-end tests each started `localfa diagnose` twice (eight engine starts
 for four methods). Here one `localfa bench` runs every method on the two short Who&When fixtures
-under the network audit, and a second one repeats it on the first run with the same seed: two engine starts, full
+under the network audit, and a second one repeats it with the same seed: two engine starts, full
 batches across methods, and every check the per-method runs made (grammars enforced by vLLM, each
 method's real request shapes, records, reproducibility, no outbound connection, the report of a
 real run) reads the same records. `session_sweep` runs it once per test session.
@@ -67,8 +67,9 @@ class RealSweep:
         return [(r, traces[r["trace"]]) for r in recs]
 
     def reproduced(self, method: str) -> bool:
-        """Whether the second run (the first short run only: a second run of both doubled the
-        time for no other check) wrote the same records for `method`, timings aside."""
+        """Whether the second run wrote the same records for `method`, timings aside. It repeats
+        the whole first sweep: vLLM's answers depend on how requests are batched, so a rerun of
+        one trace (batched differently) is no reproducibility check."""
         again = self.records(method, self.again)
         first = [r for r in self.records(method) if r["trace"] in {a["trace"] for a in again}]
         return bool(again) and [without_timing(r) for r in first] == [without_timing(r) for r in again]
@@ -97,8 +98,6 @@ def run_sweep_twice(work: Path) -> RealSweep:
     """Run the audited sweep, then the same again; fails loudly if either command fails."""
     proc, events = run_audited(_bench(work / "run"), work, timeout_s=1800, record_processes=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    again = subprocess.run(
-        [sys.executable, "-m", "localfa", *_bench(work / "again")], capture_output=True, text=True, timeout=1800
-    )
+    again = subprocess.run([sys.executable, "-m", "localfa", *_bench(work / "again")], capture_output=True, text=True, timeout=1800)
     assert again.returncode == 0, again.stderr[-4000:]
     return RealSweep(work / "run", work / "again", proc.stderr, events, audited_pids(work))
