@@ -144,10 +144,10 @@ def test_report_in_chromium(browser, tmp_path):
 @pytest.mark.real
 def test_safari_on_the_embedded_model_opens_without_console_errors(browser, real_sweep, tmp_path):
     rec = real_sweep.records("safari")[0]  # SAFARI on the embedded model, with its transcript
-    out = tmp_path / "real.jsonl"
-    out.write_text(json.dumps(rec) + "\n")
     page_path = tmp_path / "page.html"
-    localfa("view", str(out), "--one-page", "--out", str(page_path))
+    # from the sweep's own run folder: a record copied elsewhere names a trace outside its folder,
+    # which `view` refuses to read (the run folder's trust rule)
+    localfa("view", str(real_sweep.run), "--trace", rec["trace"], "--method", rec["method"], "--one-page", "--out", str(page_path))
     opened = Opened(browser, page_path)
     page = opened.page
     assert "decisive" in page.locator(f"#t0-s{rec['step']}").get_attribute("class")
