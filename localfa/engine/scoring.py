@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import json
 import math
 from typing import Any, Iterator, Sequence
 
+from localfa.engine.base import RawOutput
 from localfa.engine.errors import EngineError
 from localfa.engine.grammar import Grammar
 
@@ -232,10 +234,6 @@ def stand_in_answer(
 def stand_in_outputs(requests: Sequence[Any], salient_of: Any = None) -> list[Any]:
     """Raw outputs of `stand_in_answer` for score requests; `salient_of(req, content, spans)`
     marks segments where given."""
-    import json
-
-    from localfa.engine.base import RawOutput
-
     outs = []
     for req in requests:
         spec = req.score

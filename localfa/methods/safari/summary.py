@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
+from localfa.traces.lineview import SHOWN_LINE
+
 #: At most this many characters of kept lines in one summary (the rest is named, not shown).
 KEPT_CHARS = 1500
 #: A quote shorter than this is a word, not a quote: it is matched as a value.
@@ -20,7 +22,6 @@ MIN_QUOTE = 12
 _QUOTE = re.compile(r"“([^”]+)”|\"([^\"]+)\"|'([^']{12,})'")
 _VALUE = re.compile(r"(?<![\w.])(?:\d[\d.,:/-]*\d|\d{2,}|[\w.-]*/[\w./-]+|[\w-]+\.[a-z]{2,4}\b|[A-Z][a-z]+(?:[A-Z][a-z]+)+)(?![\w])")
 _SPACE = re.compile(r"\s+")
-_LINE = re.compile(r"^\s*\d+ \(step \d+\)\| ")
 
 
 def _norm(text: str) -> str:
@@ -44,15 +45,15 @@ def referred(texts: Iterable[str]) -> tuple[list[str], set[str]]:
 def kept_lines(body: str, quotes: list[str], values: set[str], evidence: Iterable[str] = ()) -> list[int]:
     """The indices (among `body`'s numbered lines) of those that hold a quote, a noted piece of
     evidence or a value, in order, within `KEPT_CHARS` (lines with quotes and evidence first)."""
-    lines = [ln for ln in body.splitlines() if _LINE.match(ln)]
+    lines = [ln for ln in body.splitlines() if SHOWN_LINE.match(ln)]
     pieces = [q for q in quotes if q] + [_norm(e) for e in evidence if len(e.strip()) >= MIN_QUOTE]
     strong: list[int] = []
     weak: list[int] = []
     for i, ln in enumerate(lines):
-        said = _norm(_LINE.sub("", ln))
+        said = _norm(SHOWN_LINE.sub("", ln))
         if any(p in said or (len(said) >= MIN_QUOTE and said in p) or _overlap(p, said) for p in pieces):
             strong.append(i)
-        elif any(v in _LINE.sub("", ln) for v in values):
+        elif any(v in SHOWN_LINE.sub("", ln) for v in values):
             weak.append(i)
     chosen: list[int] = []
     used = 0
@@ -77,6 +78,6 @@ def summarise(call: str, steps: str, body: str, model_texts: Iterable[str], evid
     if not kept:
         stub = f"[{call}: its result (steps {steps}) was summarised away to keep room; nothing in it was quoted or noted; call it again to see it]"
         return stub, []
-    lines = [ln for ln in body.splitlines() if _LINE.match(ln)]
+    lines = [ln for ln in body.splitlines() if SHOWN_LINE.match(ln)]
     head = f"[{call}: its result (steps {steps}) was summarised to keep room; the {len(kept)} lines you quoted, noted or named values from, verbatim:"
     return head + "\n" + "\n".join(lines[i] for i in kept) + "\n(call it again to see the rest)]", kept
