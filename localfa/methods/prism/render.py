@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 from localfa.methods.fencing import DATA_NOTICE, fence
 from localfa.methods.names import ShownNames, with_legend
+from localfa.tokens import approx_tokens
 from localfa.traces.model import Trace
 
 CUT = " [...]"
@@ -77,7 +78,7 @@ def windows(costs: Sequence[int], room: int, overlap: int) -> list[list[int]]:
 
 
 def token_counts(count_many: Callable[[list[str]], list[int]] | None, texts: list[str]) -> list[int]:
-    """Tokens of each text with the engine's tokenizer, else about four characters a token."""
+    """Tokens of each text with the engine's tokenizer, else the project's rough count (`approx_tokens`)."""
     if count_many is not None:
         return [int(x) for x in count_many(texts)]
-    return [max(1, len(t) // 4) for t in texts]
+    return [max(1, approx_tokens(t)) for t in texts]
