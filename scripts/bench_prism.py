@@ -10,7 +10,16 @@ by id, never by result), beside the random and heuristic floors on the same trac
 with Wilson 95% intervals. `--aao` adds all-at-once on the same model (slow on a CPU: it
 decodes). The labels are read here, to score, never by the method.
 
-    python scripts/bench_prism.py --json docs/benchmarks/bench_prism.json [--per-split 3]
+Cheap first, careful later (`--cascade safari,falat,drift`): each careful method runs on the
+oracle engine (`--careful-engine`, default `oracle:p=0.7:noise=real`, seeds `--seeds`) over the
+same traces, and the cascade `cascade:stages=prism>M:margin=X` is composed from the two runs by
+the cascade's own rule (a member at least `margin` sure of its answer settles the trace; the
+rest go on). The runner drives one engine per sweep, so a real first stage and an oracle careful
+stage cannot share one run; the composition is exact because the stages do not see each other.
+For each margin it prints the share prism settles, prism's accuracy on those, the careful
+method's on the rest, the cascade's and the careful method's alone, and calls per trace.
+
+    python scripts/bench_prism.py --json docs/benchmarks/bench_prism.json [--per-split 3] [--cascade safari,falat,drift]
     python scripts/bench_prism.py --methods all-at-once,random,heuristic --engine vllm --json docs/benchmarks/bench_prism_aao.json
 """
 
@@ -74,11 +83,15 @@ def measure(engine: Any, spec: str, traces: list[Trace], seed: int) -> dict[str,
                 "agent": agent,
                 "wall_s": wall,
                 "tokens": diag.usage.get("prompt_tokens", 0),
+                "calls": diag.usage.get("calls", 0),
+                "margin": diag.confidence,
                 "error": diag.error,
             }
         )
+        label = trace.labels.mistake_step if trace.labels else None
         print(
-            f"# {spec} {trace.id}: step {diag.step} (label {trace.labels.mistake_step if trace.labels else None}) {wall:.1f} s", flush=True
+            f"trace={trace.id} method={spec.split(':', 1)[0]} answer={diag.step} label={label} margin={diag.confidence} wall_s={wall:.1f}",
+            flush=True,
         )
     return {"rows": rows}
 
@@ -87,13 +100,43 @@ def report(name: str, rows: list[dict[str, Any]]) -> None:
     n = len(rows)
     k_step, k_agent = sum(r["step"] for r in rows), sum(r["agent"] for r in rows)
     print(
-        f"{name} step_accuracy={k_step / n:.3f} ci95={interval(k_step, n)} "
+        f"method={name} step_accuracy={k_step / n:.3f} ci95={interval(k_step, n)} "
         f"agent_accuracy={k_agent / n:.3f} ci95={interval(k_agent, n)} n={n} errors={sum(bool(r['error']) for r in rows)}"
     )
     print(
-        f"{name} seconds_per_trace={sum(r['wall_s'] for r in rows) / n:.2f} "
+        f"method={name} seconds_per_trace={sum(r['wall_s'] for r in rows) / n:.2f} "
         f"prompt_tokens_per_trace={sum(r['tokens'] for r in rows) / n:.0f}"
     )
+
+
+def share(rows: list[dict[str, Any]], key: str = "step") -> str:
+    """Accuracy over `rows` with its interval, or n/a for none."""
+    if not rows:
+        return "n/a"
+    k = sum(r[key] for r in rows)
+    return f"{k / len(rows):.3f}"
+
+
+def cascade(first: list[dict[str, Any]], careful: dict[str, list[list[dict[str, Any]]]], margins: list[float]) -> None:
+    """Compose `prism>careful` at each margin by the cascade's rule: prism settles a trace where its
+    own confidence is at least the margin (an error record never settles); the careful method
+    answers the rest. Careful figures average over its seeds."""
+    n = len(first)
+    for name, runs in careful.items():
+        alone = [r for run in runs for r in run]
+        for margin in margins:
+            settled = [i for i, r in enumerate(first) if not r["error"] and (r["margin"] or 0.0) >= margin]
+            rest = [i for i in range(n) if i not in settled]
+            mine = [first[i] for i in settled]
+            theirs = [run[i] for run in runs for i in rest]
+            right = sum(r["step"] for r in mine) * len(runs) + sum(r["step"] for r in theirs)
+            calls = (sum(r["calls"] for r in first) * len(runs) + sum(r["calls"] for r in theirs)) / (n * len(runs))
+            print(
+                f"cascade=prism>{name} margin={margin:g} settled_share={len(settled) / n:.3f} "
+                f"settled_step_accuracy={share(mine)} deferred_step_accuracy={share(theirs)} "
+                f"cascade_step_accuracy={right / (n * len(runs)):.3f} careful_alone_step_accuracy={share(alone)} "
+                f"cascade_calls_per_trace={calls:.2f} careful_calls_per_trace={sum(r['calls'] for r in alone) / len(alone):.2f}"
+            )
 
 
 def main() -> None:
@@ -105,6 +148,16 @@ def main() -> None:
     ap.add_argument("--aao", action="store_true", help="also all-at-once on the same model (decodes: slow on a CPU)")
     ap.add_argument("--methods", default=None, help="comma-separated specs to run instead (e.g. all-at-once,random,heuristic)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--cascade", default="", help="careful methods to compose after prism (e.g. safari,falat,drift), run on --careful-engine"
+    )
+    ap.add_argument(
+        "--careful-engine",
+        default="oracle:p=0.7:noise=real",
+        help="the engine of the careful stage (default: the oracle's realistic errors)",
+    )
+    ap.add_argument("--seeds", default="0,1,2", help="the careful stage's seeds")
+    ap.add_argument("--margins", default="0.25,0.5,0.75", help="prism margins at which a trace is settled")
     add_json_option(ap)
     args = ap.parse_args()
     traces = pick(args.data, args.per_split)
@@ -115,13 +168,34 @@ def main() -> None:
         specs = [args.spec, "random", "heuristic"] + (["all-at-once"] if args.aao else [])
         if args.methods:
             specs = [m.strip() for m in args.methods.split(",") if m.strip()]
+        measured = {}
         for spec in specs:
-            rows = measure(engine, spec, traces, args.seed)["rows"]
+            rows = measured[spec] = measure(engine, spec, traces, args.seed)["rows"]
             report(spec.split(":", 1)[0], rows)
             for sub in SUBSETS:
                 mine = [r for t, r in zip(traces, rows) if t.subset == sub]
                 if mine:
                     report(f"{spec.split(':', 1)[0]}@{sub}", mine)
+    finally:
+        engine.close()
+    names = [m.strip() for m in args.cascade.split(",") if m.strip()]
+    if names:
+        first = measured[args.spec] if args.spec in measured else measure_once(args.engine, args.spec, traces, args.seed)
+        careful = {}
+        oracle = make_engine(args.careful_engine, say=lambda _: None)
+        try:
+            for name in names:
+                careful[name] = [measure(oracle, name, traces, int(seed))["rows"] for seed in args.seeds.split(",")]
+        finally:
+            oracle.close()
+        cascade(first, careful, [float(m) for m in args.margins.split(",")])
+
+
+def measure_once(engine_name: str, spec: str, traces: list[Trace], seed: int) -> list[dict[str, Any]]:
+    """prism on its own engine, when --methods left it out."""
+    engine = make_engine(engine_name)
+    try:
+        return list(measure(engine, spec, traces, seed)["rows"])
     finally:
         engine.close()
 

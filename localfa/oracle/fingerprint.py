@@ -24,8 +24,9 @@ digits runs are taken, case-folded.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Iterable, Sequence
 
 import regex
@@ -46,7 +47,13 @@ def _unescape(text: str) -> str:
 
 def words(text: str) -> list[str]:
     """The normalised words of `text` (JSON escapes undone, letters and digits, case-folded)."""
-    return [w.casefold() for w in _WORD.findall(_unescape(text))]
+    return list(_words(text))
+
+
+@lru_cache(maxsize=4096)
+def _words(text: str) -> tuple[str, ...]:
+    """`words`, kept: rules read the same prompt blocks again and again in a sweep."""
+    return tuple(w.casefold() for w in _WORD.findall(_unescape(text)))
 
 
 def word_spans(text: str) -> list[tuple[str, int, int]]:
@@ -63,6 +70,13 @@ def shingles(ws: Sequence[str], k: int = SHINGLE_WORDS) -> list[str]:
     return [" ".join(ws[i : i + k]) for i in range(len(ws) - k + 1)]
 
 
+@lru_cache(maxsize=4096)
+def shingle_set(text: str) -> frozenset[str]:
+    """The shingles of `text`'s normalised words, kept for the texts a sweep asks about again
+    (each prompt block is read once per rule that looks at it)."""
+    return frozenset(shingles(words(text)))
+
+
 @dataclass(frozen=True)
 class FaultText:
     """One labelled fault's words: its shingles and whether they are distinctive (said by no other
@@ -75,7 +89,7 @@ class FaultText:
         """The share of this fault's shingles `text` holds (0 for an empty fingerprint)."""
         if not self.shingles:
             return 0.0
-        return len(self.shingles & set(shingles(words(text)))) / len(self.shingles)
+        return len(self.shingles & shingle_set(text)) / len(self.shingles)
 
     def covered_by(self, text: str, threshold: float = RECOGNISE) -> bool:
         """Whether `text` carries this fault: at least `threshold` of its shingles."""
@@ -87,7 +101,7 @@ class FaultText:
         if not self.shingles:
             return False
         need = min(QUOTE_SHINGLES, len(self.shingles))
-        return len(self.shingles & set(shingles(words(text)))) >= need
+        return len(self.shingles & shingle_set(text)) >= need
 
     def best_quote(self, text: str, max_chars: int) -> str:
         """The verbatim piece of `text` (at most `max_chars`) that holds the most of this fault's
@@ -97,10 +111,11 @@ class FaultText:
         hits = [i for i, sh in enumerate(shingles(ws)) if sh in self.shingles]
         if not hits:
             return ""
+        # where each hit's shingle ends: non-decreasing, so the hits a window from `a` fits are a run
+        ends = [spans[min(b + SHINGLE_WORDS, len(spans)) - 1][2] for b in hits]
         best, best_n = (0, 0), -1
-        for a in hits:  # windows that start at a hit: the one that fits the most hits
-            start = spans[a][1]
-            n = sum(1 for b in hits if b >= a and spans[min(b + SHINGLE_WORDS, len(spans)) - 1][2] - start <= max_chars)
+        for i, a in enumerate(hits):  # windows that start at a hit: the one that fits the most hits
+            n = bisect_right(ends, spans[a][1] + max_chars, lo=i) - i
             if n > best_n:
                 best, best_n = (a, n), n
         start = spans[best[0]][1]
