@@ -50,7 +50,7 @@ def words(text: str) -> list[str]:
     return list(_words(text))
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=256)
 def _words(text: str) -> tuple[str, ...]:
     """`words`, kept: rules read the same prompt blocks again and again in a sweep."""
     return tuple(w.casefold() for w in _WORD.findall(_unescape(text)))
@@ -70,10 +70,11 @@ def shingles(ws: Sequence[str], k: int = SHINGLE_WORDS) -> list[str]:
     return [" ".join(ws[i : i + k]) for i in range(len(ws) - k + 1)]
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=256)
 def shingle_set(text: str) -> frozenset[str]:
     """The shingles of `text`'s normalised words, kept for the texts a sweep asks about again
-    (each prompt block is read once per rule that looks at it)."""
+    (each prompt block is read once per rule that looks at it). 256 entries: a block is at most a
+    window's text, so the cache holds tens of MB at worst and memory benchmarks stay true."""
     return frozenset(shingles(words(text)))
 
 
