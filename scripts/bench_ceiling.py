@@ -41,6 +41,7 @@ from localfa.bench.ceiling import dropped_at, load_p_runs, p_run_dir, write_p_re
 from localfa.bench.sweep import load_traces, parse_seeds, run_sweep
 from localfa.engine.factory import make_engine
 from localfa.methods.registry import MethodSpec
+from localfa.oracle.fingerprint import RECOGNISE
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "whowhen"
@@ -61,12 +62,21 @@ def parse_entries(text: str) -> list[tuple[MethodSpec, str]]:
 
 
 def run_p(
-    p: float, traces: list, entries: list[tuple[MethodSpec, str]], seeds: list[int], out: Path, concurrency: int, noise: str = "iid"
+    p: float,
+    traces: list,
+    entries: list[tuple[MethodSpec, str]],
+    seeds: list[int],
+    out: Path,
+    concurrency: int,
+    noise: str = "iid",
+    recognise: float | None = None,
 ) -> float:
-    """Sweep every entry at p into OUT/p=P/ (one sweep per budget) under the `noise` error model; seconds taken."""
+    """Sweep every entry at p into OUT/p=P/ (one sweep per budget) under the `noise` error model
+    (and the oracle's recognition threshold, where given); seconds taken."""
     run_dir = p_run_dir(out, p)
     started = time.perf_counter()
-    engine = make_engine(f"oracle:p={p:g}:noise={noise}", say=lambda _: None)
+    threshold = "" if recognise is None else f":recognise={recognise:g}"
+    engine = make_engine(f"oracle:p={p:g}:noise={noise}{threshold}", say=lambda _: None)
     try:
         for budget in dict.fromkeys(b for _, b in entries):
             specs = [s for s, b in entries if b == budget]
@@ -113,6 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--misses", default=None, help="also write the misses at p = 1 (markdown) to this file")
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--noise", choices=["iid", "real"], default=None, help="the oracle's error model (default iid; real with --mutants)")
+    ap.add_argument(
+        "--recognise",
+        type=float,
+        default=None,
+        help="the share of a fault's shingles a block must hold to carry it (the oracle's default 0.5)",
+    )
     ap.add_argument("--mutants", action="store_true", help="sweep every method's registered mutants against it intact and print the kills")
     ap.add_argument("--long", action="store_true", help="p = 1 on dev runs grown so the fault sits at 1x, 2x, 5x a 32k window (issue 36)")
     ap.add_argument("--calibrate", action="store_true", help="fit the realistic error model to published baseline figures and predict")
@@ -137,13 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.long:
         from localfa.bench.longruns import long_ceilings
 
-        return long_ceilings(traces, out, lambda grown, run_dir: run_p(1.0, grown, entries, seeds, run_dir, args.concurrency))
+        return long_ceilings(
+            traces, out, lambda grown, run_dir: run_p(1.0, grown, entries, seeds, run_dir, args.concurrency, recognise=args.recognise)
+        )
     print(
         f"traces={len(traces)} methods={len(entries)} p={','.join(f'{p:g}' for p in ps)} seeds={args.seeds} "
-        f"noise={args.noise or 'iid'} out={out}"
+        f"noise={args.noise or 'iid'} recognise={args.recognise if args.recognise is not None else RECOGNISE:g} out={out}"
     )
     for p in ps:
-        took = run_p(p, traces, entries, seeds, out, args.concurrency, args.noise or "iid")
+        took = run_p(p, traces, entries, seeds, out, args.concurrency, args.noise or "iid", args.recognise)
         print(f"# p={p:g}: swept in {took:.1f}s", file=sys.stderr)
 
     misses_md: list[str] = []

@@ -111,6 +111,8 @@ class BaseMethod:
     # Whether the method scores prompts (`Request.score`: log-probabilities, attention) rather than
     # generating: only engines with the model's probabilities can serve it (not an HTTP server).
     scores_prompts: ClassVar[bool] = False
+    # Whether the method asks the model at all (False: a floor that answers from the trace alone).
+    calls_model: ClassVar[bool] = True
 
     def __init__(self, options: Any = None, given: dict[str, Any] | None = None, allow_none: bool | None = None) -> None:
         self.options = options if options is not None else self.Options()

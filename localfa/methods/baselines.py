@@ -519,6 +519,7 @@ def _no_calls(program_result: Any) -> Program:
 
 class RandomFloor(BaseMethod):
     name = "random"
+    calls_model = False
 
     def run(self, ctx: MethodContext) -> Program:
         rng = random.Random(derive_seed(ctx.seed, ctx.trace.id, "random"))
@@ -550,6 +551,7 @@ def heuristic_step(trace: Trace) -> int:
 
 class HeuristicFloor(BaseMethod):
     name = "heuristic"
+    calls_model = False
 
     def run(self, ctx: MethodContext) -> Program:
         step = heuristic_step(ctx.trace)

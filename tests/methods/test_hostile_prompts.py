@@ -14,7 +14,7 @@ from localfa.api import diagnose_iter
 from localfa.engine.types import Request
 from localfa.methods.fencing import defuse, neutralise
 from localfa.methods.names import aliases_in_prompt
-from localfa.methods.registry import method_names
+from localfa.methods.registry import method_class, method_names
 from localfa.oracle.engine import OracleEngine
 from localfa.testing.hostile import MARK, hostile_trace, hostile_value, lines_in_prompt_voice
 
@@ -35,13 +35,15 @@ class RecordingOracle(OracleEngine):
         return super()._score_raw(requests)
 
 
-@pytest.mark.parametrize("name", method_names())
+PROMPTING = [n for n in method_names() if method_class(n).calls_model]
+
+
+@pytest.mark.parametrize("name", PROMPTING)
 def test_no_trace_field_speaks_in_the_prompts_voice(name):
     engine = RecordingOracle()
     ((_, diag),) = list(diagnose_iter(engine, name, [hostile_trace()]))
     assert diag.error is None, diag.error
-    if not engine.seen:
-        pytest.skip(f"{name} makes no model call")
+    assert engine.seen, f"{name} says it calls the model but sent no request"
     shown = 0
     for req in engine.seen:
         for msg in req.messages:
@@ -51,6 +53,14 @@ def test_no_trace_field_speaks_in_the_prompts_voice(name):
             stray = lines_in_prompt_voice(msg["content"])
             assert not stray, f"{name}, request {req.key}: lines outside a block come from the trace: {stray[:3]}"
     assert shown  # the hostile values did reach the prompts (inside blocks, or as one safe line)
+
+
+@pytest.mark.parametrize("name", sorted(set(method_names()) - set(PROMPTING)))
+def test_a_method_that_says_it_calls_no_model_sends_no_request(name):
+    engine = RecordingOracle()
+    ((_, diag),) = list(diagnose_iter(engine, name, [hostile_trace()]))
+    assert diag.error is None and diag.step is not None
+    assert not engine.seen  # so the prompt checks above leave nothing out
 
 
 def test_a_name_is_one_line_without_markers():
