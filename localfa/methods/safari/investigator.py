@@ -52,6 +52,8 @@ TURN_FAILURES = (TruncatedOutputError, InvalidOutputError, ContextLengthError)
 EVALUATE_CLOSED = "evaluate opens after"
 #: Past tool calls the STM lists (the latest ones; older ones are counted, not listed).
 PAST_CALLS_SHOWN = 12
+#: Matching lines one search shows (the latest ones, latest first: the strategy traces back from the end).
+SEARCH_HITS = 50
 #: Model turns the room must keep beside a bootstrap read that shows the whole run.
 WHOLE_RUN_RESERVE_TURNS = 2
 
@@ -176,7 +178,7 @@ class Investigation:
         self.allow_none = bool(ctx.allow_none)  # submit_step may name "none" (localfa.methods.none_answer)
         self.turn_grammar = turn_grammar(self.actions, self.view.total_lines, self.max_read, opts.limits, opts.use_stm, self.allow_none)
         self.eval_grammar = evaluator_grammar(opts.limits)
-        self.stm = ShortTermMemory()
+        self.stm = ShortTermMemory(max_faults=opts.limits.max_faults)
         self.seen_calls: dict[str, int] = {}  # call -> turn whose result holds it (0 = bootstrap)
         self.call_log: list[str] = []  # every read/search call, in order
         self.reminded: list[str] = []  # calls repeated while their result was still in context
@@ -252,6 +254,7 @@ class Investigation:
             with_stm=opts.use_stm,
             limits=opts.limits,
             allow_none=self.allow_none,
+            search_hits=SEARCH_HITS,
         )
         observation_steps = len(self.actions) < len(trace.steps)
 
@@ -366,7 +369,7 @@ class Investigation:
     def _run_tool(self, tool: dict[str, Any]) -> Shown:
         if tool["name"] == "read":
             return self._cap(self.view.read_shown(int(tool["offset"]), int(tool["limit"])))
-        return self._cap(self.view.search_shown(str(tool["pattern"])))
+        return self._cap(self.view.search_shown(str(tool["pattern"]), SEARCH_HITS, from_end=True))
 
     def _log_call(self, tool: dict[str, Any], turn: int) -> None:
         self.seen_calls[_call_text(tool)] = turn
@@ -695,6 +698,7 @@ class Investigation:
             "steps_seen": len(self.seen_steps),
             "evidence_verbatim": verify_quotes(trace, evidence),
             "stm": self.stm.as_dict() if self.opts.use_stm else None,
+            "stm_faults_dropped": list(self.stm.dropped_faults),  # the fault list's bound (limits.max_faults) hit
             "max_read_lines": self.max_read,
         }
         no_error = step is None and stop in ("submitted", "forced")  # it answered "none" (allowed: none_answer)

@@ -42,9 +42,11 @@ def _read_shows_nothing(self: LineView, offset: int, limit: int) -> Shown:
 _search_hits = LineView.search_hits
 
 
-def _search_literal_only(self: LineView, pattern: str, max_results: int = 50, timeout_s: float = 1.0) -> SearchResult:
+def _search_literal_only(
+    self: LineView, pattern: str, max_results: int = 50, timeout_s: float = 1.0, from_end: bool = False
+) -> SearchResult:
     if re.fullmatch(r'"step_id": \d+,?', str(pattern)):
-        return _search_hits(self, pattern, max_results, timeout_s)
+        return _search_hits(self, pattern, max_results, timeout_s, from_end)
     return SearchResult(pattern=str(pattern))
 
 
