@@ -81,6 +81,8 @@ class PricingEngine(EngineWrapper):
         finally:
             self.engine_s += time.perf_counter() - started
 
+    counts_in_process = True  # type: ignore[assignment]
+
     def count_tokens(self, text: str) -> int:
         return self.tokens.count(text)
 
