@@ -76,6 +76,7 @@ class PricingEngine(EngineWrapper):
                 self.cached_tokens += self.cache.admit(ids)
                 answer = self.tokens.text_ids(resp.text)
                 self.completion_tokens += len(answer)
+                resp.usage.prompt_tokens = len(ids)  # what a server counts, as it reports it
                 self.cache.admit(ids + answer)  # generated blocks are cached too
             return responses
         finally:

@@ -130,8 +130,10 @@ def test_every_prompt_sent_fits_the_budget_shrinking_the_newest_result_when_it_m
     assert diag.error is None and diag.details["max_read_lines"] >= 14 and 400 < spare < 600
     sizes = [engine.count_prompt_tokens(r.messages) for r in turns_of(engine) + [engine.requests[-1]]]
     assert max(sizes) <= budget and diag.details["largest_prompt"] == max(sizes)
-    # near the cap the prompt is counted in full with the template; below it the messages' counts decide
-    assert diag.details["prompt_measure"].get("chat_template", 0) >= 1 and diag.details["token_unit"] == "tokens"
+    # once the engine has counted a prompt, the next is its messages' counts anchored on that count,
+    # never recounted whole (issue 53.2)
+    assert diag.details["prompt_measure"].get("message_counts+engine_drift", 0) >= 1 and diag.details["token_unit"] == "tokens"
+    assert not diag.details["prompt_measure"].get("chat_template")
     assert diag.details["shrunk_observations"] >= 1
     assert any("shortened to fit the context budget" in o for o in observations(engine))
 
@@ -189,7 +191,7 @@ def test_the_fits_test_counts_the_whole_view_once():
         engine.counts_in_process = in_process
         diag = _run(engine, trace, budget="100000")
         assert diag.stop_reason == "submitted" and diag.details["trace_fits"] is True
-        assert set(diag.details["prompt_measure"]) == {"message_counts"}  # far below the cap: the sum of the messages' counts
+        assert set(diag.details["prompt_measure"]) == {"message_counts", "message_counts+engine_drift"}  # never the whole prompt
         counted = Counter(engine.counted)
         if in_process:
             assert counted[view] == 0 and all(counted[p] == 1 for p in safe_chunks(view))
@@ -221,7 +223,7 @@ def test_a_real_tokenizer_and_chat_template_keep_token_dense_prompts_within_the_
     assert max(sent) <= 6000 and diag.details["largest_prompt"] == max(sent)
     # exact counts use the budget: the peak prompt is past 90% of the cap (issue 53.2)
     assert max(sent) >= 0.9 * 6000
-    assert set(diag.details["prompt_measure"]) <= {"message_counts", "chat_template"}
+    assert set(diag.details["prompt_measure"]) <= {"message_counts", "message_counts+engine_drift", "chat_template"}
 
 
 # ---- 3. the paper's evaluator, whole --------------------------------------------------------------

@@ -54,6 +54,9 @@ EVALUATE_CLOSED = "evaluate opens after"
 PAST_CALLS_SHOWN = 12
 #: Matching lines one search shows (the latest ones, latest first: the strategy traces back from the end).
 SEARCH_HITS = 50
+#: The largest share by which the engine's count of a prompt may differ from the harness's and
+#: still anchor the next one (the joins between messages; past it the counts are in other units).
+MAX_DRIFT = 0.02
 #: Model turns the room must keep beside a bootstrap read that shows the whole run.
 WHOLE_RUN_RESERVE_TURNS = 2
 
@@ -193,6 +196,8 @@ class Investigation:
         self.last_shown: list[int] = []  # steps of the newest result's lines, in order
         self.largest_prompt = 0  # measured: the engine's own count of the prompts it ran
         self.largest_counted = 0  # what the harness counted before sending
+        self.last_counted = 0  # the size the harness counted for the prompt sent last
+        self.drift: int | None = None  # the engine's count of that prompt less the harness's (tokens)
         self.shrunk = 0
         self.final_stm_trimmed = 0
         self._newest: tuple[int, str, dict[str, Any], dict[str, Any], Shown] | None = None  # turn, kind, kw, entry, result
@@ -209,7 +214,7 @@ class Investigation:
         if room <= 0 or self.view.total_chars > room * 16:  # no tokenizer packs 16 characters a token
             return None
         whole = self.view.read_shown(0, self.view.total_lines)
-        return whole if self.meter.text(whole.text) <= room else None
+        return whole if self.meter.fits(whole.text, room) else None
 
     def _bootstrap_read(self) -> dict[str, Any]:
         """The read of the run's end: as many final lines as fit in a tool result's room (a cut
@@ -456,8 +461,9 @@ class Investigation:
         dropped = self.history.evict_to(limit, tail, None if cap is None else int(cap * BATCH_TO) - self.meter.fixed)
         while True:
             msgs = self.history.messages(tail)
-            size = self.meter.prompt(msgs, cap, self.history.size(tail) + self.meter.fixed)
+            size = self.meter.prompt(msgs, cap, self.history.size(tail) + self.meter.fixed, self.drift)
             if cap is None or size <= cap:
+                self.last_counted = size
                 self.largest_counted = max(self.largest_counted, size)
                 self.seen_steps |= self.history.shown_steps()  # what this prompt shows, the newest result included
                 return msgs, dropped
@@ -519,6 +525,8 @@ class Investigation:
             "evicted": dropped,
             "prompt_measure": measured[-1] if measured else None,
             "prompt_tokens": resp.usage.prompt_tokens,
+            "prompt_counted": self.last_counted,  # the harness's count, beside the engine's
+            "summarised_before": self.history.summarised,  # results summarised before this prompt
             "cached_tokens": resp.usage.cached_tokens,
         }
         kind: str | None = None
@@ -639,7 +647,10 @@ class Investigation:
         self._measured(responses[0])
         self.meter.check_unit("final")
         value = responses[0].value
-        self.transcript.append({"turn": "final", "output": value})
+        usage = responses[0].usage
+        self.transcript.append(
+            {"turn": "final", "output": value, "prompt_tokens": usage.prompt_tokens, "prompt_counted": self.last_counted}
+        )
         return self._finish(_step_of(value["step_id"]), value["reasoning"], "forced", turns)
 
     def _from_memory(self, steps: list[int], turns: int) -> Any:
@@ -656,7 +667,13 @@ class Investigation:
         )
 
     def _measured(self, resp: Response) -> None:
-        """`largest_prompt` is what the engine counted (in characters for a character budget)."""
+        """`largest_prompt` is what the engine counted (in characters for a character budget); the
+        next prompt's size is anchored on that count (`drift`: what the joins between messages add
+        beyond their own counts). A difference larger than joins can make (another unit: an engine
+        reporting estimates) anchors nothing."""
+        real = resp.usage.prompt_tokens
+        if self.plan.unit == "tokens" and real and self.last_counted and abs(real - self.last_counted) <= MAX_DRIFT * self.last_counted:
+            self.drift = real - self.last_counted
         size = resp.usage.prompt_tokens if self.plan.unit == "tokens" else self.largest_counted
         self.largest_prompt = max(self.largest_prompt, size or self.largest_counted)
 

@@ -120,6 +120,28 @@ class PromptMeter:
                 del self._memo[next(iter(self._memo))]
         return known
 
+    def fits(self, text: str, room: int) -> bool:
+        """Is `text` at most `room` units? Counted piece by piece from its start, in batches of
+        about `room` characters, stopping once past `room`: a run far larger than the room is
+        not tokenised whole only to learn that it does not fit."""
+        if self.unit == "chars" or self._chunks is None or text in self._memo:
+            return self.text(text) <= room
+        memo, total, batch, size = self._chunks, 0, [], 0
+        for piece in [*safe_chunks(text), ""]:
+            if piece:
+                batch.append(piece)
+                size += len(piece)
+            if batch and (size >= max(room, 4096) or not piece):
+                new = [p for p in dict.fromkeys(batch) if p not in memo]
+                if new:
+                    memo.update(zip(new, map(int, self.count_many(new))))
+                total += sum(memo[p] for p in batch)
+                if total > room:
+                    return False
+                batch, size = [], 0
+        self._memo[text] = total
+        return True
+
     def _by_pieces(self, text: str) -> int:
         """The exact count of `text` as the sum of its pieces' counts, each piece tokenised once."""
         memo = self._chunks
@@ -137,14 +159,20 @@ class PromptMeter:
         """The sum of the messages' exact counts and the template's overhead."""
         return self.fixed + sum(self.text(m.get("content", "")) + self.per_message for m in messages)
 
-    def prompt(self, messages: Sequence[Message], cap: int | None = None, counted: int | None = None) -> int:
+    def prompt(self, messages: Sequence[Message], cap: int | None = None, counted: int | None = None, drift: int | None = None) -> int:
         """The prompt's size as sent. Characters are exact; tokens are the sum of its messages'
-        exact counts and the template's overhead (`counted` when the caller keeps that sum), and
-        within `NEAR_CAP` of `cap` the whole prompt counted with the chat template."""
+        exact counts and the template's overhead (`counted` when the caller keeps that sum), plus
+        `drift`, what the engine counted for the last prompt beyond the harness's own count of it
+        (`usage.prompt_tokens`: the joins between messages; `None` before the engine has counted
+        any). Only then, within `NEAR_CAP` of `cap`, is the whole prompt counted with the chat
+        template: once the engine has counted, nothing is recounted over the whole prompt."""
         if self.unit == "chars":
             self.measured["characters"] += 1
             return sum(len(m.get("content", "")) for m in messages)
         total = self.estimate(messages) if counted is None else counted
+        if drift is not None:
+            self.measured["message_counts+engine_drift"] += 1
+            return total + max(0, drift)
         if cap is None or not cap * (1 - NEAR_CAP) <= total <= cap * (1 + NEAR_CAP):
             self.measured["message_counts"] += 1
             return total
