@@ -22,6 +22,24 @@ def safe_chunks(text: str) -> list[str]:
     return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
+def line_pieces(text: str) -> list[str]:
+    """`text` cut before each newline that follows a non-space: byte-level pre-tokenizers never
+    join a newline to what precedes it there, and a line's leading whitespace (a numbered line's
+    padding) stays with the newline in front of it. Faster than a regular expression (a split)."""
+    parts = text.split("\n")
+    out: list[str] = []
+    cur = parts[0]
+    for nxt in parts[1:]:
+        if cur and not cur[-1].isspace():
+            out.append(cur)
+            cur = "\n" + nxt
+        else:
+            cur += "\n" + nxt
+    if cur:
+        out.append(cur)
+    return out
+
+
 def approx_tokens(text: str) -> int:
     """A rough count (4 characters a token) for when no tokenizer is at hand."""
     return (len(text) + 3) // 4

@@ -19,7 +19,7 @@ from localfa.grammars.safari import SafariLimits, evaluator_grammar, final_gramm
 from localfa.methods.base import MethodContext
 from localfa.methods.registry import get_method
 from localfa.methods.runner import method_job, run_jobs
-from localfa.tokens import safe_chunks
+from localfa.tokens import line_pieces
 from localfa.traces.lineview import LineView
 from tests.methods.test_safari_logic import EVAL, READ, SEARCH, SUBMIT, Script, make_trace, observations, turn
 from tests.methods.test_safari_rules import turns_of
@@ -182,7 +182,7 @@ class _CountingEngine(ScriptedEngine):
 def test_the_fits_test_counts_the_whole_view_once():
     """Counted exactly, once (issue 53.2), though measured for the fits test, the history and the
     sealed tail: through a server (a call per count) the whole view in one call, never line by
-    line; in process, piece by piece (`safe_chunks`), each piece once, so a message that shows
+    line; in process, piece by piece (`line_pieces`), each piece once, so a message that shows
     the same lines again costs no tokenising."""
     trace = make_trace(300)
     view = LineView(trace).read(0, LineView(trace).total_lines)
@@ -194,7 +194,7 @@ def test_the_fits_test_counts_the_whole_view_once():
         assert set(diag.details["prompt_measure"]) == {"message_counts", "message_counts+engine_drift"}  # never the whole prompt
         counted = Counter(engine.counted)
         if in_process:
-            assert counted[view] == 0 and all(counted[p] == 1 for p in safe_chunks(view))
+            assert counted[view] == 0 and all(counted[p] == 1 for p in line_pieces(view))
         else:
             assert counted[view] == 1 and not set(LineView(trace).lines) & set(counted)
 

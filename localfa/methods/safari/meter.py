@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 from localfa.engine.types import Message
 from localfa.methods.base import MethodContext
 from localfa.methods.budget import TEMPLATE_TOKENS_PER_MESSAGE
-from localfa.tokens import approx_tokens, safe_chunks
+from localfa.tokens import approx_tokens, line_pieces
 
 #: Within this share of the cap a prompt is counted in full with the chat template.
 NEAR_CAP = 0.05
@@ -36,7 +36,7 @@ AIM_UNDER = 0.10
 BATCH_TO = 0.35
 #: Texts whose exact counts are remembered (a text measured again is not tokenised again).
 MEMO_TEXTS = 512
-#: Pieces of text (cut where the tokenizer always splits) whose counts are remembered: a tool
+#: Pieces of text (cut where the tokenizer always splits: `line_pieces`) whose counts are remembered: a tool
 #: result's lines are tokenised once, not again inside the message that shows them, again when
 #: the turn's tail is sealed onto it, or when a later read shows them again.
 MEMO_CHUNKS = 32768
@@ -84,7 +84,7 @@ class PromptMeter:
         pieces where the engine counts in this process and that gives its counts of the whole."""
         if self.unit == "tokens":
             self.template = self._template_overhead()
-            pieces = safe_chunks(_CHECK)
+            pieces = line_pieces(_CHECK)
             local = self.ctx is not None and self.ctx.counts_in_process
             if local and sum(self.count_many(pieces)) == int(self.count(_CHECK)):
                 self._chunks = {}
@@ -127,7 +127,7 @@ class PromptMeter:
         if self.unit == "chars" or self._chunks is None or text in self._memo:
             return self.text(text) <= room
         memo, total, batch, size = self._chunks, 0, [], 0
-        for piece in [*safe_chunks(text), ""]:
+        for piece in [*line_pieces(text), ""]:
             if piece:
                 batch.append(piece)
                 size += len(piece)
@@ -146,7 +146,7 @@ class PromptMeter:
         """The exact count of `text` as the sum of its pieces' counts, each piece tokenised once."""
         memo = self._chunks
         assert memo is not None
-        pieces = safe_chunks(text)
+        pieces = line_pieces(text)
         new = [p for p in dict.fromkeys(pieces) if p not in memo]
         if new:
             memo.update(zip(new, map(int, self.count_many(new))))

@@ -57,6 +57,10 @@ def _evaluator_blind(reasoning: str, question: str, limits: Any) -> list[Message
     return _evaluator_messages("", question, limits)
 
 
+def _stub_summary(call: str, steps: str, body: str, model_texts: Any, evidence: Any = ()) -> tuple[str, list[int]]:
+    return f"[{call}: its result (steps {steps}) was summarised away to keep room; call it again to see it]", []
+
+
 def _first_line_only(self: Investigation) -> dict[str, Any]:
     return {"name": "read", "offset": 0, "limit": 1}
 
@@ -103,6 +107,14 @@ MUTANTS = content_blind_mutants({"safari/observation.j2": "p1"}) + [
         "context: older results are never summarised, whole turns are evicted instead",
         "long",
         patched((History, "summarise_oldest", lambda self: False)),
+        traces=LONG_TRACES,
+        long=True,
+    ),
+    Mutant(
+        "stub_summaries",
+        "context: a summarised result keeps nothing it showed (a stub), not the lines quoted or noted",
+        "long",
+        patched((investigator, "summarise", _stub_summary)),
         traces=LONG_TRACES,
         long=True,
     ),
