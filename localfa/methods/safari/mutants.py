@@ -98,6 +98,16 @@ MUTANTS = content_blind_mutants({"safari/observation.j2": "p1"}) + [
         "cost",
         patched((Investigation, "evaluate_open", property(lambda self: self.investigated >= self.min_investigate))),
     ),
+    # Summaries matter only where the run is not shown whole: at p = 1 the oracle re-reads what a
+    # stub dropped (long runs at 2x and 5x: 1.000 either way, 12 traces); under the realistic
+    # error model the fault's lines lost to a stub cost it (p = 0.7 on the unfit dev traces).
+    Mutant(
+        "stub_summaries",
+        "context: a summarised result keeps nothing it showed (a stub), not the lines quoted or noted",
+        "p07",
+        patched((investigator, "summarise", _stub_summary)),
+        traces=UNFIT_TRACES,
+    ),
     Mutant("threshold_zero", "evaluate threshold θ=70: every evaluation passes", "p07", spec="threshold=0"),
     Mutant("threshold_unreachable", "evaluate threshold θ=70: no evaluation passes", "cost", spec="threshold=100"),
     # Stages that earn their place only under context pressure: on runs shown whole no rule
@@ -107,14 +117,6 @@ MUTANTS = content_blind_mutants({"safari/observation.j2": "p1"}) + [
         "context: older results are never summarised, whole turns are evicted instead",
         "long",
         patched((History, "summarise_oldest", lambda self: False)),
-        traces=LONG_TRACES,
-        long=True,
-    ),
-    Mutant(
-        "stub_summaries",
-        "context: a summarised result keeps nothing it showed (a stub), not the lines quoted or noted",
-        "long",
-        patched((investigator, "summarise", _stub_summary)),
         traces=LONG_TRACES,
         long=True,
     ),
