@@ -96,3 +96,12 @@ def test_real_vllm_request_thinks_freely_then_answers_in_the_grammar(embedded_mo
     cut = next(i for i in range(len(ids)) if tuple(ids[i : i + len(end)]) == end)
     assert cut >= 8  # it thought (the budget less the assistant header already in the prompt)
     assert isinstance(json.loads(resp.text)["n"], int)  # after thinking: the grammar's answer
+
+
+def test_a_reasoning_parser_and_thinking_budget_are_part_of_the_answer_identity():
+    from localfa.engine.identity import answer_settings
+
+    plain = answer_settings({"max_model_len": 8192}, {})
+    thinking = answer_settings({"max_model_len": 8192, "reasoning_parser": "qwen3", "thinking_tokens": 4096}, {})
+    assert "reasoning_parser" not in plain  # an engine without them keeps the identity it had
+    assert (thinking["reasoning_parser"], thinking["thinking_tokens"]) == ("qwen3", 4096)
