@@ -34,6 +34,9 @@ class SafariLimits:
     reason_chars: int = 600  # a fault entry's reason (the three conditions + counterfactual)
     evidence_chars: int = 300  # the paper's "verbatim quote <= 300 chars"
     faults_per_turn: int = 1
+    # The STM's fault list rides on every prompt and is never evicted: at most this many entries;
+    # past it the entry at the latest step goes (the answer is the earliest decisive fault).
+    max_faults: int = 8
     still_need_items: int = 3
     still_need_chars: int = 200
     next_action_chars: int = 300

@@ -4,7 +4,9 @@ Each method runs at its strong-model defaults (32k window) on the honest oracle,
 dev split, then on long runs grown from a few of its traces (`localfa.traces.longruns`: 10k,
 50k, 200k and 1M tokens, the fault half-way). Every prompt is rendered with a real chat template
 and tokenizer (the embedded model's, or --tokenizer DIR) and replayed through an unbounded
-16-token-block prefix cache (`localfa.bench.cost`). Prints per method and set:
+16-token-block prefix cache (`localfa.bench.cost`): one per trace (`--cache trace`, the default:
+each trace prefills its system prompt too) or one for the whole sweep (`--cache sweep`, as one
+server serving the sweep: what every trace shares is prefilled once). Prints per method and set:
 
 - `calls_per_trace=`, `prompt_tokens_per_trace=`, `uncached_prefill_per_trace_token=` (tokens a
   GPU must prefill over the trace's own tokens), `completion_tokens_per_trace=`,
@@ -115,6 +117,12 @@ def main() -> int:
     ap.add_argument("--no-dev", action="store_true", help="only the long runs")
     ap.add_argument("--tokenizer", default=None, help="tokenizer folder with a chat template (default: the embedded model's)")
     ap.add_argument("--window", type=int, default=DEFAULT_WINDOW, help=f"context window the methods fit (default {DEFAULT_WINDOW})")
+    ap.add_argument(
+        "--cache",
+        choices=("trace", "sweep"),
+        default="trace",
+        help="one prefix cache per trace (default) or one for the whole sweep, as one server serving it",
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one diagnosis may take before it is stopped (default 600)")
     ap.add_argument(
         "--write-models",
@@ -146,11 +154,12 @@ def main() -> int:
     name = Path(args.tokenizer).name if args.tokenizer else "embedded SmolLM2-135M-Instruct"
     print(
         f"# tokenizer={name!r} exact_chunking={tokens.exact} window={args.window} dev_traces={len(dev)} "
-        f"long_runs={sum(len(v) for v in grown.values())} date={time.strftime('%Y-%m-%d', time.gmtime())}"
+        f"long_runs={sum(len(v) for v in grown.values())} cache={args.cache} date={time.strftime('%Y-%m-%d', time.gmtime())}"
     )
+    shared = args.cache == "sweep"
     for spec in specs:
-        dev_costs = [] if args.no_dev else list(measure_isolated(spec, dev, tokens, args.window, args.timeout))
-        long_costs = {n: list(measure_isolated(spec, runs, tokens, args.window, args.timeout)) for n, runs in grown.items()}
+        dev_costs = [] if args.no_dev else list(measure_isolated(spec, dev, tokens, args.window, args.timeout, shared))
+        long_costs = {n: list(measure_isolated(spec, runs, tokens, args.window, args.timeout, shared)) for n, runs in grown.items()}
         models[spec] = report(spec, dev_costs, long_costs)
         if args.costs:
             with args.costs.open("a", encoding="utf-8") as fh:

@@ -108,6 +108,8 @@ def server_command(settings: EngineSettings, model_dir: Path, host: str, port: i
         "--middleware",
         GUARD,
     ]
+    if settings.reasoning_parser:  # the grammar applies after the thinking section
+        cmd += ["--reasoning-parser", settings.reasoning_parser]
     cmd.append("--enable-prefix-caching" if settings.enable_prefix_caching else "--no-enable-prefix-caching")
     eager = settings.enforce_eager if settings.enforce_eager is not None else is_cpu
     if eager:

@@ -7,6 +7,13 @@ through an unbounded block-level prefix cache (one per trace: a trace's calls go
 and answers the method's own token counting with the same tokenizer, so the method sizes its
 windows on real counts. It keeps counts, never the prompts (a 1M-token run sends gigabytes).
 
+A response's own tokens join the cache after its prompt (vLLM caches the blocks a request
+generates as well as its prompt's), so the next turn, which repeats that answer as an assistant
+message, finds it there. The cache is one per trace by default (`cold`: each trace's first prompt
+prefills everything, the system prompt included); `shared=True` keeps one cache for the whole
+sweep, as one server serving the sweep does (`warm`: what is common to every trace, such as a
+method's system prompt, is prefilled once).
+
 `measure_isolated` runs it in a forked child: the child's peak resident memory (its high-water
 mark reset at start) is the diagnosis's, and a run past its time limit is stopped and reported.
 Harness time is the run's wall time less the time spent inside the engine (answering, pricing).
@@ -37,11 +44,13 @@ DEFAULT_WINDOW = 32768  # the strong-model window the methods' defaults are size
 class PricingEngine(EngineWrapper):
     """An engine whose every request is priced as it is sent (see module doc)."""
 
-    def __init__(self, inner: Engine, tokens: PromptTokens, window: int | None = DEFAULT_WINDOW) -> None:
+    def __init__(
+        self, inner: Engine, tokens: PromptTokens, window: int | None = DEFAULT_WINDOW, cache: BlockPrefixCache | None = None
+    ) -> None:
         super().__init__(inner)
         self.tokens = tokens
         self.max_model_len = window
-        self.cache = BlockPrefixCache()
+        self.cache = cache if cache is not None else BlockPrefixCache()
         self.calls = 0
         self.prompt_tokens = 0
         self.cached_tokens = 0
@@ -65,10 +74,15 @@ class PricingEngine(EngineWrapper):
                 self.prompt_tokens += len(ids)
                 self.longest_prompt = max(self.longest_prompt, len(ids))
                 self.cached_tokens += self.cache.admit(ids)
-                self.completion_tokens += self.tokens.count(resp.text)
+                answer = self.tokens.text_ids(resp.text)
+                self.completion_tokens += len(answer)
+                resp.usage.prompt_tokens = len(ids)  # what a server counts, as it reports it
+                self.cache.admit(ids + answer)  # generated blocks are cached too
             return responses
         finally:
             self.engine_s += time.perf_counter() - started
+
+    counts_in_process = True  # type: ignore[assignment]
 
     def count_tokens(self, text: str) -> int:
         return self.tokens.count(text)
@@ -133,13 +147,16 @@ def make_oracle() -> Engine:
     return engine
 
 
-def measure(spec: str, trace: Trace, tokens: PromptTokens, window: int | None = DEFAULT_WINDOW) -> TraceCost:
-    """Run method `spec` on `trace` on the priced oracle; its cost (and whether it found the step)."""
+def measure(
+    spec: str, trace: Trace, tokens: PromptTokens, window: int | None = DEFAULT_WINDOW, cache: BlockPrefixCache | None = None
+) -> TraceCost:
+    """Run method `spec` on `trace` on the priced oracle; its cost (and whether it found the step).
+    `cache`: the prefix cache the sweep shares (a fresh one for this trace by default)."""
     from localfa.methods.base import MethodContext
     from localfa.methods.registry import get_method
     from localfa.methods.runner import method_job, run_jobs
 
-    engine = PricingEngine(make_oracle(), tokens, window)
+    engine = PricingEngine(make_oracle(), tokens, window, cache)
     cost = TraceCost(spec, trace.id, trace_tokens(trace, tokens), approx_trace_tokens(trace), base=source_of(trace))
     started = time.perf_counter()
     job = method_job(engine, get_method(spec), MethodContext(trace=trace, seed=0), label=spec)
@@ -201,13 +218,15 @@ def _die_with_parent() -> None:
         pass
 
 
-def _child(conn: Any, spec: str, traces: list[Trace], tokens: PromptTokens, window: int | None) -> None:
-    """Measure each trace in turn, sending each cost as it is done (peak memory per trace)."""
+def _child(conn: Any, spec: str, traces: list[Trace], tokens: PromptTokens, window: int | None, shared: bool) -> None:
+    """Measure each trace in turn, sending each cost as it is done (peak memory per trace);
+    `shared`: one prefix cache for all of them."""
     _die_with_parent()
+    cache = BlockPrefixCache() if shared else None
     for trace in traces:
         try:
             start_mb = _reset_peak_memory()
-            cost = measure(spec, trace, tokens, window)
+            cost = measure(spec, trace, tokens, window, cache)
             cost.peak_mb = round(max(0.0, _proc_status_mb("VmHWM") - start_mb), 1)
             conn.send(asdict(cost))
         except BaseException as exc:  # noqa: BLE001 - whatever broke, the parent reports it
@@ -226,17 +245,22 @@ def _receive(conn: Any, timeout_s: float) -> dict[str, Any] | None:
 
 
 def measure_isolated(
-    spec: str, traces: list[Trace], tokens: PromptTokens, window: int | None = DEFAULT_WINDOW, timeout_s: float = 600.0
+    spec: str,
+    traces: list[Trace],
+    tokens: PromptTokens,
+    window: int | None = DEFAULT_WINDOW,
+    timeout_s: float = 600.0,
+    shared_cache: bool = False,
 ) -> Iterator[TraceCost]:
     """`measure` of each trace, in forked children (peak memory of each diagnosis, a time limit
     per trace): a trace past `timeout_s` is stopped and its cost says so (`finished=False`), and
-    a fresh child goes on with the next."""
+    a fresh child goes on with the next (with `shared_cache`, a fresh cache too)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     ctx = multiprocessing.get_context("fork")
     todo = list(traces)
     while todo:
         parent, child = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(child, spec, todo, tokens, window), daemon=True)
+        proc = ctx.Process(target=_child, args=(child, spec, todo, tokens, window, shared_cache), daemon=True)
         proc.start()
         child.close()
         try:

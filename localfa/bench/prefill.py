@@ -24,11 +24,9 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from localfa.engine.types import Message
+from localfa.tokens import safe_chunks
 
 BLOCK_TOKENS = 16  # vLLM's default block size
-# Points where byte-level (GPT-2, Llama 3) pre-tokenizers always split: between two chunks cut
-# here, tokenizing each alone gives the tokens of the whole (checked at start, `self_check`).
-_CUT = re.compile(r"(?<=\S\n)(?=\S)|(?<=[a-z0-9][.!?])(?= [A-Z])")
 _SAMPLE = [
     {"role": "system", "content": "You find the step where a run went wrong.\nAnswer in JSON."},
     {
@@ -105,8 +103,7 @@ class PromptTokens:
     def _cut(self, piece: str) -> list[str]:
         if piece in self._chunks:
             return [piece]
-        bounds = [0, *(m.start() for m in _CUT.finditer(piece)), len(piece)]
-        return [piece[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+        return safe_chunks(piece)
 
     def _fill(self, chunks: list[str]) -> None:
         todo = list(dict.fromkeys(chunks))

@@ -65,6 +65,9 @@ class BaseEngine(ABC):
         """Tokens of plain text; backends with a tokenizer override this."""
         return approx_tokens(text)
 
+    #: Counting happens in this process (a server backend pays a round trip per count call).
+    counts_in_process = True
+
     def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text; backends that pay per call (a server) count them all in one."""
         return [self.count_tokens(t) for t in texts]

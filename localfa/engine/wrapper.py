@@ -25,6 +25,10 @@ class EngineWrapper:
     def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
         return list(self.inner.count_tokens_many(texts))
 
+    @property
+    def counts_in_process(self) -> bool:
+        return bool(getattr(self.inner, "counts_in_process", False))
+
     def token_unit(self) -> str:
         return str(self.inner.token_unit())
 

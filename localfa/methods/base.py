@@ -46,6 +46,9 @@ class MethodContext:
     token_unit: Any = None  # callable() -> str: what the counts are ("tokens", "chars/4", ...)
     count_prompt_tokens: Any = None  # callable(messages) -> int | None: the prompt after the chat template
     max_model_len: int | None = None  # the engine's context window, when it has one
+    # Does the engine count in this process (a tokenizer here, no call to a server)? Then many
+    # small counts cost nothing more than one large one.
+    counts_in_process: bool = False
     # May the method answer "no decisive error" (`localfa.methods.none_answer`)? Set by the runner
     # from the method's `allow_none` and the trace (`allows_none`); None reads as no.
     allow_none: bool | None = None

@@ -43,6 +43,7 @@ def method_job(engine: Engine, method: Method, ctx: MethodContext, key: str | No
         ctx.count_tokens_many = getattr(engine, "count_tokens_many", None)
         ctx.token_unit = getattr(engine, "token_unit", None)
         ctx.count_prompt_tokens = getattr(engine, "count_prompt_tokens", None)
+        ctx.counts_in_process = bool(getattr(engine, "counts_in_process", False))
     if ctx.max_model_len is None:
         ctx.max_model_len = engine.max_model_len
     if ctx.allow_none is None:  # may it answer "no decisive error" on this trace (localfa.methods.none_answer)

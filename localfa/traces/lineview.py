@@ -23,6 +23,7 @@ import bisect
 import json
 import re
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -288,8 +289,10 @@ class LineView:
         a = max(rec_start, min(a, b - SNIPPET_CHARS))
         return ("..." if a > rec_start else "") + self._text[a:b] + ("..." if b < rec_end else "")
 
-    def search_hits(self, pattern: str, max_results: int = 50, timeout_s: float = 1.0) -> SearchResult:
-        """Lines where the case-insensitive regex `pattern` matches (first match per line).
+    def search_hits(self, pattern: str, max_results: int = 50, timeout_s: float = 1.0, from_end: bool = False) -> SearchResult:
+        """Lines where the case-insensitive regex `pattern` matches (first match per line), the
+        first `max_results` in order, or with `from_end` the last ones, latest first (an
+        investigator tracing a failure back from the run's end wants the latest mentions).
 
         Never raises for a bad pattern or a slow one: `error` / `timed_out` say what happened.
         """
@@ -309,23 +312,23 @@ class LineView:
             return res
         max_results = max(1, int(max_results))
         timeout_s = max(0.01, float(timeout_s))
-        self._scan(compiled, res, max_results, timeout_s, t0 + timeout_s)
+        self._scan(compiled, res, max_results, timeout_s, t0 + timeout_s, from_end)
         res.elapsed_ms = (time.perf_counter() - t0) * 1000
         return res
 
-    def _scan(self, compiled: Any, res: SearchResult, max_results: int, timeout_s: float, deadline: float) -> None:
+    def _scan(self, compiled: Any, res: SearchResult, max_results: int, timeout_s: float, deadline: float, from_end: bool) -> None:
         """The search loop, in the caller's thread (no thread per search): `regex`'s own timeout
-        ends one catastrophic match, the deadline check a scan with very many matches."""
-        last_line = -1
+        ends one catastrophic match, the deadline check a scan with very many matches. From the
+        end it scans to the end keeping the last `max_results` lines (snippets only for those)."""
+        found: deque[tuple[int, int, int]] = deque(maxlen=max_results + 1 if from_end else None)
         try:
             for m in compiled.finditer(self._text, timeout=timeout_s):
                 line = self._line_at_offset(m.start())
-                if line != last_line:
-                    if len(res.hits) >= max_results:
+                if not found or found[-1][0] != line:
+                    if not from_end and len(found) >= max_results:
                         res.truncated = True
                         break
-                    res.hits.append((line, self._snippet(m.start(), m.end())))
-                    last_line = line
+                    found.append((line, m.start(), m.end()))
                 if time.perf_counter() > deadline:
                     raise TimeoutError("search deadline passed")
         except TimeoutError:
@@ -333,14 +336,19 @@ class LineView:
             res.error = f"search timed out after {timeout_s:g}s"
         except (regex.error, RecursionError, MemoryError) as e:
             res.error = f"search failed: {e}"
+        hits = list(found)
+        if from_end:
+            res.truncated = len(hits) > max_results
+            hits = hits[-max_results:][::-1]
+        res.hits = [(line, self._snippet(a, b)) for line, a, b in hits]
 
-    def search(self, pattern: str, max_results: int = 50, timeout_s: float = 1.0) -> str:
+    def search(self, pattern: str, max_results: int = 50, timeout_s: float = 1.0, from_end: bool = False) -> str:
         """`search_hits` as observation text for a model: one ``line (step N)| snippet`` per hit."""
-        return self.search_shown(pattern, max_results, timeout_s).text
+        return self.search_shown(pattern, max_results, timeout_s, from_end).text
 
-    def search_shown(self, pattern: str, max_results: int = 50, timeout_s: float = 1.0) -> Shown:
+    def search_shown(self, pattern: str, max_results: int = 50, timeout_s: float = 1.0, from_end: bool = False) -> Shown:
         """`search`, with the step of each hit line it shows."""
-        res = self.search_hits(pattern, max_results=max_results, timeout_s=timeout_s)
+        res = self.search_hits(pattern, max_results=max_results, timeout_s=timeout_s, from_end=from_end)
         shown = repr(pattern) if isinstance(pattern, str) else "(not text)"
         if res.error and not res.hits:
             if res.timed_out:
@@ -353,10 +361,14 @@ class LineView:
             return Shown(f"[search {shown}: no matches in {self.total_lines} lines]")
         out = [self._number(line, snip) for line, snip in res.hits]
         n = len(res.hits)
+        order = ", latest first" if from_end and n > 1 else ""
         if res.timed_out:
             out.append(f"[search {shown}: timed out after {timeout_s:g}s; {n} matching lines found before it]")
         elif res.truncated:
-            out.append(f"[search {shown}: first {n} matching lines shown; more exist, narrow the pattern]")
+            which = "last" if from_end else "first"
+            out.append(
+                f"[search {shown}: {which} {n} matching lines shown{order}; more exist {'earlier' if from_end else 'later'}, narrow the pattern]"
+            )
         else:
-            out.append(f"[search {shown}: {n} matching line{'s' if n != 1 else ''}]")
+            out.append(f"[search {shown}: {n} matching line{'s' if n != 1 else ''}{order}]")
         return Shown("\n".join(out), tuple(self.step_at_line(line) for line, _ in res.hits))

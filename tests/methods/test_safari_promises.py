@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import random
+from collections import Counter
 
 import pytest
 from rich.console import Console
@@ -18,6 +19,7 @@ from localfa.grammars.safari import SafariLimits, evaluator_grammar, final_gramm
 from localfa.methods.base import MethodContext
 from localfa.methods.registry import get_method
 from localfa.methods.runner import method_job, run_jobs
+from localfa.tokens import line_pieces
 from localfa.traces.lineview import LineView
 from tests.methods.test_safari_logic import EVAL, READ, SEARCH, SUBMIT, Script, make_trace, observations, turn
 from tests.methods.test_safari_rules import turns_of
@@ -117,7 +119,7 @@ def _words(n: int, w: str) -> str:
 
 
 def test_every_prompt_sent_fits_the_budget_shrinking_the_newest_result_when_it_must():
-    trace, budget = _dense_trace(), 2400
+    trace, budget = _dense_trace(), 2430
     spare = budget - _head_size(trace, budget)
     # ~220 words of notes, in the turn's text and again in the STM: with older results summarised
     # and old turns evicted, a 14-line read (~400 tokens) still does not fit whole
@@ -128,14 +130,16 @@ def test_every_prompt_sent_fits_the_budget_shrinking_the_newest_result_when_it_m
     assert diag.error is None and diag.details["max_read_lines"] >= 14 and 400 < spare < 600
     sizes = [engine.count_prompt_tokens(r.messages) for r in turns_of(engine) + [engine.requests[-1]]]
     assert max(sizes) <= budget and diag.details["largest_prompt"] == max(sizes)
-    # near the cap the prompt is counted in full with the template; below it the messages' counts decide
-    assert diag.details["prompt_measure"].get("chat_template", 0) >= 1 and diag.details["token_unit"] == "tokens"
+    # once the engine has counted a prompt, the next is its messages' counts anchored on that count,
+    # never recounted whole (issue 53.2)
+    assert diag.details["prompt_measure"].get("message_counts+engine_drift", 0) >= 1 and diag.details["token_unit"] == "tokens"
+    assert not diag.details["prompt_measure"].get("chat_template")
     assert diag.details["shrunk_observations"] >= 1
     assert any("shortened to fit the context budget" in o for o in observations(engine))
 
 
 def test_a_prompt_that_cannot_fit_ends_the_search_with_a_forced_answer():
-    trace, budget = _dense_trace(), 2400
+    trace, budget = _dense_trace(), 2430
     spare = budget - _head_size(trace, budget)
     fault = {"step_id": 29, "reason": _words(300, "r"), "evidence": _words(150, "e")}
     grown = {"task_goal": _words(199, "g"), "faults_identified_so_far": [fault]}  # ~650 words more in the STM
@@ -175,15 +179,24 @@ class _CountingEngine(ScriptedEngine):
         return super().count_tokens(text)
 
 
-def test_the_fits_test_counts_the_whole_view_in_one_call():
-    engine = _CountingEngine(Script([turn(EVAL, {}), turn(dict(SUBMIT, step_id=299), {})]))
+def test_the_fits_test_counts_the_whole_view_once():
+    """Counted exactly, once (issue 53.2), though measured for the fits test, the history and the
+    sealed tail: through a server (a call per count) the whole view in one call, never line by
+    line; in process, piece by piece (`line_pieces`), each piece once, so a message that shows
+    the same lines again costs no tokenising."""
     trace = make_trace(300)
     view = LineView(trace).read(0, LineView(trace).total_lines)
-    diag = _run(engine, trace, budget="100000")
-    assert diag.stop_reason == "submitted" and diag.details["trace_fits"] is True
-    assert engine.counted.count(view) == 1  # counted exactly, once (issue 53.2), though measured for the fits test and the history
-    assert set(diag.details["prompt_measure"]) == {"message_counts"}  # far below the cap: the sum of the messages' counts
-    assert not set(LineView(trace).lines) & set(engine.counted)  # never line by line
+    for in_process in (False, True):
+        engine = _CountingEngine(Script([turn(EVAL, {}), turn(dict(SUBMIT, step_id=299), {})]))
+        engine.counts_in_process = in_process
+        diag = _run(engine, trace, budget="100000")
+        assert diag.stop_reason == "submitted" and diag.details["trace_fits"] is True
+        assert set(diag.details["prompt_measure"]) == {"message_counts", "message_counts+engine_drift"}  # never the whole prompt
+        counted = Counter(engine.counted)
+        if in_process:
+            assert counted[view] == 0 and all(counted[p] == 1 for p in line_pieces(view))
+        else:
+            assert counted[view] == 1 and not set(LineView(trace).lines) & set(counted)
 
 
 @pytest.mark.real
@@ -210,7 +223,7 @@ def test_a_real_tokenizer_and_chat_template_keep_token_dense_prompts_within_the_
     assert max(sent) <= 6000 and diag.details["largest_prompt"] == max(sent)
     # exact counts use the budget: the peak prompt is past 90% of the cap (issue 53.2)
     assert max(sent) >= 0.9 * 6000
-    assert set(diag.details["prompt_measure"]) <= {"message_counts", "chat_template"}
+    assert set(diag.details["prompt_measure"]) <= {"message_counts", "message_counts+engine_drift", "chat_template"}
 
 
 # ---- 3. the paper's evaluator, whole --------------------------------------------------------------

@@ -8,7 +8,7 @@ from localfa.methods.safari.mutants import MUTANTS, UNFIT_TRACES
 from localfa.oracle.mutants import registered_mutants
 from localfa.traces.lineview import LineView, steps_shown
 from localfa.traces.model import Labels
-from tests.methods.test_safari_logic import EVAL, READ, SUBMIT, Script, make_trace, run_one, turn
+from tests.methods.test_safari_logic import EVAL, READ, SEARCH, SUBMIT, Script, make_trace, run_one, turn
 
 
 def _final_grammar_steps(engine) -> list[int]:
@@ -78,6 +78,7 @@ def test_read_and_search_return_the_steps_they_show_in_the_one_line_format():
 def test_safari_registers_its_mutants_with_every_one_issue_32_lists():
     names = {m.name for m in registered_mutants()["safari"]}
     assert {"read_shows_no_lines", "evaluator_without_reasoning", "search_literal_step_id_only"} <= names
+    assert "stub_summaries" in names  # issue 53.3: summaries that keep facts earn their place
     assert len(MUTANTS) >= 6
 
 
@@ -125,7 +126,9 @@ def test_older_results_are_summarised_before_turns_are_evicted_and_the_newest_st
 
 def test_each_turn_records_how_its_prompt_was_measured():
     diag, _ = run_one(Script([turn(READ, {}), turn(EVAL, {}), turn(SUBMIT, {})]), make_trace(), budget="100000")
-    assert all(e["prompt_measure"] == "message_counts" for e in diag.transcript if isinstance(e["turn"], int))
+    measures = [e["prompt_measure"] for e in diag.transcript if isinstance(e["turn"], int)]
+    # the first prompt by its messages' counts; later ones anchored on the engine's count of the last (issue 53.2)
+    assert measures == ["message_counts"] + ["message_counts+engine_drift"] * (len(measures) - 1)
 
 
 def test_a_summarised_result_keeps_the_lines_noted_in_memory_and_stubs_the_rest():
@@ -165,3 +168,31 @@ def test_the_prompts_never_say_none_or_zero_turns_left():
     texts = [m["content"] for r in engine.requests for m in r.messages]
     assert not any("Only 0 turns" in t for t in texts) and any("That was your last turn." in t for t in texts)
     assert any("Only 1 turn left" in t for t in texts)
+
+
+def test_search_shows_the_latest_hits_first_and_says_so():
+    """Issue 53.5: the strategy traces back from the end, so SAFARI's search lists the latest
+    matching lines first, the last ones when there are more, as its system prompt states."""
+    view = LineView(make_trace(n=30))
+    forward = view.search_hits("content", max_results=5)
+    backward = view.search_hits("content", max_results=5, from_end=True)
+    assert forward.truncated and backward.truncated
+    every = [line for line, _ in view.search_hits("content", max_results=100).hits]
+    assert [line for line, _ in forward.hits] == every[:5]
+    assert [line for line, _ in backward.hits] == every[-5:][::-1]
+    assert "last 5 matching lines shown, latest first; more exist earlier" in view.search("content", 5, from_end=True)
+    diag, engine = run_one(Script([turn(SEARCH, {}), turn(EVAL, {}), turn(SUBMIT, {})]), make_trace(n=300))
+    assert "latest first" in engine.requests[0].messages[0]["content"]
+    result = engine.requests[1].messages[-1]["content"]
+    lines = [int(x.split("(")[0]) for x in result.splitlines() if "(step " in x and "|" in x]
+    assert lines == sorted(lines, reverse=True) and len(lines) > 1
+
+
+def test_the_stm_fault_list_is_bounded_stated_and_recorded():
+    """Issue 53.5: the fault list sits in the part of the prompt never evicted, so it has a bound,
+    stated in the prompt; past it the entry at the latest step goes and the record says which."""
+    notes = [turn(READ, {"faults_identified_so_far": [{"step_id": s, "reason": "r", "evidence": "e"}]}) for s in (9, 3, 7)]
+    diag, engine = run_one(Script([*notes, turn(EVAL, {}), turn(SUBMIT, {})]), make_trace(), limits={"max_faults": 2})
+    assert "keeps at most 2 entries" in engine.requests[0].messages[0]["content"]
+    assert [f["step_id"] for f in diag.details["stm"]["faults_identified_so_far"]] == [3, 7]
+    assert diag.details["stm_faults_dropped"] == [9]

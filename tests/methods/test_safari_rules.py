@@ -253,7 +253,7 @@ def test_a_repeat_gets_a_reminder_while_held_and_the_result_once_evicted():
     obs = observations(engine)
     assert "REMINDER" in obs[2] and "at turn 1" in obs[2]  # turn 1's result is still in context
     assert not any(
-        "search(" in m["content"] and "returned" in m["content"] for m in turns_of(engine)[12].messages[4:-1]
+        'search(pattern="step 3 content") returned:' in m["content"] for m in turns_of(engine)[12].messages[4:-1]
     )  # turn 1's result summarised or evicted by turn 13 (the budget is used up first)
     assert 'search(pattern="step 3 content") returned:' in obs[13] and "shown again" in obs[13]
     assert "REMINDER" not in obs[13]

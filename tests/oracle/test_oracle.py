@@ -39,7 +39,9 @@ def _run(method: str | BaseMethod, traces, p: float = 1.0, seed: int = 0, engine
 def _synthetic():
     return [
         synthetic_trace(12, "syn/12", "step {i}: the agent reports {i} even addresses"),
-        synthetic_trace(3, "syn/3", "step {i}: done"),
+        # five words a step at least: a fault the oracle can recognise by its words (a 3-word step
+        # has no 5-word shingle, so an honest investigator could only guess it)
+        synthetic_trace(3, "syn/3", "step {i}: done, the agent closed item {i}"),
         synthetic_trace(20, "syn/20", "step {i}: counted", long=30, labels=Labels(mistake_agent="Planner", mistake_step=18)),
     ]
 

@@ -52,6 +52,11 @@ TURN_FAILURES = (TruncatedOutputError, InvalidOutputError, ContextLengthError)
 EVALUATE_CLOSED = "evaluate opens after"
 #: Past tool calls the STM lists (the latest ones; older ones are counted, not listed).
 PAST_CALLS_SHOWN = 12
+#: Matching lines one search shows (the latest ones, latest first: the strategy traces back from the end).
+SEARCH_HITS = 50
+#: The largest share by which the engine's count of a prompt may differ from the harness's and
+#: still anchor the next one (the joins between messages; past it the counts are in other units).
+MAX_DRIFT = 0.02
 #: Model turns the room must keep beside a bootstrap read that shows the whole run.
 WHOLE_RUN_RESERVE_TURNS = 2
 
@@ -176,7 +181,7 @@ class Investigation:
         self.allow_none = bool(ctx.allow_none)  # submit_step may name "none" (localfa.methods.none_answer)
         self.turn_grammar = turn_grammar(self.actions, self.view.total_lines, self.max_read, opts.limits, opts.use_stm, self.allow_none)
         self.eval_grammar = evaluator_grammar(opts.limits)
-        self.stm = ShortTermMemory()
+        self.stm = ShortTermMemory(max_faults=opts.limits.max_faults)
         self.seen_calls: dict[str, int] = {}  # call -> turn whose result holds it (0 = bootstrap)
         self.call_log: list[str] = []  # every read/search call, in order
         self.reminded: list[str] = []  # calls repeated while their result was still in context
@@ -191,6 +196,8 @@ class Investigation:
         self.last_shown: list[int] = []  # steps of the newest result's lines, in order
         self.largest_prompt = 0  # measured: the engine's own count of the prompts it ran
         self.largest_counted = 0  # what the harness counted before sending
+        self.last_counted = 0  # the size the harness counted for the prompt sent last
+        self.drift: int | None = None  # the engine's count of that prompt less the harness's (tokens)
         self.shrunk = 0
         self.final_stm_trimmed = 0
         self._newest: tuple[int, str, dict[str, Any], dict[str, Any], Shown] | None = None  # turn, kind, kw, entry, result
@@ -207,7 +214,7 @@ class Investigation:
         if room <= 0 or self.view.total_chars > room * 16:  # no tokenizer packs 16 characters a token
             return None
         whole = self.view.read_shown(0, self.view.total_lines)
-        return whole if self.meter.text(whole.text) <= room else None
+        return whole if self.meter.fits(whole.text, room) else None
 
     def _bootstrap_read(self) -> dict[str, Any]:
         """The read of the run's end: as many final lines as fit in a tool result's room (a cut
@@ -252,6 +259,7 @@ class Investigation:
             with_stm=opts.use_stm,
             limits=opts.limits,
             allow_none=self.allow_none,
+            search_hits=SEARCH_HITS,
         )
         observation_steps = len(self.actions) < len(trace.steps)
 
@@ -366,7 +374,7 @@ class Investigation:
     def _run_tool(self, tool: dict[str, Any]) -> Shown:
         if tool["name"] == "read":
             return self._cap(self.view.read_shown(int(tool["offset"]), int(tool["limit"])))
-        return self._cap(self.view.search_shown(str(tool["pattern"])))
+        return self._cap(self.view.search_shown(str(tool["pattern"]), SEARCH_HITS, from_end=True))
 
     def _log_call(self, tool: dict[str, Any], turn: int) -> None:
         self.seen_calls[_call_text(tool)] = turn
@@ -453,8 +461,9 @@ class Investigation:
         dropped = self.history.evict_to(limit, tail, None if cap is None else int(cap * BATCH_TO) - self.meter.fixed)
         while True:
             msgs = self.history.messages(tail)
-            size = self.meter.prompt(msgs, cap, self.history.size(tail) + self.meter.fixed)
+            size = self.meter.prompt(msgs, cap, self.history.size(tail) + self.meter.fixed, self.drift)
             if cap is None or size <= cap:
+                self.last_counted = size
                 self.largest_counted = max(self.largest_counted, size)
                 self.seen_steps |= self.history.shown_steps()  # what this prompt shows, the newest result included
                 return msgs, dropped
@@ -516,6 +525,8 @@ class Investigation:
             "evicted": dropped,
             "prompt_measure": measured[-1] if measured else None,
             "prompt_tokens": resp.usage.prompt_tokens,
+            "prompt_counted": self.last_counted,  # the harness's count, beside the engine's
+            "summarised_before": self.history.summarised,  # results summarised before this prompt
             "cached_tokens": resp.usage.cached_tokens,
         }
         kind: str | None = None
@@ -636,7 +647,10 @@ class Investigation:
         self._measured(responses[0])
         self.meter.check_unit("final")
         value = responses[0].value
-        self.transcript.append({"turn": "final", "output": value})
+        usage = responses[0].usage
+        self.transcript.append(
+            {"turn": "final", "output": value, "prompt_tokens": usage.prompt_tokens, "prompt_counted": self.last_counted}
+        )
         return self._finish(_step_of(value["step_id"]), value["reasoning"], "forced", turns)
 
     def _from_memory(self, steps: list[int], turns: int) -> Any:
@@ -653,7 +667,13 @@ class Investigation:
         )
 
     def _measured(self, resp: Response) -> None:
-        """`largest_prompt` is what the engine counted (in characters for a character budget)."""
+        """`largest_prompt` is what the engine counted (in characters for a character budget); the
+        next prompt's size is anchored on that count (`drift`: what the joins between messages add
+        beyond their own counts). A difference larger than joins can make (another unit: an engine
+        reporting estimates) anchors nothing."""
+        real = resp.usage.prompt_tokens
+        if self.plan.unit == "tokens" and real and self.last_counted and abs(real - self.last_counted) <= MAX_DRIFT * self.last_counted:
+            self.drift = real - self.last_counted
         size = resp.usage.prompt_tokens if self.plan.unit == "tokens" else self.largest_counted
         self.largest_prompt = max(self.largest_prompt, size or self.largest_counted)
 
@@ -695,6 +715,7 @@ class Investigation:
             "steps_seen": len(self.seen_steps),
             "evidence_verbatim": verify_quotes(trace, evidence),
             "stm": self.stm.as_dict() if self.opts.use_stm else None,
+            "stm_faults_dropped": list(self.stm.dropped_faults),  # the fault list's bound (limits.max_faults) hit
             "max_read_lines": self.max_read,
         }
         no_error = step is None and stop in ("submitted", "forced")  # it answered "none" (allowed: none_answer)

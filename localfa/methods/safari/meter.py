@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 from localfa.engine.types import Message
 from localfa.methods.base import MethodContext
 from localfa.methods.budget import TEMPLATE_TOKENS_PER_MESSAGE
-from localfa.tokens import approx_tokens
+from localfa.tokens import approx_tokens, line_pieces
 
 #: Within this share of the cap a prompt is counted in full with the chat template.
 NEAR_CAP = 0.05
@@ -36,6 +36,12 @@ AIM_UNDER = 0.10
 BATCH_TO = 0.35
 #: Texts whose exact counts are remembered (a text measured again is not tokenised again).
 MEMO_TEXTS = 512
+#: Pieces of text (cut where the tokenizer always splits: `line_pieces`) whose counts are remembered: a tool
+#: result's lines are tokenised once, not again inside the message that shows them, again when
+#: the turn's tail is sealed onto it, or when a later read shows them again.
+MEMO_CHUNKS = 32768
+#: A text the chunked count was checked against at calibration (lines, JSON, a sentence cut).
+_CHECK = 'Read the run.\n  12 (step 3)| {"step_id": 3, "agent": "Coder", "content": "x = 42. Then it stopped."}\n  13 (step 3)| Ünïcode ✓ done.\n\nNext. Step'
 _TEMPLATE_OVERHEAD: dict[Any, tuple[int, int]] = {}  # engine -> (per message, fixed), measured once
 
 
@@ -61,6 +67,7 @@ class PromptMeter:
     template: tuple[int, int] = (TEMPLATE_TOKENS_PER_MESSAGE, 0)  # (per message, fixed) in tokens
     measured: Counter[str] = field(default_factory=Counter)  # how each prompt was measured: how -> prompts
     _memo: dict[str, int] = field(default_factory=dict, repr=False)  # text -> its exact count
+    _chunks: dict[str, int] | None = field(default=None, repr=False)  # piece -> count, once checked exact
 
     @property
     def per_message(self) -> int:
@@ -73,9 +80,14 @@ class PromptMeter:
         return 0 if self.unit == "chars" else self.template[1]
 
     def calibrate(self) -> None:
-        """Measure, once per engine, what the chat template adds around messages."""
+        """Measure, once per engine, what the chat template adds around messages; count texts by
+        pieces where the engine counts in this process and that gives its counts of the whole."""
         if self.unit == "tokens":
             self.template = self._template_overhead()
+            pieces = line_pieces(_CHECK)
+            local = self.ctx is not None and self.ctx.counts_in_process
+            if local and sum(self.count_many(pieces)) == int(self.count(_CHECK)):
+                self._chunks = {}
 
     def _template_overhead(self) -> tuple[int, int]:
         if self.count_prompt is None:
@@ -103,23 +115,64 @@ class PromptMeter:
             return len(text)
         known = self._memo.get(text)
         if known is None:
-            known = self._memo[text] = int(self.count(text))
+            known = self._memo[text] = int(self.count(text)) if self._chunks is None else self._by_pieces(text)
             if len(self._memo) > MEMO_TEXTS:
                 del self._memo[next(iter(self._memo))]
         return known
+
+    def fits(self, text: str, room: int) -> bool:
+        """Is `text` at most `room` units? Counted piece by piece from its start, in batches of
+        about `room` characters, stopping once past `room`: a run far larger than the room is
+        not tokenised whole only to learn that it does not fit."""
+        if self.unit == "chars" or self._chunks is None or text in self._memo:
+            return self.text(text) <= room
+        memo, total, batch, size = self._chunks, 0, [], 0
+        for piece in [*line_pieces(text), ""]:
+            if piece:
+                batch.append(piece)
+                size += len(piece)
+            if batch and (size >= max(room, 4096) or not piece):
+                new = [p for p in dict.fromkeys(batch) if p not in memo]
+                if new:
+                    memo.update(zip(new, map(int, self.count_many(new))))
+                total += sum(memo[p] for p in batch)
+                if total > room:
+                    return False
+                batch, size = [], 0
+        self._memo[text] = total
+        return True
+
+    def _by_pieces(self, text: str) -> int:
+        """The exact count of `text` as the sum of its pieces' counts, each piece tokenised once."""
+        memo = self._chunks
+        assert memo is not None
+        pieces = line_pieces(text)
+        new = [p for p in dict.fromkeys(pieces) if p not in memo]
+        if new:
+            memo.update(zip(new, map(int, self.count_many(new))))
+        total = sum(memo[p] for p in pieces)
+        while len(memo) > MEMO_CHUNKS:
+            del memo[next(iter(memo))]
+        return total
 
     def estimate(self, messages: Sequence[Message]) -> int:
         """The sum of the messages' exact counts and the template's overhead."""
         return self.fixed + sum(self.text(m.get("content", "")) + self.per_message for m in messages)
 
-    def prompt(self, messages: Sequence[Message], cap: int | None = None, counted: int | None = None) -> int:
+    def prompt(self, messages: Sequence[Message], cap: int | None = None, counted: int | None = None, drift: int | None = None) -> int:
         """The prompt's size as sent. Characters are exact; tokens are the sum of its messages'
-        exact counts and the template's overhead (`counted` when the caller keeps that sum), and
-        within `NEAR_CAP` of `cap` the whole prompt counted with the chat template."""
+        exact counts and the template's overhead (`counted` when the caller keeps that sum), plus
+        `drift`, what the engine counted for the last prompt beyond the harness's own count of it
+        (`usage.prompt_tokens`: the joins between messages; `None` before the engine has counted
+        any). Only then, within `NEAR_CAP` of `cap`, is the whole prompt counted with the chat
+        template: once the engine has counted, nothing is recounted over the whole prompt."""
         if self.unit == "chars":
             self.measured["characters"] += 1
             return sum(len(m.get("content", "")) for m in messages)
         total = self.estimate(messages) if counted is None else counted
+        if drift is not None:
+            self.measured["message_counts+engine_drift"] += 1
+            return total + max(0, drift)
         if cap is None or not cap * (1 - NEAR_CAP) <= total <= cap * (1 + NEAR_CAP):
             self.measured["message_counts"] += 1
             return total

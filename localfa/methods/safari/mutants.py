@@ -42,9 +42,11 @@ def _read_shows_nothing(self: LineView, offset: int, limit: int) -> Shown:
 _search_hits = LineView.search_hits
 
 
-def _search_literal_only(self: LineView, pattern: str, max_results: int = 50, timeout_s: float = 1.0) -> SearchResult:
+def _search_literal_only(
+    self: LineView, pattern: str, max_results: int = 50, timeout_s: float = 1.0, from_end: bool = False
+) -> SearchResult:
     if re.fullmatch(r'"step_id": \d+,?', str(pattern)):
-        return _search_hits(self, pattern, max_results, timeout_s)
+        return _search_hits(self, pattern, max_results, timeout_s, from_end)
     return SearchResult(pattern=str(pattern))
 
 
@@ -53,6 +55,10 @@ _evaluator_messages = investigator.evaluator_messages
 
 def _evaluator_blind(reasoning: str, question: str, limits: Any) -> list[Message]:
     return _evaluator_messages("", question, limits)
+
+
+def _stub_summary(call: str, steps: str, body: str, model_texts: Any, evidence: Any = ()) -> tuple[str, list[int]]:
+    return f"[{call}: its result (steps {steps}) was summarised away to keep room; call it again to see it]", []
 
 
 def _first_line_only(self: Investigation) -> dict[str, Any]:
@@ -91,6 +97,16 @@ MUTANTS = content_blind_mutants({"safari/observation.j2": "p1"}) + [
         "RULE 5 minimum: demanded even when the whole run was shown",
         "cost",
         patched((Investigation, "evaluate_open", property(lambda self: self.investigated >= self.min_investigate))),
+    ),
+    # Summaries matter only where the run is not shown whole: at p = 1 the oracle re-reads what a
+    # stub dropped (long runs at 2x and 5x: 1.000 either way, 12 traces); under the realistic
+    # error model the fault's lines lost to a stub cost it (p = 0.7 on the unfit dev traces).
+    Mutant(
+        "stub_summaries",
+        "context: a summarised result keeps nothing it showed (a stub), not the lines quoted or noted",
+        "p07",
+        patched((investigator, "summarise", _stub_summary)),
+        traces=UNFIT_TRACES,
     ),
     Mutant("threshold_zero", "evaluate threshold θ=70: every evaluation passes", "p07", spec="threshold=0"),
     Mutant("threshold_unreachable", "evaluate threshold θ=70: no evaluation passes", "cost", spec="threshold=100"),

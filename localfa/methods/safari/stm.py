@@ -31,6 +31,8 @@ class ShortTermMemory:
     faults: list[FaultNote] = field(default_factory=list)
     still_need: list[str] = field(default_factory=list)
     past_tool_calls: list[str] = field(default_factory=list)  # part of the STM, shown read-only
+    max_faults: int | None = None  # bound on `faults` (stated in the prompt); None: unbounded
+    dropped_faults: list[int] = field(default_factory=list)  # step ids dropped at the bound, in order
     _shown: tuple[dict[str, Any], str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def merge(self, update: dict[str, Any] | None) -> list[str]:
@@ -53,6 +55,10 @@ class ShortTermMemory:
                     break
             else:
                 self.faults.append(note)
+            if self.max_faults is not None and len(self.faults) > self.max_faults:
+                latest = max(self.faults, key=lambda f: f.step_id)  # the earliest fault is the answer
+                self.faults.remove(latest)
+                self.dropped_faults.append(latest.step_id)
             changed.append("faults_identified_so_far")
         return changed
 
