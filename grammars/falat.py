@@ -105,15 +105,6 @@ def _stage(eligible: Sequence[int], limits: FalatLimits) -> dict[str, Any]:
     return _closed({"summary": _text(limits.stage_chars), "focus_step": _focus(eligible)})
 
 
-def stage_grammar(eligible: Sequence[int], limits: FalatLimits) -> Grammar:
-    """A window's stage summary and the answerable step it points at."""
-    return Grammar.json(_closed({"stage": _stage(eligible, limits)}, "falat_stage"), name="falat_stage")
-
-
-def stage_max_tokens(limits: FalatLimits) -> int:
-    return _max_tokens(limits.stage_chars + 60)
-
-
 def window_grammar(steps: Sequence[tuple[int, str]], eligible: Sequence[int], limits: FalatLimits, with_stage: bool) -> Grammar:
     """Mid level for exactly the window's steps `(index, agent)`, in order; `active` is fixed to
     false for a step not in `eligible`; the stage summary too when `with_stage`."""

@@ -12,7 +12,7 @@ from localfa.methods.falat import method as method_module
 from localfa.methods.falat import transitions
 from localfa.methods.falat.candidates import merge_regions
 from localfa.methods.falat.groups import group_pairs, plan_groups
-from localfa.methods.falat.ranking import CARRIER_PENALTY
+from localfa.methods.falat.ranking import CARRIER_PENALTY, RatingCalls, calibrate
 from localfa.methods.falat.transitions import prune
 from localfa.methods.falat.windows import split_windows
 from localfa.methods.registry import MethodOptionError, get_method
@@ -71,8 +71,6 @@ class Script:
                 out["expected_answer"] = self.answer
             out["must_do"] = ["check every address"]
             return out
-        if name == "falat_stage":
-            return {"stage": self._stage(props["stage"])}
         if name == "falat_window":
             steps = {}
             for key, node in props["steps"]["properties"].items():
@@ -160,30 +158,42 @@ def test_split_windows_short_last_window_and_one_step_trace():
         split_windows(0, 5)
 
 
-def test_stage_pass_then_step_pass_each_one_batch_and_later_windows_see_earlier_stages():
-    diag, engine = run_one(Script(flags={3: (True, False, False)}), make_trace(12))
-    (stage_batch,) = batches_of(engine, "falat_stage")
+def test_one_call_per_window_on_a_prefix_that_grows_through_the_run():
+    """Issue 52: each window's mid level and stage in one call; its prompt shows the run's steps
+    up to its own last step, so window w+1 opens with window w's prompt before its question,
+    and the links calls open with the last window's."""
+    diag, engine = run_one(Script(flags={3: (True, False, False), 7: (False, True, False)}), make_trace(12))
+    assert batches_of(engine, "falat_stage") == []
     (window_batch,) = batches_of(engine, "falat_window")
-    assert [r.key for r in stage_batch] == ["falat/stage/0", "falat/stage/1"]  # the last window's comes with its steps
-    assert len(window_batch) == 3
     keys = [sorted(int(k) for k in r.grammar.spec["properties"]["steps"]["properties"]) for r in window_batch]
     assert keys == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]]
-    assert ["stage" in r.grammar.spec["properties"] for r in window_batch] == [False, False, True]
+    assert all("stage" in r.grammar.spec["properties"] for r in window_batch)
     bodies = [r.messages[1]["content"] for r in window_batch]
-    assert "only the task comes before it" in bodies[0]
-    assert "steps 0-4: window at 0" in bodies[1] and "steps 5-9" not in bodies[1]
-    assert "steps 0-4: window at 0" in bodies[2] and "steps 5-9: window at 5" in bodies[2]
-    # the step pass reads its window from the prefix the stage pass filled
-    for stage_req, window_req in zip(stage_batch, window_batch):
-        head = stage_req.messages[1]["content"].split("Summarise this window as one stage")[0]
-        assert window_req.messages[1]["content"].startswith(head)
-    prior_block = window_batch[0].messages[1]["content"].split("The run has")[0]
+    heads = [b.split("Summarise one window")[0] for b in bodies]
+    assert "[4]" in heads[0] and "[5]" not in heads[0] and "[0]" in heads[2] and "[11]" in heads[2]
+    assert heads[1].startswith(heads[0].rstrip()) and heads[2].startswith(heads[1].rstrip())
+    assert "judge only the window's steps" in bodies[1] and "judge only" not in bodies[0]
+    prior_block = bodies[0].split("The run has")[0]
     assert "Expected output (an estimate, not verified): 8" in prior_block
     for r in engine.requests[1:]:
         assert r.messages[0] == window_batch[0].messages[0] and r.messages[1]["content"].startswith(prior_block)
+    (links,) = batches_of(engine, "falat_links")
+    assert all(r.messages[1]["content"].startswith(heads[2].rstrip()) for r in links)  # the steps read from the cache
     assert diag.details["windows"] == [[0, 4], [5, 9], [10, 11]] and diag.details["window"] == 5
     assert [s["summary"] for s in diag.details["stages"]] == ["window at 0", "window at 5", "window at 10"]
-    assert diag.details["cost"]["stages"]["batches"] == [2] and diag.details["cost"]["windows"]["batches"] == [3]
+    assert "stages" not in diag.details["cost"] and diag.details["cost"]["windows"]["batches"] == [3]
+    assert "window_segments" not in diag.details["bounds_hit"]
+
+
+def test_a_run_too_long_for_one_prompt_is_cut_into_segments_each_its_own_prefix():
+    diag, engine = run_one(Script(flags={3: (True, False, False)}), make_trace(30, long=1200), max_model_len=4096, step_tokens=300)
+    (window_batch,) = batches_of(engine, "falat_window")
+    segments = diag.details["bounds_hit"]["window_segments"]["segments"]
+    assert segments > 1
+    starts = [int(r.messages[1]["content"].split("Below are its steps from step ")[1].split(" ")[0]) for r in window_batch]
+    assert starts[0] == 0 and len(set(starts)) == segments and starts == sorted(starts)
+    for w, start in enumerate(starts):
+        assert start <= 5 * w and (start == 5 * w or starts[w - 1] == start)  # a segment starts at a window
 
 
 def test_one_step_trace_runs_end_to_end():
@@ -293,10 +303,39 @@ def test_groups_share_one_prefix_and_each_candidate_reaches_its_next_quota():
         assert rk.messages[1]["content"].startswith(head)
     first = links[0].grammar.spec["properties"]["links"]["properties"]
     assert list(first) == ["1>2", "1>4", "2>4", "2>6"]
-    body = links[0].messages[1]["content"]
-    assert all(f"<<<STEP {i}>>>" in body for i in (1, 2, 4, 6)) and "<<<STEP 7>>>" not in body
+    # the whole run fits: every group opens with the last window's prefix (the run's steps, cached)
+    heads = {lk.messages[1]["content"].split("Now say how each listed pair")[0] for lk in links}
+    assert len(heads) == 1 and all(f"<<<STEP {i}>>>" in next(iter(heads)) for i in range(9))
     assert [r.key for r in rank] == ["falat/rank/1", "falat/rank/4", "falat/rank/7"]
     assert diag.details["groups"] == 3 and diag.details["pair_counts"] == {"error_shift": 4, "no_influence": 3}
+    # steps the windows showed cut shorter than a group shows them: the group shows its own view
+    _, engine = run_one(Script(flags=flags, labels=shifts), make_trace(9, long=600), pair_quota=2, group_size=2, step_tokens=64)
+    body = batches_of(engine, "falat_links")[0][0].messages[1]["content"]
+    assert all(f"<<<STEP {i}>>>" in body.split("SUSPECT STEPS' OWN TEXT")[1] for i in (1, 2, 4, 6)) and "<<<STEP 7>>>" not in body
+
+
+def test_ratings_from_different_calls_are_put_on_the_anchors_scale():
+    """Issue 52: each rating call also rates the anchor (the first refined candidate); a call that
+    rated it 2 points lower than the anchor's own call had its members shifted 2 points up."""
+    flags = {i: (True, False, False) for i in (1, 2, 4, 6, 7)}
+    shifts = {(1, 2): "error_shift", (2, 4): "error_shift", (4, 6): "error_shift", (6, 7): "error_shift"}
+    _, engine = run_one(Script(flags=flags, labels=shifts), make_trace(9), pair_quota=2, group_size=2)
+    (rank,) = batches_of(engine, "falat_rank")
+    rated = [sorted(int(k) for k in r.grammar.spec["properties"]["ratings"]["properties"]) for r in rank]
+    assert rated == [[1, 2], [1, 4, 6], [1, 7]]
+    assert "reference step" in rank[1].messages[1]["content"] and "reference step" not in rank[0].messages[1]["content"]
+    calls = RatingCalls(rank, [[1, 2], [4, 6], [7]], anchor=1)
+
+    def answer(scores):
+        return {
+            str(c): {"analysis": "", "incorrect_execution": False, "unsupported_information": False, "affects_later": False, "suspicion": v}
+            for c, v in scores.items()
+        }
+
+    got = calibrate(calls, [answer({1: 6, 2: 5}), answer({1: 4, 4: 7, 6: 9}), answer({1: 6, 7: 3})])
+    assert {c: r.suspicion for c, r in got.items()} == {1: 6, 2: 5, 4: 9, 6: 10, 7: 3}  # 9 + 2 clamped to the scale
+    one = RatingCalls(rank[:1], [[1, 2]], anchor=None)
+    assert {c: r.suspicion for c, r in calibrate(one, [answer({1: 6, 2: 5})]).items()} == {1: 6, 2: 5}
 
 
 def test_a_fifty_candidate_trace_costs_calls_linear_in_its_candidates():
@@ -304,7 +343,7 @@ def test_a_fifty_candidate_trace_costs_calls_linear_in_its_candidates():
     diag, engine = run_one(Script(flags=flags), make_trace(50), max_model_len=32768)
     assert diag.details["pair_quota"] == 3 and len(diag.details["candidates"]) == 50
     (batch,) = batches_of(engine, "falat_links")
-    assert len(batch) == 7  # groups of 8, not one call per pair (was 97 calls for 97 pairs)
+    assert len(batch) == 5  # groups of 12, not one call per pair (was 97 calls for 97 pairs)
     typed = {tuple(int(x) for x in k.split(">")) for r in batch for k in r.grammar.spec["properties"]["links"]["properties"]}
     assert typed == {(i, j) for i in range(50) for j in range(i + 1, min(50, i + 4))}
     assert diag.details["pairs_untyped"] == 50 * 49 // 2 - len(typed)
@@ -443,7 +482,6 @@ def test_labels_and_verdicts_reason_first_at_the_judge_temperature():
     temps = {name: r.sampling.temperature for name, r in by_grammar.items()}
     assert temps == {  # every call that decides which steps stay in the search is a judge's (issue 34)
         "falat_prior": 0.7,
-        "falat_stage": 0.2,
         "falat_window": 0.2,
         "falat_links": 0.2,
         "falat_rank": 0.2,
@@ -614,8 +652,8 @@ def test_cost_is_recorded_per_stage():
     flags = {i: (True, False, False) for i in (1, 2, 5)}
     diag, engine = run_one(Script(flags=flags, labels={(1, 2): "error_shift", (2, 5): "error_shift"}), make_trace(10))
     cost = diag.details["cost"]
-    assert list(cost) == ["prior", "stages", "windows", "transitions", "ranking", "verify", "research"]
-    assert [cost[s]["batches"] for s in cost] == [[1], [1], [2], [1], [1], [3], [1]]
+    assert list(cost) == ["prior", "windows", "transitions", "ranking", "verify", "research"]
+    assert [cost[s]["batches"] for s in cost] == [[1], [2], [1], [1], [3], [1]]
     assert sum(c["calls"] for c in cost.values()) == len(engine.requests) == diag.usage["calls"]
     assert sum(c["prompt_tokens"] for c in cost.values()) == diag.usage["prompt_tokens"]
 
@@ -714,19 +752,13 @@ def test_a_trace_without_steps_is_an_error_record_not_a_crash():
     assert results["ok"].error is None  # the sweep goes on
 
 
-def test_the_prior_inputs_and_the_earlier_stage_summaries_record_what_their_bounds_left_out():
-    class Wordy(Script):
-        def _stage(self, node):
-            return {**super()._stage(node), "summary": "this stage did a lot of careful work " * 3}
-
-    trace = make_trace(60).model_copy(update={"task": "Count the even addresses. " * 20})
-    diag, engine = run_one(Wordy(), trace, window=1, context_tokens=4096, task_chars=100)
+def test_the_prior_inputs_record_what_their_bounds_left_out_and_open_every_later_prompt():
+    trace = make_trace(12).model_copy(update={"task": "Count the even addresses. " * 20})
+    diag, engine = run_one(Script(), trace, task_chars=100)
     assert diag.details["bounds_hit"]["task_chars"] == {"limit": 100, "chars": len(trace.task.strip())}
-    left_out = diag.details["bounds_hit"]["earlier_stages"]["most_left_out"]
-    assert 0 < left_out < 59
-    last = batches_of(engine, "falat_window")[0][-1].messages[1]["content"]
-    assert f"the windows before step {left_out} are left out for room" in last
-    assert last.count("- steps ") == 59 - left_out
+    opening = engine.requests[0].messages[1]["content"].split("A team of agents failed")[0]
+    assert "<<<END RESULT>>>" in opening  # task and wrong result first, in the prior block's words
+    assert all(r.messages[1]["content"].startswith(opening) for r in engine.requests[1:])
 
 
 # ---- issue 34, point 6: one definition each, what the record says is what happened -----------------
@@ -805,16 +837,3 @@ def test_the_suspects_block_puts_each_stage_summary_on_its_own_line():
     block = render("falat/_suspects.j2", stages=stages, regions=[])
     lines = [line for line in block.splitlines() if line.startswith("- steps ")]
     assert lines == ["- steps 0-4: read the task (points at step 2)", "- steps 5-9: counted", "- steps 10-11: answered (points at step 10)"]
-
-
-def test_a_step_prompt_shows_the_four_latest_earlier_summaries_after_the_window():
-    """Issue 52: every earlier summary after the window's own steps re-prefilled all of them in
-    every window (quadratic in the windows); the step pass shows the `EARLIER_SUMMARIES` latest."""
-    from localfa.methods.falat.windows import EARLIER_SUMMARIES
-
-    diag, engine = run_one(Script(flags={3: (True, False, False)}), make_trace(35))
-    (window_batch,) = batches_of(engine, "falat_window")
-    last = window_batch[-1].messages[1]["content"]
-    shown = [f"steps {5 * w}-{5 * w + 4}: window at {5 * w}" in last for w in range(6)]
-    assert EARLIER_SUMMARIES == 4 and shown == [False, False, True, True, True, True]
-    assert last.index("<<<END STEP 34>>>") < last.index("WHAT THE EARLIER WINDOWS DID")  # after the cached steps

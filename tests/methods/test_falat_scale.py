@@ -105,7 +105,7 @@ def test_the_prior_compares_what_the_outputs_say_not_their_letters():
 
 def test_the_policy_answers_every_kind_falat_sends():
     kinds = {r.kind for r in POLICY.rules}
-    assert kinds == {"prior", "stage", "window", "links", "ranking", "verify", "re-search"}
+    assert kinds == {"prior", "window", "links", "ranking", "verify", "re-search"}
 
 
 # ---- a 1,000-step run, through the command line ----------------------------------------------------

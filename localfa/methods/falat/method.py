@@ -1,9 +1,9 @@
 """FALAT as a registered method: prior, windows, typed transitions, judged ranking, verification,
 re-search.
 
-Seven rounds per trace whatever its length, each one batch, and at most one more: the prior (1
-call), the stage pass (every window but the last), the step pass (every window), the candidates'
-links (one call per group of candidates), the ranking of the refined set (one call per group;
+Six rounds per trace whatever its length, each one batch, and at most one more: the prior (1
+call), the windows (one call each: its steps' mid level and its stage summary, on a prefix that
+grows through the run, issue 52), the candidates' links (one call per group of candidates), the ranking of the refined set (one call per group;
 skipped when one candidate is left), the top-k verifications, the re-search (1 call), and the
 counterfactual check of a neighbour the re-search proposes in place of t̂ (1 call, only when
 that neighbour was not checked and could win: `needs_confirmation`). Every prompt opens with the
@@ -30,10 +30,10 @@ from localfa.methods.base import BaseMethod, MethodContext, Program
 from localfa.methods.evidence import verify_quotes
 from localfa.methods.falat.candidates import PASSIVE_JUDGED, Candidates, crosses, select_candidates, structural_passives, verify_span
 from localfa.methods.falat.ground import Ground
-from localfa.methods.falat.groups import build_groups, group_pairs, plan_groups
+from localfa.methods.falat.groups import RunPrefix, build_groups, group_pairs, plan_groups
 from localfa.methods.falat.options import ASSUMED_WINDOW_TOKENS, FalatOptions
 from localfa.methods.falat.prior import Prior, build_prior, inputs_cut, prior_request
-from localfa.methods.falat.ranking import LinkIndex, Rating, rank, rank_requests, top_k
+from localfa.methods.falat.ranking import LinkIndex, Rating, calibrate, rank, rank_requests, top_k
 from localfa.methods.falat.research import Research, parse_research, research_request, research_window
 from localfa.methods.falat.text import MESSAGE_OVERHEAD, ModelWindow, TraceText, clip_tokens
 from localfa.methods.falat.transitions import links_requests, prune, reach_cut, untyped_later
@@ -41,10 +41,10 @@ from localfa.methods.falat.verify import Verdict, choose, confirm_request, parse
 from localfa.methods.falat.windows import (
     StageSummary,
     StepSummary,
+    WindowFit,
     parse_stage,
     parse_window,
     split_windows,
-    stage_requests,
     window_fit,
     window_requests,
 )
@@ -57,7 +57,7 @@ ALL_PASSIVE_WARNING = "every window judged all its steps passive: that judgement
 METHOD = "falat"
 RANKING_KEPT = 30  # ranked candidates a record lists (the rest counted)
 JUDGED_PASSIVE_STAYS = True  # issue 34: a window's passive judgement lowers a step's rank, never removes it
-STAGES = ("prior", "stages", "windows", "transitions", "ranking", "verify", "research", "confirm")
+STAGES = ("prior", "windows", "transitions", "ranking", "verify", "research", "confirm")
 _QUOTED = re.compile(r"[\"'\u2018\u201c]([^\"'\u2019\u201d\n]{12,300})[\"'\u2019\u201d]")
 
 
@@ -131,7 +131,7 @@ class _Run:
         ctx, opts, view, log = self.ctx, self.opts, self.view, self.log
         n = view.n
 
-        # Stage 1: prior; the stage pass, then the step pass (every window in each); candidates.
+        # Stage 1: prior; every window in one batch (each on its segment's growing prefix); candidates.
         (resp,) = yield from log.ask("prior", [prior_request(ctx, opts, self.limits, self.system)])
         prior = build_prior(ctx, opts, resp.value)
         self.bounds.update(inputs_cut(ctx.trace, opts))
@@ -139,20 +139,18 @@ class _Run:
         eligible = frozenset(range(n)) - passive.keys()
         g = Ground(ctx, view, opts, self.limits, self.system, with_legend(prior.block(), agent_names(ctx.trace)), self.window, eligible)
         windows = split_windows(n, opts.window)
-        fit = window_fit(g, len(windows))
+        fit = window_fit(g, windows)
         cap = fit.step_cap
-        stages: list[StageSummary] = []
-        if len(windows) > 1:
-            responses = yield from log.ask("stages", stage_requests(g, windows, fit))
-            stages = [parse_stage(w, r.value) for w, r in zip(windows, responses)]
-        reqs, left_out = window_requests(g, windows, fit, stages)
-        if left_out:
-            self.bounds["earlier_stages"] = {"tokens": fit.earlier_tokens, "most_left_out": left_out}
-        responses = yield from log.ask("windows", reqs)
+        if fit.segments > 1:
+            self.bounds["window_segments"] = {
+                "segments": fit.segments,
+                "why": "a window's prompt shows the steps since its segment's start; the run's steps do not fit the model together",
+            }
+        responses = yield from log.ask("windows", window_requests(g, windows, fit))
         mids: dict[int, StepSummary] = {}
         for steps, r in zip(windows, responses):
             mids.update((m.index, m) for m in parse_window(steps, r.value, lambda i: g.view.trace.steps[i].agent))
-        stages.append(parse_stage(windows[-1], responses[-1].value))
+        stages = [parse_stage(w, r.value) for w, r in zip(windows, responses)]
         judged_passive = {i for i in sorted(eligible) if not mids[i].active}
         all_judged_passive = judged_passive == eligible and bool(eligible)
         if not all_judged_passive:  # every step judged passive: that judgement is overruled, none recorded
@@ -175,7 +173,7 @@ class _Run:
             default=0,
         )
         shared = self._shared(g, stages, mids, cands, windows, answer)
-        groups, cut_to_fit = build_groups(g, shared, cands.steps, opts.group_size, quota, answer)
+        groups, cut_to_fit = build_groups(g, shared, cands.steps, opts.group_size, quota, answer, self._run_prefix(g, fit))
         if cut_to_fit:
             self.bounds["group_view_fit"] = {
                 "steps_shortened": cut_to_fit,
@@ -204,10 +202,11 @@ class _Run:
         # Stage 3: the judged ranking (one batch), the top k verified (one batch), t̂.
         ratings: dict[int, Rating] = {}
         if len(pruning.kept) > 1:
-            reqs, rated = rank_requests(g, groups, pruning.kept, links, mids, judged_passive)
-            responses = yield from log.ask("ranking", reqs)
-            for members, r in zip(rated, responses):
-                ratings.update((c, Rating.parse(r.value["ratings"][str(c)])) for c in members)
+            calls = rank_requests(g, groups, pruning.kept, links, mids, judged_passive)
+            responses = yield from log.ask("ranking", calls.requests)
+            ratings = calibrate(calls, [r.value["ratings"] for r in responses])
+            if calls.anchor is not None:
+                self.bounds["rating_anchor"] = {"step": calls.anchor, "calls": len(calls.requests)}
         ranked = rank(pruning.kept, mids, links, pruning.sources, ratings)
         top = top_k(ranked, opts.top_k)
         if len(ranked) > len(top):
@@ -293,9 +292,10 @@ class _Run:
 
     def _shared(
         self, g: Ground, stages: list[StageSummary], mids: dict[int, StepSummary], cands: Candidates, windows: list[range], answer: int
-    ) -> str:
-        """Prior, stage summaries and the suspects by region: the part every pair and ranking
-        prompt shares, cut (the prior kept whole) if it would not leave room for the rest."""
+    ) -> tuple[str, str]:
+        """The prior block, and the stage summaries with the suspects by region: the part every
+        pair and ranking prompt shares, cut (the prior kept whole) if it would not leave room for
+        the rest."""
         regions = [
             {"first": a, "last": b, "crosses": crosses((a, b), windows), "summaries": [mids[i] for i in cands.steps if a <= i <= b]}
             for a, b in cands.regions
@@ -307,7 +307,11 @@ class _Run:
         if count(rest) > room:
             self.bounds["shared_context"] = {"tokens": count(rest), "room": max(64, room)}
             rest = clip_tokens(rest, max(64, room), count)
-        return g.prior_block + "\n\n" + rest
+        return g.prior_block, rest
+
+    def _run_prefix(self, g: Ground, fit: WindowFit) -> RunPrefix:
+        """The last window's prefix, for the groups whose view it holds (`RunPrefix.holds`)."""
+        return RunPrefix(*fit.last_segment(g), fit.step_cap)
 
     def _note_window_cuts(self, cap: int, windows: list[range]) -> None:
         if cap < self.opts.step_tokens:

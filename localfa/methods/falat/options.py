@@ -44,7 +44,7 @@ class FalatOptions(FalatLimits):
     window: int = 5
     step_tokens: int = 2048
     pair_quota: int = 3
-    group_size: int = 8
+    group_size: int = 12
     pair_step_tokens: int = 1024
     rank_step_tokens: int = 2048
     task_chars: int = 8000

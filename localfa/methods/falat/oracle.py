@@ -11,9 +11,9 @@ shows:
 
 - prior (``falat/prior``): a plan; the expected answer where the prompt shows it (the ANSWER block)
   or the task states it (a sentence of the TASK block that says what the answer is), else "unknown";
-- windows (``falat/stage/w``, ``falat/window/w``): *passive* where a step only repeats what the
-  prompt showed before it (the task, an earlier step of the window) or passes the task on (it
-  quotes the task's opening: `_forwards`); *outcome relevance* where a step shares a number or a
+- windows (``falat/window/w``): *passive* where a step only repeats the task or an earlier step of
+  its window (the steps shown before the window for context are read as the earlier results) or
+  passes the task on (it quotes the task's opening: `_forwards`); *outcome relevance* where a step shares a number or a
   name with the run's wrong result, or is the run's last step (the prompt says how many it has);
   both inconsistencies at the step shown with the fault's words only; the stage's focus is that
   step, else the step sharing most with the wrong result;
@@ -158,14 +158,15 @@ def _stage_summary(ask: Ask, shown: dict[int, str], fault: int | None) -> str:
     return "; ".join(said) or "the work goes on"
 
 
-def _window_fault(ask: Ask, shown: dict[int, str], honest: bool) -> int | None:
-    """The step this answer takes for the fault: the one shown with its words, or (a wrong
-    answer) a symptom, else a plausible shown step."""
+def _window_fault(ask: Ask, shown: dict[int, str], own: list[int], honest: bool) -> int | None:
+    """The step this answer takes for the fault: the one shown with its words (an earlier step
+    the prompt shows for context, too), or (a wrong answer) a symptom among the window's `own`
+    steps, else a plausible one of them."""
     fault = ask.fault_id(shown)
-    if honest or not shown:
+    if honest or not own:
         return fault
-    wrongs = _symptoms(ask, shown, fault)
-    return wrongs[0] if wrongs else ask.wrong_step(sorted(shown), honest=fault)
+    wrongs = [c for c in _symptoms(ask, shown, fault) if c in own]
+    return wrongs[0] if wrongs else ask.wrong_step(own, honest=fault)
 
 
 def _symptoms(ask: Ask, shown: dict[int, str], fault: int | None) -> list[int]:
@@ -179,22 +180,22 @@ def _symptoms(ask: Ask, shown: dict[int, str], fault: int | None) -> list[int]:
     return [c for c in sorted(shown) if c > fault and _salient(shown[c]) & error]
 
 
-def _stage_only(ask: Ask, honest: bool = True) -> dict[str, Any]:
-    shown = ask.shown_steps()
-    return {"stage": _stage(ask, schema_field(ask.grammar, "stage"), shown, _window_fault(ask, shown, honest))}
-
-
 def _window(ask: Ask, honest: bool = True) -> dict[str, Any]:
+    """A window's steps (the grammar's keys) and its stage; the steps the prompt shows before
+    them are the earlier results (the fault recognised there too), never answered."""
     shown = ask.shown_steps()
-    fault = _window_fault(ask, shown, honest)
+    asked = schema_field(ask.grammar, "steps")["properties"]
+    own = sorted(int(k) for k in asked)
+    fault = _window_fault(ask, shown, own, honest)
     result = ask.fenced("RESULT")
-    task = before = ask.fenced("TASK")
+    task = ask.fenced("TASK")
     run = _RUN_LENGTH.search(ask.prompt)
     last = int(run.group(1)) - 1 if run else max(shown, default=-1)
     steps = {}
-    for key, node in schema_field(ask.grammar, "steps")["properties"].items():
+    for key, node in asked.items():
         i, props = int(key), node["properties"]
         text = shown.get(i, "")
+        before = "\n".join([task, *(shown.get(j, "") for j in own if j < i)])
         fixed = props["active"].get("const")
         hit = i == fault
         steps[key] = {
@@ -206,11 +207,9 @@ def _window(ask: Ask, honest: bool = True) -> dict[str, Any]:
             "prior_inconsistency": hit,
             "execution_inconsistency": hit,
         }
-        before += "\n" + text
-    out: dict[str, Any] = {"steps": steps}
-    if "stage" in ask.grammar.spec["properties"]:
-        out["stage"] = _stage(ask, schema_field(ask.grammar, "stage"), shown, fault)
-    return out
+    mine = {i: shown.get(i, "") for i in own}
+    stage = _stage(ask, schema_field(ask.grammar, "stage"), mine, fault if fault in mine else None)
+    return {"steps": steps, "stage": stage}
 
 
 # ---- links, ratings, verification, re-search -------------------------------------------------
@@ -346,14 +345,6 @@ POLICY = Policy(
             lambda ask: _prior(ask, honest=False),
             "a plan; the expected answer only where the prompt shows it or the task states it",
             "the wrong result's value as expected",
-        ),
-        Rule(
-            "stage",
-            r"falat/stage/\d+",
-            _stage_only,
-            lambda ask: _stage_only(ask, honest=False),
-            "the step shown with the fault's words, else the step sharing most with the result",
-            "focus on a symptom or a plausible step",
         ),
         Rule(
             "window",

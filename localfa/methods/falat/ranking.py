@@ -20,11 +20,13 @@ earlier step (temporal precedence). A step its window judged passive stays ranka
 judgement can be wrong: a task message that is also the decisive step) but loses a suspicion
 point against an active one; so does a carrier kept for an inconsistency of its own (it is in
 `sources`, `transitions.prune`'s rule 2): verification decides between it and its source. The
-top k (3) are verified.
+top k (3) are verified. Ratings from different calls are put on one scale by an anchor every
+call rates (`calibrate`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Sequence
 
@@ -103,29 +105,64 @@ def on_path(step: int, links: LinkIndex, sources: Mapping[int, int]) -> bool:
     return step in links.leaving_path or step in sources.values()
 
 
+@dataclass(frozen=True)
+class RatingCalls:
+    """The rating requests, the members each rates, and the anchor every call rates when there
+    is more than one (None: one call, one scale)."""
+
+    requests: list[Request]
+    rated: list[list[int]]
+    anchor: int | None
+
+
 def rank_requests(
     g: Ground, groups: Sequence[Group], refined: Sequence[int], links: LinkIndex, mids: Mapping[int, StepSummary], passive: Collection[int]
-) -> tuple[list[Request], list[list[int]]]:
-    """One rating request per group with surviving members; the members each rates."""
+) -> RatingCalls:
+    """One rating request per group with surviving members. With more than one, each also rates
+    the anchor (the first refined candidate, rated in its own group's call), so `calibrate` can
+    put every call's ratings on the anchor's call's scale (issue 52: a 7 from one call and a 7
+    from another were compared as if one judge had given both)."""
     kept = set(refined)
+    planned = [(group, [c for c in group.members if c in kept]) for group in groups]
+    planned = [(group, members) for group, members in planned if members]
+    anchor = min(kept) if len(planned) > 1 else None
     reqs, rated = [], []
-    for group in groups:
-        members = [c for c in group.members if c in kept]
-        if not members:
-            continue
-        body = render(
-            "falat/rank.j2",
-            limits=g.limits,
-            scale=SUSPICION_MAX,
-            suspects=[
-                {"index": c, "agent": g.view.agent(c), "mid": mids[c], "passive": c in passive, "transitions": links.of(c)} for c in members
-            ],
-        )
+    for group, members in planned:
+        asked = sorted({*members, anchor}) if anchor is not None else members
+        suspects = [
+            {
+                "index": c,
+                "agent": g.view.agent(c),
+                "mid": mids[c],
+                "passive": c in passive,
+                "transitions": links.of(c),
+                "anchor": c == anchor and c not in members,
+            }
+            for c in asked
+        ]
+        extra = [] if anchor is None or group.shows(anchor) else g.view.shown([anchor], [g.view.clipped(anchor, g.opts.rank_step_tokens)])
+        body = render("falat/rank.j2", limits=g.limits, scale=SUSPICION_MAX, suspects=suspects, anchor_text=extra)
         messages = [g.system, {"role": "user", "content": group.block + "\n\n" + body}]
-        sampling = g.opts.sampling(rank_max_tokens(len(members), g.limits), judge=True)
-        reqs.append(g.ctx.request(f"falat/rank/{group.key}", messages, rank_grammar(members, g.limits), sampling))
+        sampling = g.opts.sampling(rank_max_tokens(len(asked), g.limits), judge=True)
+        reqs.append(g.ctx.request(f"falat/rank/{group.key}", messages, rank_grammar(asked, g.limits), sampling))
         rated.append(members)
-    return reqs, rated
+    return RatingCalls(reqs, rated, anchor)
+
+
+def calibrate(calls: RatingCalls, answers: Sequence[Mapping[str, Mapping[str, Any]]]) -> dict[int, Rating]:
+    """Every member's rating, each call's suspicions shifted by how far that call rated the
+    anchor from the anchor's own call (clamped to the scale): no label, only the shared reference."""
+    ratings: list[dict[int, Rating]] = [{int(k): Rating.parse(v) for k, v in a.items()} for a in answers]
+    anchor = calls.anchor
+    if anchor is None:
+        return {c: r[c] for members, r in zip(calls.rated, ratings) for c in members}
+    reference = next(r[anchor].suspicion for members, r in zip(calls.rated, ratings) if anchor in members)
+    out: dict[int, Rating] = {}
+    for members, r in zip(calls.rated, ratings):
+        shift = reference - r[anchor].suspicion
+        for c in members:
+            out[c] = dataclasses.replace(r[c], suspicion=min(max(r[c].suspicion + shift, 0), SUSPICION_MAX))
+    return out
 
 
 def signals_of(step: int, mid: StepSummary, rating: Rating | None, links: LinkIndex, sources: Mapping[int, int]) -> tuple[str, ...]:

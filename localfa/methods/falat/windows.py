@@ -1,24 +1,21 @@
-"""Stage 1b (paper §2.1, tab. 1): windows of k steps, summarised at two levels.
+"""Stage 1b (paper §2.1, tab. 1): windows of k steps, summarised at two levels, in one batch.
 
-Two batches, each holding every window of the trace:
+Each window gets its mid level (per step: action, decision, whether it is active, the three
+candidate signals) and its high level (a stage summary and the step it points at) in one call.
+A window's prompt shows the prior, then the run's steps from the start of its *segment* up to the
+window's last step, then the question about the window's own steps: the steps before the window
+are there so "rests on information no earlier result supports" can be judged against the earlier
+results themselves. A segment is a run of windows whose steps fit the model's window together;
+every prompt of a segment opens with the same text (prior, header, the segment's steps in order),
+so window w+1's prompt reads window w's from the prefix cache and a GPU prefills each step once.
 
-1. stage pass: each window but the last gets its high level, a stage summary and the step it
-   points at;
-2. step pass: each window gets its mid level (per step: action, decision, whether it is active,
-   the three candidate signals) with the stage summaries of the EARLIER windows in
-   view, so "rests on information no earlier result supports" can be judged. The last window's
-   stage summary comes with its mid level (no later window needs it first).
-
-Both prompts of a window open with the prior and the window's steps, in the same words, so the
-step pass reads the window from the prefix cache the stage pass filled; then the step pass shows
-the stage summaries of the `EARLIER_SUMMARIES` (4) most recent earlier windows, and the question
-comes last. Issue 52: showing every earlier summary after the window's own steps re-prefilled all
-of them in every window, a term quadratic in the windows (7.46x the trace's tokens at 1M with
-summaries at the grammar's length); moving the growing summary block before the steps made it
-linear but lost the stage pass's cached steps (3.55x at 1M, 3.54x at 10k); the four most recent
-summaries after the steps: 2.65x at 1M, 2.23x at 200k, 3.03x at 10k (docs/methods/falat.md).
-Each step's raw text is clipped to a per-step token cap. Both passes decide which steps stay in
-the search (a focus step, a flag, a passive judgement), so they run at the judge temperature.
+Issue 52: the project first ran a stage pass (every window's stage summary) and then a step pass
+showing the earlier windows' summaries after the window's own steps: two calls per window (62-66
+calls on hand-crafted/15's 26 windows, over the aim of 40) and the summaries re-prefilled in
+every window. One call per window on the growing prefix halves the window calls and shows the
+model the earlier raw steps instead of summaries of them (docs/methods/falat.md has the figures).
+Each step's raw text is clipped to a per-step token cap. The calls decide which steps stay in the
+search (a focus step, a flag, a passive judgement), so they run at the judge temperature.
 """
 
 from __future__ import annotations
@@ -27,11 +24,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from localfa.engine.types import Request
-from localfa.grammars.falat import SIGNALS, stage_grammar, stage_max_tokens, window_grammar, window_max_tokens
+from localfa.grammars.falat import SIGNALS, window_grammar, window_max_tokens
 from localfa.methods.falat.ground import Ground
 from localfa.templates import render
 
-EARLIER_SUMMARIES = 4  # the most recent earlier windows' summaries a step prompt shows (issue 52)
+QUESTION_TOKENS = 64  # what a window's own question adds to the empty prompt's (its step numbers, passive steps)
+STEP_DELIMITERS = 24  # each step's header and fence
 
 
 def split_windows(n_steps: int, k: int) -> list[range]:
@@ -80,96 +78,92 @@ def _eligible(g: Ground, steps: range) -> list[int]:
     return [i for i in steps if i in g.eligible]
 
 
-def _messages(
-    g: Ground, steps: range, texts: Sequence[str], part: str, earlier: Sequence[StageSummary], with_stage: bool
-) -> list[dict[str, str]]:
-    prompt = render(
-        "falat/window.j2",
+def run_prefix(g: Ground, start: int, texts: Sequence[str]) -> str:
+    """The prior, then the run's steps from `start` on (`texts`, in order): the opening every
+    window prompt of a segment shares, and the links, ratings and verifications reuse."""
+    return render(
+        "falat/_run_steps.j2",
         prior_block=g.prior_block,
-        steps=g.view.shown(steps, texts),
+        steps=g.view.shown(range(start, start + len(texts)), texts),
+        start=start,
+        n_steps=g.view.n,
+    )
+
+
+def _messages(g: Ground, start: int, steps: range, texts: Sequence[str]) -> list[dict[str, str]]:
+    """A window's prompt: `run_prefix` up to the window's last step, then the question about
+    `steps` (everything before the question is the segment's shared prefix)."""
+    question = render(
+        "falat/window.j2",
         passive=[i for i in steps if i not in g.eligible],
         limits=g.limits,
+        start=start,
         first=steps.start if len(steps) else 0,
         last=steps[-1] if len(steps) else 0,
-        n_steps=g.view.n,
-        part=part,
-        earlier=earlier,
-        with_stage=with_stage,
     )
-    return [g.system, {"role": "user", "content": prompt}]
+    return [g.system, {"role": "user", "content": run_prefix(g, start, texts) + "\n\n" + question}]
 
 
 @dataclass(frozen=True)
 class WindowFit:
-    """How a window prompt fits the model: the per-step token cap and the tokens kept for the
-    earlier windows' stage summaries (the oldest are left out when they hold more)."""
+    """How window prompts fit the model: the per-step token cap (a full window fits) and the
+    first step of each window's segment (its steps and the segment's earlier ones fit together)."""
 
     step_cap: int
-    earlier_tokens: int
+    starts: tuple[int, ...]  # per window: the first step its prompt shows
+    room: int  # tokens a prompt's steps may take
+
+    @property
+    def segments(self) -> int:
+        return len(set(self.starts))
+
+    def last_segment(self, g: Ground) -> tuple[int, str, frozenset[int]]:
+        """The last segment's first step, its prefix (every step to the run's end) and the steps
+        it shows in full: the prefix the last window's prompt filled, which later stages reuse."""
+        start = self.starts[-1] if self.starts else 0
+        texts = [g.view.clipped(i, self.step_cap) for i in range(start, g.view.n)]
+        whole = frozenset(i for i, t in zip(range(start, g.view.n), texts) if t == g.view.text(i))
+        return start, run_prefix(g, start, texts), whole
 
 
-def window_fit(g: Ground, n_windows: int) -> WindowFit:
-    """The per-step cap (the option, lowered so a full window fits) and the room for the earlier
-    stage summaries: what every summary at its bound needs, at most a third of the window."""
+def window_fit(g: Ground, windows: Sequence[range]) -> WindowFit:
+    """The per-step cap (the option, lowered so a full window fits) and the segments: a window's
+    prompt shows the steps since its segment's start; a new segment starts at a window whose
+    steps would not fit after the segment's earlier ones."""
     k = g.opts.window
-    empty = _messages(g, range(0, 0), [], "steps", [], True)
+    empty = _messages(g, 0, range(0, 0), [])
     agents = [(i, g.view.agent(i)) for i in range(min(k, g.view.n))]
-    room = g.room(empty, window_max_tokens(agents, g.limits))
-    earlier = min(n_windows * (g.limits.stage_chars + 24), room // 3)  # a summary: at most a token a character
-    per_step = (room - earlier) // max(1, k) - 24  # 24: each step's delimiters
+    room = g.room(empty, window_max_tokens(agents, g.limits)) - QUESTION_TOKENS
+    per_step = room // max(1, k) - STEP_DELIMITERS
     if per_step < 16:
         raise ValueError(f"falat: a window of {k} steps does not fit the model's context window; lower `window`")
-    return WindowFit(min(g.opts.step_tokens, per_step), earlier)
+    cap = min(g.opts.step_tokens, per_step)
+    starts: list[int] = []
+    start, used = 0, 0
+    for steps in windows:
+        size = sum(g.view.count(g.view.clipped(i, cap)) + STEP_DELIMITERS for i in steps)
+        if starts and used + size > room:
+            start, used = steps.start, 0
+        starts.append(start)
+        used += size
+    return WindowFit(cap, tuple(starts), room)
 
 
-def recent_stages(g: Ground, stages: Sequence[StageSummary], budget: int) -> list[StageSummary]:
-    """The latest stage summaries that fit `budget` tokens (all of them when they fit)."""
-    kept: list[StageSummary] = []
-    used = 0
-    for s in reversed(stages):
-        used += g.view.count(s.summary) + 12
-        if used > budget:
-            break
-        kept.append(s)
-    return kept[::-1]
-
-
-def stage_requests(g: Ground, windows: list[range], fit: WindowFit) -> list[Request]:
-    """The stage pass: every window but the last (the last one's summary comes with its steps)."""
+def window_requests(g: Ground, windows: list[range], fit: WindowFit) -> list[Request]:
+    """Every window's call, each showing its segment's steps up to its own last step."""
     reqs = []
-    for w, steps in enumerate(windows[:-1]):
-        texts = [g.view.clipped(i, fit.step_cap) for i in steps]
-        reqs.append(
-            g.ctx.request(
-                f"falat/stage/{w}",
-                _messages(g, steps, texts, "stage", [], False),
-                stage_grammar(_eligible(g, steps), g.limits),
-                g.opts.sampling(stage_max_tokens(g.limits), judge=True),
-            )
-        )
-    return reqs
-
-
-def window_requests(g: Ground, windows: list[range], fit: WindowFit, stages: Sequence[StageSummary]) -> tuple[list[Request], int]:
-    """The step pass: every window, each seeing the stage summaries of the windows before it (the
-    latest that fit); also the most earlier summaries any window had to leave out."""
-    reqs = []
-    left_out = 0
-    for w, steps in enumerate(windows):
-        last = w == len(windows) - 1
-        texts = [g.view.clipped(i, fit.step_cap) for i in steps]
+    for w, (steps, start) in enumerate(zip(windows, fit.starts)):
+        texts = [g.view.clipped(i, fit.step_cap) for i in range(start, steps[-1] + 1)]
         agents = [(i, g.view.agent(i)) for i in steps]
-        earlier = recent_stages(g, stages[:w], fit.earlier_tokens)[-EARLIER_SUMMARIES:]
-        left_out = max(left_out, w - len(earlier))
         reqs.append(
             g.ctx.request(
                 f"falat/window/{w}",
-                _messages(g, steps, texts, "steps", earlier, last),
-                window_grammar(agents, _eligible(g, steps), g.limits, with_stage=last),
+                _messages(g, start, steps, texts),
+                window_grammar(agents, _eligible(g, steps), g.limits, with_stage=True),
                 g.opts.sampling(window_max_tokens(agents, g.limits), judge=True),
             )
         )
-    return reqs, left_out
+    return reqs
 
 
 def parse_stage(steps: range, value: dict[str, Any]) -> StageSummary:
