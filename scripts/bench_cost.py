@@ -211,12 +211,22 @@ def from_costs(path: Path) -> dict[str, tuple[list[TraceCost], dict[int, list[Tr
 
 
 def write_models(path: Path, models: dict[str, dict[str, tuple[float, float]]], measured: str) -> None:
-    """The fitted models as JSON data (localfa/bench/cost_models.json), for `localfa bench --estimate`."""
+    """The fitted models as JSON data (localfa/bench/cost_models.json), for `localfa bench --estimate`.
+    Methods not measured this time keep their models and say when they were measured."""
+    old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    kept = {m: v for m, v in old.get("models", {}).items() if m not in models}
+    by = {m: old.get("measured_by", {}).get(m, old.get("measured", "unknown")) for m in kept}
+    by.update({m: measured for m in models})
+    fitted = {m: {f: [float(f"{a:.6g}"), float(f"{b:.6g}")] for f, (a, b) in figs.items()} for m, figs in models.items()}
+    groups: dict[str, list[str]] = {}
+    for m, how in by.items():
+        groups.setdefault(how, []).append(m)
     data = {
-        "measured": measured,
+        "measured": "; ".join(f"{', '.join(ms)}: {how}" for how, ms in groups.items()),
+        "measured_by": by,
         "note": "Per-method cost models for `localfa bench --estimate`: per-trace figure = a * tokens**b (tokens at "
         "4 characters each). Written by scripts/bench_cost.py --write-models; do not edit by hand.",
-        "models": {m: {f: [float(f"{a:.6g}"), float(f"{b:.6g}")] for f, (a, b) in figs.items()} for m, figs in models.items()},
+        "models": {**kept, **fitted},
     }
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {path}", file=sys.stderr)

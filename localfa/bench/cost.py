@@ -69,12 +69,13 @@ class PricingEngine(EngineWrapper):
                 if self.max_model_len and len(ids) >= self.max_model_len:
                     raise ContextLengthError(len(ids), self.max_model_len)
             responses = self.inner.generate(requests)
-            for ids, resp in zip(priced, responses):
+            for req, ids, resp in zip(requests, priced, responses):
                 self.calls += 1
                 self.prompt_tokens += len(ids)
                 self.longest_prompt = max(self.longest_prompt, len(ids))
                 self.cached_tokens += self.cache.admit(ids)
-                answer = self.tokens.text_ids(resp.text)
+                # a scored prompt decodes nothing (its answer is the engine's numbers, not text)
+                answer = self.tokens.text_ids("" if req.score is not None else resp.text)
                 self.completion_tokens += len(answer)
                 resp.usage.prompt_tokens = len(ids)  # what a server counts, as it reports it
                 self.cache.admit(ids + answer)  # generated blocks are cached too

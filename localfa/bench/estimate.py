@@ -52,6 +52,14 @@ THROUGHPUT: dict[str, Throughput] = {
         "derived, not measured: per replica 2 x 70e9 FLOP a token on 4 GPUs at 25-60% of ~990 TFLOP/s, two "
         "replicas; decode: 140 GB over 4 GPUs' ~13 TB/s (~90 steps/s) x 16-64 sequences, two replicas",
     ),
+    "gpu-small": Throughput(
+        "Qwen3-0.6B, bf16, one 80 GB H100-class GPU (prism: prompts scored, nothing decoded)",
+        (50_000.0, 150_000.0),
+        (8_000.0, 25_000.0),
+        "derived, not measured: prefill = 2 x 0.6e9 FLOP a token, far below the GPU's compute, so bound by "
+        "kernel launches and batching at ~5-15% of the 400k-1M tokens/s the FLOPs allow; decode = 1.2 GB of "
+        "weights a step (~300-400 steps/s after overheads) x 32-64 sequences",
+    ),
     "cpu-embedded": Throughput(
         "SmolLM2-135M-Instruct on vLLM's CPU build",
         (300.0, 2_000.0),

@@ -40,7 +40,7 @@ def test_lines_name_every_method_the_rates_and_where_the_models_come_from():
     assert "profile=cpu-embedded" in lines[0] and lines[1].startswith("method=drift:claims_per_chunk=3 ")
     assert "no cost model" in lines[2]
     assert lines[3].startswith("# cpu-embedded:") and "tok/s" in lines[3]
-    assert lines[4].startswith("# cost models: scripts/bench_cost.py")
+    assert lines[4].startswith("# cost models: ") and "scripts/bench_cost.py on " in lines[4]
     with pytest.raises(ValueError, match="no throughput figures for profile 'h100x3'"):
         estimate_lines([small_run()], ["falat"], "h100x3")
 

@@ -165,7 +165,7 @@ def test_hub_ids_are_refused():
 
 
 def test_profiles_load_and_reject_unknown_fields(tmp_path):
-    assert list_profiles() == ["cpu-embedded", "gpu-node-8x", "gpu-single"]
+    assert list_profiles() == ["cpu-embedded", "gpu-node-8x", "gpu-single", "gpu-small"]
     assert load_profile("cpu-embedded").enable_prefix_caching is True
     bad = tmp_path / "bad.toml"
     bad.write_text("[engine]\nmax_model_length = 3\n")
