@@ -469,19 +469,22 @@ def test_the_confirming_call_may_move_the_first_error_earlier_and_only_earlier()
     def script(req):
         return earlier[req.key] if req.key in earlier else Script(ledger=_two_claims(), support=RISKY, tracer=tracer)(req)
 
-    diag, engine = run_one(script)
+    diag, engine = run_one(script, confirm=True, confirm_when="always")
     (confirm,) = [r for r in engine.requests if r.key == "drift/confirm"]
     assert confirm.grammar.spec["properties"]["earliest"]["maximum"] == 2  # C2 is introduced in span 2: marked there first
     assert "first went wrong in span 2" in confirm.messages[1]["content"] and "Claim C2" in confirm.messages[1]["content"]
     assert diag.details["confirm"]["first"] == 2 and diag.details["cost"]["confirm"]["calls"] == 1
     tracer = {"C2": {"harmful": True, "marks": [{"span": 3, "role": "introduce"}]}}
     earlier["drift/confirm"] = {"reason": "span 1 states it first", "earliest": 1}
-    diag, _ = run_one(script)
+    diag, _ = run_one(script, confirm=True)  # the tracer's span 3 is not C2's introduction (2): asked
     assert diag.details["confirm"] == {"first": 3, "earliest": 1, "reason": "span 1 states it first", "shown_from": 0}
     assert diag.details["first_error_span"] == 1 and diag.details["error_spans"][0] == 1
-    off, engine = run_one(script, confirm=False)
+    off, engine = run_one(script)  # off by default
     assert off.details["first_error_span"] == 3 and off.details["confirm"] is None
     assert not [r for r in engine.requests if r.key == "drift/confirm"]
+    tracer = {"C2": {"harmful": True, "marks": [{"span": 2, "role": "introduce"}]}}
+    agree, engine = run_one(script, confirm=True)  # the tracer and the ledger agree on span 2: not asked
+    assert agree.details["confirm"] is None and not [r for r in engine.requests if r.key == "drift/confirm"]
 
 
 def test_more_claims_than_one_call_judges_go_out_in_several_calls_in_one_batch():

@@ -270,7 +270,13 @@ def test_support_answers_evidence_then_reason_then_status_and_self_assertion_is_
 
 def test_keeper_and_tracer_temperatures_are_their_own_options():
     tracer = {"C2": {"harmful": True, "marks": [{"span": 2, "role": "commit"}]}}
-    _, engine = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer), keeper_temperature=0.4, tracer_temperature=0.3)
+    _, engine = run_one(
+        Script(ledger=_two_claims(), support=RISKY, tracer=tracer),
+        keeper_temperature=0.4,
+        tracer_temperature=0.3,
+        confirm=True,
+        confirm_when="always",
+    )
     temps = {r.key.split("/")[1]: r.sampling.temperature for r in engine.requests}
     assert temps == {"ledger": 0.4, "support": DriftOptions().check_temperature, "tracer": 0.3, "confirm": 0.3}
 

@@ -642,7 +642,7 @@ class Audit:
         first = err[0]
         ids = {m.claim for m in marks if m.span == first}
         at_first = [(c, k) for c, k in zip(checked, checks) if c.id in ids]
-        if not at_first:
+        if not at_first or (self.opts.confirm_when == "disagree" and all(c.introduced == first for c, _ in at_first)):
             return marks, None
         said = yield from self._confirm(spans, first, at_first)
         if said["earliest"] < first:

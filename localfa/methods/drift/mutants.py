@@ -25,7 +25,7 @@ from localfa.oracle.mutants import Mutant, content_blind_mutants, patched
 
 # The dev traces whose run does not fit the tracer's window at 32k (124k-165k characters): the
 # tracer reads each claim's evidence packet there, not the run.
-PACKET_TRACES = ("hand-crafted/8", "hand-crafted/15", "hand-crafted/20")
+PACKET_TRACES = ("hand-crafted/8", "hand-crafted/15")  # (hand-crafted/20 too, but intact misses it: its fault's words are not its own)
 # Every algorithm-generated dev trace (short runs: the fallback's weakest claim against the last
 # span).
 FALLBACK_TRACES = tuple(f"algorithm-generated/{n}" for n in range(1, 41))
@@ -35,6 +35,9 @@ FALLBACK_TRACES = tuple(f"algorithm-generated/{n}" for n in range(1, 41))
 # support says. The no-error fallback acts only
 # where the tracer marks nothing: under the joint tracer that never happened at p = 0.7 on the 39
 # answerable algorithm-generated traces (3 seeds), so it is swept under the per-claim tracer.
+CONFIRM = "confirm=true:confirm_when=always"  # the confirming call is off by default (docs/methods/drift.md)
+REAL_CONFIRM = audit.Audit._confirm
+REAL_OVER_LEDGER = audit.Audit._trace_over_ledger
 PER_CLAIM = "" if DriftOptions().tracer == "per-claim" else "tracer=per-claim"
 JOINT = "" if DriftOptions().tracer == "joint" else "tracer=joint"
 
@@ -74,6 +77,17 @@ def _view_cut_to(chars: int, view: Any) -> Any:
         return view(self, spans, chars if char_budget is None else min(char_budget, chars), tags)
 
     return cut
+
+
+def _first_call_only(self: Any, spans: Any, risky: Any) -> Any:
+    """The joint tracer judges only its first `claims_per_call` claims (its later calls dropped)."""
+    return (yield from REAL_OVER_LEDGER(self, spans, risky[: self.opts.claims_per_call]))
+
+
+def _confirm_says_zero(self: Any, spans: Any, first: int, at_first: Any) -> Any:
+    """The confirming call's answer misread: every first error moved to span 0."""
+    said = yield from REAL_CONFIRM(self, spans, first, at_first)
+    return {**said, "earliest": 0}
 
 
 def _no_reask(self: Any, k: int, messages: Any, grammar: Any, max_tokens: int, first: dict[str, Any]) -> Any:
@@ -148,10 +162,25 @@ def _mutants() -> list[Mutant]:
         Mutant(
             "packet-without-own-spans",
             "evidence packets: the claim's own spans shown whole",
-            "p1",
+            "long",
             patched((packets.Packer, "own_steps", _no_own_steps)),
             traces=PACKET_TRACES,
             long=True,
+        ),
+        Mutant(
+            "joint-first-call-only",
+            "the joint tracer's calls: every checked claim judged, 8 a call (a long run records more)",
+            "long",
+            patched((audit.Audit, "_trace_over_ledger", _first_call_only)),
+            spec=JOINT,
+            long=True,
+        ),
+        Mutant(
+            "confirm-misread",
+            "the confirming call's answer (swept with the call on: it is off by default)",
+            "p1",
+            patched((audit.Audit, "_confirm", _confirm_says_zero)),
+            spec=CONFIRM,
         ),
         Mutant(
             "direct-demoted",

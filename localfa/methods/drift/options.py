@@ -24,7 +24,7 @@ SamplingStage = Literal["keeper", "check", "tracer"]
 # one support and one tracer request per claim, temperature 0.2 (the run text those requests showed
 # is gone: evidence packets replaced it, docs/methods/drift.md).
 AS_BEFORE = (
-    "claims_per_chunk=20:max_checked_claims=32:claims_per_call=32:tracer=per-claim:support=per-claim:keeper_guidance=false:keeper_reask=false:confirm=false:early_marks=false"
+    "claims_per_chunk=20:max_checked_claims=32:claims_per_call=32:tracer=per-claim:support=per-claim:keeper_guidance=false:keeper_reask=false:early_marks=false"
     ":keeper_temperature=0.2:tracer_temperature=0.2:check_temperature=0.2"
 )
 
@@ -41,7 +41,10 @@ class DriftOptions(DriftLimits):
     tokenizer; the support checks read packets only, the tracer the whole run where it fits the
     window, else packets. `support`: ``ledger`` (the authors': one call over every checked claim)
     or ``per-claim`` (one call each, all in one batch). `confirm`: one more call on the chosen
-    first error (is it the earliest harmful span of the run?) before it is answered. `early_marks`:
+    first error (is it the earliest harmful span of the run?) before it is answered, where the
+    tracer's first error is not the span the ledger says introduced its claim
+    (`confirm_when=disagree`) or always; off by default: on the oracle it lost more answers under
+    errors than it mended (docs/methods/drift.md). `early_marks`:
     the tracer may mark a span before the one the ledger says introduced a claim (where the run
     shows it made earlier). `keeper_guidance`: the keeper prompt asks for the authors' few decision-critical claims
     ("prefer 3-5") and says a search or tool call is not a commitment. `chunk_tokens` None: as many tokens of run text per ledger chunk as the window holds next to
@@ -69,7 +72,8 @@ class DriftOptions(DriftLimits):
     claims_per_call: int = 8
     packet_tokens: int = 1000
     support: Support = "ledger"
-    confirm: bool = True
+    confirm: bool = False
+    confirm_when: Literal["always", "disagree"] = "disagree"
     early_marks: bool = True
     order_retries: int = 1
     tracer: Tracer = "joint"
@@ -94,6 +98,8 @@ class DriftOptions(DriftLimits):
             raise ValueError("claims_per_call must be in 1..128")
         if not 200 <= self.packet_tokens <= 16000:
             raise ValueError("packet_tokens must be in 200..16000")
+        if self.confirm_when not in ("always", "disagree"):
+            raise ValueError("confirm_when must be always or disagree")
         if self.support not in SUPPORTS:
             raise ValueError(f"support must be one of {', '.join(SUPPORTS)}")
         if not 0 <= self.order_retries <= 3:

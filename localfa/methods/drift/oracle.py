@@ -295,28 +295,28 @@ def _check_node(ask: Ask) -> Any:
 
 def _support_one(ask: Ask, introduced: int, text: str) -> dict[str, Any]:
     shown = Shown.of(ask)
-    node = _check_node(ask)
-    reason_cap, quote_cap = int(node["properties"]["reason"]["maxLength"]), int(node["properties"]["evidence"]["maxLength"])
+    fields = _check_node(ask)["properties"]
+    reason_node, quote_node = fields["reason"], fields["evidence"]
     none = {"evidence": "", "span": introduced, "status": "MISSING"}
     if _is_fault_claim(ask, text):
-        return {**none, "reason": clip("No step shown establishes it; only the step that states it says so.", reason_cap)}
+        return {**none, "reason": clip_to(reason_node, "No step shown establishes it; only the step that states it says so.")}
     made = shown.first_holding(text)
     if made is None:
-        return {**none, "reason": clip("The run as shown does not state this claim.", reason_cap)}
+        return {**none, "reason": clip_to(reason_node, "The run as shown does not state this claim.")}
     want = keys(text)
     need = max(min(SHARED_KEYS, len(want)), CORROBORATION * len(want))
     others = [(len(want & shown.keys(j)), -j, j) for j in shown.order if j not in (made, shown.fault)]
     best = max((o for o in others if o[0] >= need), default=None)
     if best is not None:
-        quote, at = clip(_quote_around(shown.text[best[2]], want), quote_cap), shown.span_of(best[2])
+        quote, at = clip_to(quote_node, _quote_around(shown.text[best[2]], want)), shown.span_of(best[2])
         if quote and at is not None:
-            return {"evidence": quote, "span": at, "reason": clip("Another step shows the same.", reason_cap), "status": "DIRECT"}
+            return {"evidence": quote, "span": at, "reason": clip_to(reason_node, "Another step shows the same."), "status": "DIRECT"}
     said = shown.folded[made].find(fold(text))
     at = shown.span_of(made)
     if said > 0 and at is not None and _MATERIAL.search(" ".join(shown.text[made].split())[:said]):
-        reason = clip("The step shows it from a source.", reason_cap)
-        return {"evidence": clip(text, quote_cap), "span": at, "reason": reason, "status": "DIRECT"}
-    return {**none, "reason": clip("The run asserts it; no source shown establishes it.", reason_cap)}
+        reason = clip_to(reason_node, "The step shows it from a source.")
+        return {"evidence": clip_to(quote_node, text), "span": at, "reason": reason, "status": "DIRECT"}
+    return {**none, "reason": clip_to(reason_node, "The run asserts it; no source shown establishes it.")}
 
 
 def _support(ask: Ask) -> dict[str, Any]:
@@ -327,17 +327,17 @@ def _support(ask: Ask) -> dict[str, Any]:
 def _support_wrong(ask: Ask) -> dict[str, Any]:
     """The opposite verdicts: a claim judged MISSING called DIRECT on its own words (the fault's
     claim among them), a DIRECT one called MISSING."""
-    node = _check_node(ask)
-    reason_cap, quote_cap = int(node["properties"]["reason"]["maxLength"]), int(node["properties"]["evidence"]["maxLength"])
+    fields = _check_node(ask)["properties"]
+    reason_node, quote_node = fields["reason"], fields["evidence"]
     out = {}
     for cid, introduced, text in _claims(ask):
         if _support_one(ask, introduced, text)["status"] == "DIRECT":
-            out[cid] = {"evidence": "", "span": introduced, "reason": clip("Nothing establishes it.", reason_cap), "status": "MISSING"}
+            out[cid] = {"evidence": "", "span": introduced, "reason": clip_to(reason_node, "Nothing establishes it."), "status": "MISSING"}
         else:
             out[cid] = {
-                "evidence": clip(text, quote_cap),
+                "evidence": clip_to(quote_node, text),
                 "span": introduced,
-                "reason": clip("The run says so.", reason_cap),
+                "reason": clip_to(reason_node, "The run says so."),
                 "status": "DIRECT",
             }
     return out
