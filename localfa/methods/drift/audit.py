@@ -6,18 +6,19 @@ Stages, each one round of requests (the runner fills batches across traces):
 2. Claim Keeper: the spans in chunks sized by tokens alone (what the window holds next to the
    ledger so far, the instructions and the answer), one call per chunk, in order, the whole
    ledger carried forward compactly and merged (sequential by nature). An answer whose spans
-   break introduced <= consequential <= use is asked again once, then repaired.
-3. Support Seeker: one request per committed claim (the riskiest first when there are more than
-   `max_checked_claims`), ALL in one batch; every prompt is the same system prompt + task +
-   run text + instructions, the claim and its passages last, so the batch shares one cached
-   prefix.
-4. Dependency Tracer: for risky (not DIRECT) claims, one request per claim in one batch (each
-   with the ledger entries its claim depends on), or one request over all of them
-   (``tracer=ledger``), with the same run text as stage 3 where its prompts fit beside it.
+   break introduced <= consequential <= use is asked again once, then repaired. The
+   ledger shown takes at most a quarter of the window, so a chunk always holds run text.
+3. Support Seeker: the committed claims (the riskiest first, at most `max_checked_claims`), one
+   call over up to `claims_per_call` of them (the authors' shape), all calls in one batch; each
+   claim comes with its evidence packet (`packets`: its own spans whole, then the passages that
+   mention it, bounded in tokens), never the whole run.
+4. Dependency Tracer: the joint tracer over every checked claim (`claims_per_call` a call), or
+   one request per risky claim, or one over them all (``tracer=ledger``); it reads the whole run
+   where it fits the window (the keeper's cached prefix), else the claims' packets.
+5. Confirmation (option): one more call on the chosen first error.
 
-Each stage's run text is sized for the prompt that stage really sends (its real claims, passages
-within `excerpt_chars`, its answer reserved in tokens), so a run that fits the window is shown
-uncut to every stage; ``details["run_text"]`` says what each stage was shown. The prediction is
+So no prompt grows with the run beyond the window, and prompt tokens grow with the run, not with
+claims times run; ``details["run_text"]`` says what each stage read. The prediction is
 the set of marked spans (empty when nothing harmful was found: the paper's Ê = ∅, with a
 fallback step still answered); see `verdict` for the first error, step and agent. Every bound
 the audit hits is recorded in ``details["bounds_hit"]``.
