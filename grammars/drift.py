@@ -183,12 +183,20 @@ def support_schema(n_spans: int, limits: DriftLimits) -> dict[str, Any]:
     }
 
 
-def support_grammar(n_spans: int, limits: DriftLimits) -> Grammar:
-    return Grammar.json(support_schema(n_spans, limits), name="drift_support")
+def support_ledger_schema(ids: list[str], n_spans: int, limits: DriftLimits) -> dict[str, Any]:
+    """One support call over the ledger (the authors' shape, issue 51): one check per claim id,
+    in the order given, each evidence first, then the reason, then the status."""
+    one = support_schema(n_spans, limits)
+    check = {k: v for k, v in one.items() if k != "title"}
+    return {"title": "drift_support_ledger", "type": "object", "properties": {cid: check for cid in ids}, "required": list(ids)}
 
 
-def support_max_tokens(n_spans: int, limits: DriftLimits) -> int:
-    return _max_tokens(80 + limits.evidence_chars + limits.reason_chars + len(str(n_spans)))
+def support_grammar(ids: list[str], n_spans: int, limits: DriftLimits) -> Grammar:
+    return Grammar.json(support_ledger_schema(ids, n_spans, limits), name="drift_support_ledger")
+
+
+def support_max_tokens(n_spans: int, limits: DriftLimits, n_claims: int = 1) -> int:
+    return _max_tokens(n_claims * (90 + limits.evidence_chars + limits.reason_chars + len(str(n_spans))))
 
 
 # ---- dependency tracer ---------------------------------------------------------------------------
@@ -249,3 +257,25 @@ def tracer_max_tokens(n_spans: int, n_marks: int, reason_chars: int, n_claims: i
     long, ledger mode)."""
     mark = 30 + len(str(n_spans)) + max(map(len, MARK_ROLES)) + (id_chars + 12 if id_chars else 0)
     return _max_tokens(60 + reason_chars + n_marks * mark + n_claims * (id_chars + 4))
+
+
+# ---- confirmation ----------------------------------------------------------------------------------
+
+
+def confirm_schema(first: int, limits: DriftLimits) -> dict[str, Any]:
+    """The confirming call on the chosen first error span `first`: the reason first, then the
+    earliest span where the run went wrong (`first` itself, or an earlier span)."""
+    return {
+        "title": "drift_confirm",
+        "type": "object",
+        "properties": {"reason": _text(limits.reason_chars), "earliest": _int(0, first)},
+        "required": ["reason", "earliest"],
+    }
+
+
+def confirm_grammar(first: int, limits: DriftLimits) -> Grammar:
+    return Grammar.json(confirm_schema(first, limits), name="drift_confirm")
+
+
+def confirm_max_tokens(first: int, limits: DriftLimits) -> int:
+    return _max_tokens(40 + limits.reason_chars + len(str(first)))

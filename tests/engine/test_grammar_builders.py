@@ -30,6 +30,7 @@ SHAPES = [1, 2, 3, 5, 8, 13, 40]  # steps per trace
 EXTRA_SPECS = [
     "drift:segment=true:tracer=ledger",
     "drift:tracer=per-claim",
+    "drift:confirm=true:confirm_when=always",
     "safari:max_turns=1",
     # the "none" answer (issue 54): its final grammars
     "all-at-once:allow_none=true",

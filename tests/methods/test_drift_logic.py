@@ -52,6 +52,9 @@ def new_claim(text, i, j, uses=(), status="consequential", typ="entity"):
     return {"text": text, "type": typ, "status": status, "introduced": i, "consequential": j, "uses": list(uses)}
 
 
+DIRECT = {"status": "DIRECT", "evidence": "Doubling 170,000 gives 340,000.", "span": 3, "reason": "shown"}
+
+
 class Script:
     """Canned answers by stage; every answer is still validated against its grammar."""
 
@@ -67,9 +70,12 @@ class Script:
             return self.segment[int(rest)]
         if stage == "ledger":
             return self.ledger[int(rest.split("/")[0])]  # a re-ask gets the chunk's answer again
-        if stage == "support":
-            return self.support.get(rest, {"status": "DIRECT", "evidence": "Doubling 170,000 gives 340,000.", "span": 3, "reason": "shown"})
-        answer = self.tracer.get(rest, {"harmful": False, "marks": []})
+        if stage == "support":  # one answer per claim the call checks (by id)
+            return {cid: self.support.get(cid, DIRECT) for cid in req.grammar.spec["properties"]}
+        if stage == "confirm":  # the chosen first error confirmed
+            return {"reason": "confirmed", "earliest": req.grammar.spec["properties"]["earliest"]["maximum"]}
+        over_ledger = req.grammar.spec["properties"]["harmful"].get("type") == "array"
+        answer = self.tracer.get(rest, {"harmful": [] if over_ledger else False, "marks": []})
         return {"reason": "noise", **answer}  # the tracer's reason comes first
 
 
@@ -184,15 +190,23 @@ def _two_claims():
     ]
 
 
-def test_support_checks_all_claims_in_one_batch_sharing_one_prefix():
+def test_support_is_one_call_over_the_ledger_or_one_per_claim_in_one_batch():
+    """Issue 51: the authors' one support call over the checked claims, each with its evidence
+    packet (its own spans, not the whole run); `support=per-claim` sends one call each, all in
+    one batch, sharing one prefix up to the claim."""
     diag, engine = run_one(Script(ledger=_two_claims()))
+    support = [b for b in engine.batches if b[0].key.startswith("drift/support/")]
+    assert len(support) == 1 and [r.key for r in support[0]] == ["drift/support/ledger/C1"]
+    prompt = support[0][0].messages[1]["content"]
+    assert "not shown whole here" in prompt and "Evidence packet for C1:" in prompt and "Evidence packet for C2:" in prompt
+    assert "Span 2 (step 2):" in prompt and "<<<STEP 0>>>" not in prompt  # C1's own span, not the run's first step
+    assert [s["claim"] for s in diag.details["support"]] == ["C1", "C2"]  # exploratory C3 not checked
+    assert diag.details["cost"]["support"]["calls"] == 1
+    diag, engine = run_one(Script(ledger=_two_claims()), support="per-claim")
     support = [b for b in engine.batches if b[0].key.startswith("drift/support/")]
     assert len(support) == 1 and [r.key for r in support[0]] == ["drift/support/C1", "drift/support/C2"]
     a, b = (r.messages[1]["content"] for r in support[0])
-    common = os.path.commonprefix([a, b])
-    assert "<<<END STEP 5>>>" in common and common.endswith("Claim C")  # the whole run first, the claim last
-    assert support[0][0].messages[0] == support[0][1].messages[0]
-    assert [s["claim"] for s in diag.details["support"]] == ["C1", "C2"]  # exploratory C3 not checked
+    assert os.path.commonprefix([a, b]).endswith("Claim C")  # the claim and its packet last
     assert diag.details["cost"]["support"]["calls"] == 2
 
 
@@ -221,15 +235,18 @@ def test_claims_without_support_are_marked_and_unverified_direct_is_demoted():
 
 
 def test_support_grammar_bounds_span_and_evidence():
-    g = support_grammar(6, DriftLimits(evidence_chars=20))
-    assert g.parse('{"status":"WEAK","evidence":"","span":5,"reason":"r"}')["span"] == 5
+    g = support_grammar(["C1", "C4"], 6, DriftLimits(evidence_chars=20))
+    ok = '{"status":"WEAK","evidence":"","span":5,"reason":"r"}'
+    assert g.parse('{"C1":' + ok + ',"C4":' + ok + "}")["C4"]["span"] == 5
     for text in (
         '{"status":"WEAK","evidence":"","span":6,"reason":"r"}',
         '{"status":"SURE","evidence":"","span":0,"reason":"r"}',
         '{"status":"WEAK","evidence":"' + "x" * 21 + '","span":0,"reason":"r"}',
     ):
         with pytest.raises(InvalidOutputError):
-            g.parse(text)
+            g.parse('{"C1":' + ok + ',"C4":' + text + "}")
+    with pytest.raises(InvalidOutputError):
+        g.parse('{"C1":' + ok + "}")  # every claim is answered
 
 
 # ---- tracer, first error, step and agent ---------------------------------------------------------
@@ -371,7 +388,7 @@ def test_segment_option_groups_steps_in_one_batched_pass():
     assert diag.details["spans"] == [[0, 1], [2, 2], [3, 4], [5, 5]]
     # span 1 is step 2 alone: error span (2, 2), step 2 by the Planner
     assert diag.spans == [(2, 2)] and diag.step == 2
-    assert "Claim C1" in next(r for r in engine.requests if r.key == "drift/support/C1").messages[1]["content"]
+    assert "Claim C1" in next(r for r in engine.requests if r.key == "drift/support/ledger/C1").messages[1]["content"]
 
 
 def test_segmented_span_maps_to_the_step_whose_agent_made_the_claim():
@@ -414,12 +431,14 @@ def test_long_trace_is_read_in_chunks_that_fit_the_window():
         assert used + r.sampling.max_tokens <= 4096
 
 
-def test_one_chunk_ledger_and_support_checks_share_the_same_run_prefix():
-    diag, engine = run_one(Script(ledger=_two_claims()))
+def test_a_run_that_fits_is_shown_whole_to_the_tracer_sharing_the_keepers_prefix():
+    diag, engine = run_one(Script(ledger=_two_claims(), support=RISKY))
     ledger = next(r for r in engine.requests if r.key == "drift/ledger/0").messages[1]["content"]
-    support = next(r for r in engine.requests if r.key == "drift/support/C1").messages[1]["content"]
-    common = os.path.commonprefix([ledger, support])
+    tracer = next(r for r in engine.requests if r.key == "drift/tracer/C1").messages[1]["content"]
+    common = os.path.commonprefix([ledger, tracer])
     assert common.startswith("Task given to the agents:") and "<<<END STEP 5>>>" in common
+    assert "Evidence packet" not in tracer and diag.details["run_text"]["tracer"]["shown"] == "whole run"
+    assert "The run's final output" in tracer  # after the run: the prefix stays shared
 
 
 def test_a_ledger_with_nothing_committed_is_asked_again_once_before_any_fallback():
@@ -432,9 +451,76 @@ def test_a_ledger_with_nothing_committed_is_asked_again_once_before_any_fallback
         return answers[req.key] if req.key in answers else Script()(req)
 
     diag, engine = run_one(script)
-    assert [r.key for r in engine.requests if "/ledger/" in r.key] == ["drift/ledger/0", "drift/ledger/0/again"]
+    assert [r.key for r in engine.requests if r.key.startswith("drift/ledger/")] == ["drift/ledger/0", "drift/ledger/0/again"]
     assert "records no claim the agents relied on" in engine.requests[1].messages[1]["content"]
     assert [c["text"] for c in diag.details["ledger"]] == ["The population is 170,000."]
     assert diag.details["ledger_reasked"] == {"chunk": 0, "committed_after": True}
     off, engine = run_one(script, keeper_reask=False)
-    assert [r.key for r in engine.requests if "/ledger/" in r.key] == ["drift/ledger/0"] and off.details["ledger"] == []
+    assert [r.key for r in engine.requests if r.key.startswith("drift/ledger/")] == ["drift/ledger/0"] and off.details["ledger"] == []
+
+
+# ---- the confirming call and the tracer's reach (issue 51) -------------------------------------------
+
+
+def test_the_confirming_call_may_move_the_first_error_earlier_and_only_earlier():
+    tracer = {"C2": {"harmful": True, "marks": [{"span": 3, "role": "reuse"}]}}
+    earlier = {"drift/confirm": {"reason": "span 2 states it first", "earliest": 2}}
+
+    def script(req):
+        return earlier[req.key] if req.key in earlier else Script(ledger=_two_claims(), support=RISKY, tracer=tracer)(req)
+
+    diag, engine = run_one(script, confirm=True, confirm_when="always")
+    (confirm,) = [r for r in engine.requests if r.key == "drift/confirm"]
+    assert confirm.grammar.spec["properties"]["earliest"]["maximum"] == 2  # C2 is introduced in span 2: marked there first
+    assert "first went wrong in span 2" in confirm.messages[1]["content"] and "Claim C2" in confirm.messages[1]["content"]
+    assert diag.details["confirm"]["first"] == 2 and diag.details["cost"]["confirm"]["calls"] == 1
+    tracer = {"C2": {"harmful": True, "marks": [{"span": 3, "role": "introduce"}]}}
+    earlier["drift/confirm"] = {"reason": "span 1 states it first", "earliest": 1}
+    diag, _ = run_one(script, confirm=True)  # the tracer's span 3 is not C2's introduction (2): asked
+    assert diag.details["confirm"] == {"first": 3, "earliest": 1, "reason": "span 1 states it first", "shown_from": 0}
+    assert diag.details["first_error_span"] == 1 and diag.details["error_spans"][0] == 1
+    off, engine = run_one(script)  # off by default
+    assert off.details["first_error_span"] == 3 and off.details["confirm"] is None
+    assert not [r for r in engine.requests if r.key == "drift/confirm"]
+    tracer = {"C2": {"harmful": True, "marks": [{"span": 2, "role": "introduce"}]}}
+    agree, engine = run_one(script, confirm=True)  # the tracer and the ledger agree on span 2: not asked
+    assert agree.details["confirm"] is None and not [r for r in engine.requests if r.key == "drift/confirm"]
+
+
+def test_more_claims_than_one_call_judges_go_out_in_several_calls_in_one_batch():
+    ledger = [{"new_claims": [new_claim(f"Value {k} is {k * 1000}.", k % 6, k % 6, []) for k in range(5)]}]
+    tracer = {
+        "joint/C1": {"harmful": [], "marks": []},
+        "joint/C3": {"harmful": ["C4"], "marks": []},
+        "joint/C5": {"harmful": [], "marks": []},
+    }
+    diag, engine = run_one(Script(ledger=ledger, tracer=tracer), tracer="joint", claims_per_call=2)
+    (support,) = [b for b in engine.batches if b[0].key.startswith("drift/support/")]
+    assert [r.key for r in support] == ["drift/support/ledger/C1", "drift/support/ledger/C3", "drift/support/ledger/C5"]
+    (calls,) = [b for b in engine.batches if b[0].key.startswith("drift/tracer/")]
+    assert [r.key for r in calls] == ["drift/tracer/joint/C1", "drift/tracer/joint/C3", "drift/tracer/joint/C5"]
+    assert "Claim C3" in calls[1].messages[1]["content"] and "Claim C1" not in calls[1].messages[1]["content"]
+    assert diag.details["tracer"]["harmful"] == ["C4"] and diag.details["first_error_span"] == 3
+
+
+def test_a_long_ledger_is_shown_to_each_chunk_within_its_share_of_the_window():
+    contents = [(f"Agent{i % 3}", f"step {i} " + "words " * 200) for i in range(40)]
+    trace = make_trace(contents, tid="ledger")
+
+    def script(req):
+        if req.key.startswith("drift/ledger/"):
+            lo = req.grammar.spec["properties"]["new_claims"]["items"]["properties"]["introduced"]["minimum"]
+            node = req.grammar.spec["properties"]["new_claims"]
+            hi = node["items"]["properties"]["introduced"]["maximum"]
+            claims = [
+                new_claim(f"Candidate {hi}-{k} is ruled out for a long list of reasons.", lo, lo, []) for k in range(node["maxItems"])
+            ]
+            return {"new_claims": claims, **({"updates": []} if "updates" in req.grammar.spec["properties"] else {})}
+        return Script()(req)
+
+    engine = ScriptedEngine(script, max_model_len=4096)
+    ctx = MethodContext(trace, seed=0, count_tokens=engine.count_tokens, max_model_len=4096)
+    ((_, diag),) = list(run_jobs(engine, [Job(trace.id, get_method("drift", chunk_tokens=400).run(ctx), lambda e: pytest.fail(e))]))
+    assert diag.details["bounds_hit"]["ledger_shown"][0]["left_out"] > 0
+    for r in engine.requests:
+        assert sum(engine.count_tokens(m["content"]) for m in r.messages) + r.sampling.max_tokens <= 4096

@@ -35,7 +35,7 @@ def _long_trace(n_steps: int = 60, words: int = 250) -> Trace:
 
 
 @pytest.mark.parametrize("tracer", ["ledger", "per-claim"])
-def test_a_trace_that_fits_the_window_is_shown_uncut_in_every_stage(tracer):
+def test_a_trace_that_fits_the_window_is_shown_uncut_to_the_keeper_and_the_tracer(tracer):
     trace = _long_trace()  # 60 steps of ~250 words: ~15k words, well inside a 32k window
     ledger = [{"new_claims": [new_claim("step 5 holds w5x1 w5x2", 5, 5, [6, 7]), new_claim("step 9 holds w9x1", 9, 9, [10])]}]
     tracer_answer = {"reason": "it led the run astray", "harmful": True, "marks": [{"span": 5, "role": "introduce"}]}
@@ -47,9 +47,8 @@ def test_a_trace_that_fits_the_window_is_shown_uncut_in_every_stage(tracer):
         Script(ledger=ledger, support={"C1": RISKY["C1"], "C2": RISKY["C1"]}, tracer=answers), trace, 32768, tracer=tracer
     )
     runs = diag.details["run_text"]
-    assert set(runs) == {"ledger", "support", "tracer"}
-    for stage, shown in runs.items():
-        assert shown["cut_steps"] == [], stage
+    assert runs["ledger"]["cut_steps"] == [] and runs["tracer"]["shown"] == "whole run"
+    assert runs["support"]["shown"] == "packets"  # the authors' support reads packets, never the run
     assert len(diag.details["ledger_chunks"]) == 1  # the answer reserve no longer forces a second chunk
     for r in engine.requests:
         assert sum(engine.count_tokens(m["content"]) for m in r.messages) + r.sampling.max_tokens <= 32768

@@ -14,13 +14,15 @@ import pytest
 from localfa.engine.scripted import ScriptedEngine
 from localfa.grammars.drift import ledger_schema, support_schema
 from localfa.methods.base import MethodContext
-from localfa.methods.drift.excerpts import relevant_passages
+from localfa.methods.drift.excerpts import RADIUS
 from localfa.methods.drift.ledger import Ledger
 from localfa.methods.drift.options import AS_BEFORE, DriftOptions
+from localfa.methods.drift.packets import Packer
 from localfa.methods.drift.spans import Span, SpanView
 from localfa.methods.drift.tracer import pick_step
 from localfa.methods.registry import get_method
 from localfa.methods.runner import Job, run_jobs
+from localfa.tokens import approx_tokens
 from localfa.traces.model import Step, Trace
 from localfa.view.paths import drift_path
 from tests.methods.test_drift_logic import RISKY, Script, _two_claims, make_trace, new_claim, run_one
@@ -83,7 +85,7 @@ def test_defaults_are_the_authors_and_the_embedded_profile_holds_the_small_value
     """Issue 51: the authors' keeper sizing, check count, joint tracer and temperature 0.1 by
     default; our earlier defaults reachable as options (`AS_BEFORE`)."""
     d = DriftOptions()
-    assert (d.claims_per_chunk, d.max_checked_claims, d.tracer) == (5, 8, "joint")
+    assert (d.claims_per_chunk, d.claims_per_call, d.tracer, d.support) == (5, 8, "joint", "ledger")
     assert d.keeper_temperature == d.tracer_temperature == d.check_temperature == 0.1
     assert d.chunk_max_spans is None and d.uses_per_claim >= 10 and d.marks_per_claim >= 40  # ten spans, every role in each
     before = get_method(f"drift:{AS_BEFORE}").options
@@ -132,6 +134,11 @@ def test_a_claim_recorded_late_is_marked_at_its_earlier_span():
     assert diag.details["ledger"][0]["introduced"] == 2  # recorded in chunk 1 (spans 3-5), made in span 2
     assert diag.spans == [(2, 2), (5, 5)] and diag.step == 2 and diag.details["first_error_span"] == 2
     tracer_req = next(r for r in engine.requests if r.key == "drift/tracer/C1")
+    assert tracer_req.grammar.spec["properties"]["marks"]["items"]["properties"]["span"]["minimum"] == 0  # early_marks
+    _, engine = run_one(
+        Script(ledger=[{"new_claims": []}, late], support={"C1": RISKY["C2"]}, tracer=tracer), chunk_max_spans=3, early_marks=False
+    )
+    tracer_req = next(r for r in engine.requests if r.key == "drift/tracer/C1")
     assert tracer_req.grammar.spec["properties"]["marks"]["items"]["properties"]["span"]["minimum"] == 2
 
 
@@ -157,8 +164,11 @@ def test_finalized_and_decision_claims_are_checked_before_ledger_order():
             ]
         }
     ]
-    _, engine = run_one(Script(ledger=ledger), max_checked_claims=2)
+    _, engine = run_one(Script(ledger=ledger), max_checked_claims=2, support="per-claim")
     assert [r.key for r in engine.requests if r.key.startswith("drift/support/")] == ["drift/support/C3", "drift/support/C2"]
+    _, engine = run_one(Script(ledger=ledger), max_checked_claims=2)
+    (call,) = [r for r in engine.requests if r.key.startswith("drift/support/")]
+    assert list(call.grammar.spec["properties"]) == ["C3", "C2"]  # one call, the riskiest first
 
 
 # ---- 5. one claim, one entry ----------------------------------------------------------------------------
@@ -177,43 +187,60 @@ def test_a_reworded_claim_merges_into_its_entry_and_a_different_value_does_not()
 # ---- 6. honest run text ---------------------------------------------------------------------------------
 
 
-def test_cut_steps_are_named_and_the_claims_passages_are_shown():
-    page = "r " * 3000 + "The 2020 census counted 167,882 residents in Springfield. " + "s " * 3000  # 6,000 words
-    contents = [
-        ("user", "Find the population of Springfield in 2020."),
-        ("Searcher", "Opened the census archive.", page),
-        ("Planner", "So the population is 170,000, we will use that."),
-        ("Planner", "Final answer: 340,000."),
-    ]
-    claim = {"new_claims": [new_claim("Springfield had 167,882 residents in 2020.", 2, 2, [3])]}
-
-    class LastChunk(Script):  # the long step gets a ledger chunk of its own; the claim comes with the last
-        def __call__(self, req):
-            if "/ledger/" in req.key:
-                last = req.grammar.spec["properties"]["new_claims"]["items"]["properties"]["introduced"]["maximum"] == 3
-                return claim if last else {"new_claims": []}
-            return super().__call__(req)
-
-    trace = make_trace(contents, tid="cut")
-    diag, engine = run_window(LastChunk(), trace, 4096, excerpt_chars=1500)
-    prompt = next(r for r in engine.requests if r.key == "drift/support/C1").messages[1]["content"]
-    total = SpanView(trace).original[1]
-    assert "Shortened to fit the window (1 step(s)" in prompt and f"of {total:,} characters" in prompt
-    run, tail = prompt.split("Claim C1", 1)
-    assert "counted 167,882 residents" not in run  # cut from the shared run text...
-    assert (
-        "Parts of shortened steps that mention this claim's names or values" in tail and "counted 167,882 residents" in tail
-    )  # ...shown here
-    assert diag.details["run_text"]["support"]["cut_steps"] == [1] and "run_text_cut" in diag.details["bounds_hit"]
+def _packer(contents, count=approx_tokens):
+    trace = make_trace(contents, tid="packets")
+    view = SpanView(trace)
+    spans = [Span(i, i, i) for i in range(view.n_steps)]
+    return Packer(view, spans, count, 4.0)
 
 
-def test_passages_prefer_the_claims_values_and_entities():
-    view = SpanView(make_trace([("a", "x " * 500 + "Paris is large. " + "y " * 500 + "Springfield has 170,000 people. " + "z " * 500)]))
-    from localfa.methods.drift.spans import Cut
+def test_a_packet_shows_the_claims_own_spans_whole_then_the_passages_that_mention_it():
+    page = "r " * 1000 + "The 2020 census counted 167,882 residents in Springfield. " + "s " * 1000 + "END-OF-PAGE"
+    packer = _packer(
+        [
+            ("user", "Find the population of Springfield in 2020."),
+            ("Searcher", "Opened the census archive; the page reads: " + page),
+            ("Planner", "q " * 2000 + "Springfield had 167,882 residents, so we use that. " + "t " * 2000),
+            ("Planner", "Final answer: 167,882."),
+        ]
+    )
+    claim = Ledger()
+    claim.merge({"new_claims": [new_claim("Springfield had 167,882 residents in 2020.", 1, 1, [3])]})
+    packet = packer.packet(claim.claims[0], 2000)
+    assert packet.own_steps == [1, 3] and packet.own_cut == [] and "END-OF-PAGE" in packet.text  # its own spans whole
+    assert packet.text.startswith("Span 1 (step 1):") and "Span 3 (step 3):" in packet.text
+    assert "Span 2 (step 2):\nFrom step 2, characters" in packet.text and "so we use that" in packet.text  # a mention elsewhere
+    assert packet.text.count("q ") < 2 * RADIUS  # a passage around the mention, not the whole step
+    assert packet.tokens <= 2000 and "<<<STEP 0>>>" not in packet.text  # the task step only as a passage
 
-    cut = Cut(0, 200, len(view.texts[0]))
-    (p,) = relevant_passages(view, [cut], "Springfield's population is 170000.", 600).passages
-    assert "Springfield has 170,000 people" in view.texts[0][p.start : p.end]
+
+def test_a_packets_size_is_its_token_budget_whatever_the_run_length():
+    """Issue 51: a packet never grows with the run: counted by the engine's tokenizer, within its
+    budget on a run of 20 steps and one of 2,000, the claim's own long step cut head and tail."""
+    sizes = []
+    for n in (20, 2000):
+        contents = [(f"Agent{i % 3}", f"step {i}: Springfield had 167,882 residents. " + "words " * 400) for i in range(n)]
+        packer = _packer(contents, count=lambda t: len(t) // 3)  # a denser tokenizer than the packer's guess
+        claim = Ledger()
+        claim.merge({"new_claims": [new_claim("Springfield had 167,882 residents in 2020.", 1, 1, [n - 1])]})
+        packet = packer.packet(claim.claims[0], 600)
+        assert packet.tokens <= 600 and packet.left_out > 0
+        sizes.append(packet.tokens)
+    assert abs(sizes[0] - sizes[1]) < 100
+
+
+def test_a_run_too_long_for_the_window_gives_the_tracer_packets_and_never_overflows():
+    contents = [(f"Agent{i % 3}", f"step {i}: Springfield had 167,882 residents. " + "words " * 300) for i in range(60)]
+    trace = make_trace(contents, tid="long")
+    ledger = [{"new_claims": [new_claim("Springfield had 167,882 residents in 2020.", 1, 1, [2])]}] + [
+        {"new_claims": [], "updates": []}
+    ] * 60
+    diag, engine = run_window(Script(ledger=ledger, support={"C1": RISKY["C1"]}), trace, 4096)
+    assert len(diag.details["ledger_chunks"]) > 1 and diag.details["run_text"]["tracer"]["shown"] == "packets"
+    tracer = next(r for r in engine.requests if r.key == "drift/tracer/C1").messages[1]["content"]
+    assert "not shown whole here" in tracer and "Evidence packet for C1:" in tracer and "<<<STEP 1>>>" in tracer
+    for r in engine.requests:
+        assert sum(engine.count_tokens(m["content"]) for m in r.messages) + r.sampling.max_tokens <= 4096
 
 
 # ---- 7. evidence before the verdict ---------------------------------------------------------------------
@@ -234,7 +261,7 @@ def test_support_answers_evidence_then_reason_then_status_and_self_assertion_is_
     checks = {s["claim"]: s for s in diag.details["support"]}
     assert checks["C1"]["status"] == "DIRECT" and checks["C1"]["demoted"] is None  # a tool result in the same span
     assert checks["C2"]["status"] == "WEAK" and "own assertion" in checks["C2"]["demoted"]
-    prompt = next(r for r in engine.requests if r.key == "drift/support/C1").messages[1]["content"]
+    prompt = next(r for r in engine.requests if r.key == "drift/support/ledger/C1").messages[1]["content"]
     assert prompt.index('"evidence"') < prompt.index('"reason"') < prompt.index('"status"')
 
 
@@ -243,9 +270,15 @@ def test_support_answers_evidence_then_reason_then_status_and_self_assertion_is_
 
 def test_keeper_and_tracer_temperatures_are_their_own_options():
     tracer = {"C2": {"harmful": True, "marks": [{"span": 2, "role": "commit"}]}}
-    _, engine = run_one(Script(ledger=_two_claims(), support=RISKY, tracer=tracer), keeper_temperature=0.4, tracer_temperature=0.3)
+    _, engine = run_one(
+        Script(ledger=_two_claims(), support=RISKY, tracer=tracer),
+        keeper_temperature=0.4,
+        tracer_temperature=0.3,
+        confirm=True,
+        confirm_when="always",
+    )
     temps = {r.key.split("/")[1]: r.sampling.temperature for r in engine.requests}
-    assert temps == {"ledger": 0.4, "support": DriftOptions().check_temperature, "tracer": 0.3}
+    assert temps == {"ledger": 0.4, "support": DriftOptions().check_temperature, "tracer": 0.3, "confirm": 0.3}
 
 
 # ---- the answered step is an action step, the first of the claim's agent in its span ----------------------
@@ -293,31 +326,3 @@ def test_the_view_shows_prediction_error_spans_and_first_error_from_a_drift_reco
     html = drift_path(completed.record(), lambda i: f"#s{i}")
     late = html.split("<summary>Late endpoints (also predicted)</summary>", 1)[1].split("</details>", 1)[0]
     assert "span 4" in late and 'href="#s5"' in late
-
-
-def test_a_claims_own_cut_step_is_shown_whole_in_its_packet():
-    """Issue 51: the evidence packet starts with the claim's own spans uncut; without `own_spans`
-    only the passages that mention its terms are shown."""
-    page = "r " * 1000 + "The 2020 census counted 167,882 residents in Springfield. " + "s " * 1000
-    contents = [
-        ("user", "Find the population of Springfield in 2020."),
-        ("Searcher", "Opened the census archive; the page reads: " + page + " END-OF-PAGE"),
-        ("Planner", "So the population is 167,882, we will use that."),
-        ("Planner", "Final answer: 167,882."),
-    ]
-    claim = {"new_claims": [new_claim("Springfield had 167,882 residents in 2020.", 1, 2, [3])]}
-
-    class LastChunk(Script):  # the claim comes with the chunk that shows the last span
-        def __call__(self, req):
-            if "/ledger/" in req.key:
-                last = req.grammar.spec["properties"]["new_claims"]["items"]["properties"]["introduced"]["maximum"] == 3
-                return claim if last else {"new_claims": []}
-            return super().__call__(req)
-
-    trace = make_trace(contents, tid="own")
-    prompts = {}
-    for own in (True, False):
-        _, engine = run_window(LastChunk(), trace, 4096, excerpt_chars=5000, own_spans=own)
-        prompts[own] = next(r for r in engine.requests if r.key == "drift/support/C1").messages[1]["content"].split("Claim C1", 1)[1]
-    assert "END-OF-PAGE" in prompts[True] and "r r r r" in prompts[True]  # the whole step, head to tail
-    assert "END-OF-PAGE" not in prompts[False] and "counted 167,882 residents" in prompts[False]

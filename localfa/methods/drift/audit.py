@@ -6,18 +6,19 @@ Stages, each one round of requests (the runner fills batches across traces):
 2. Claim Keeper: the spans in chunks sized by tokens alone (what the window holds next to the
    ledger so far, the instructions and the answer), one call per chunk, in order, the whole
    ledger carried forward compactly and merged (sequential by nature). An answer whose spans
-   break introduced <= consequential <= use is asked again once, then repaired.
-3. Support Seeker: one request per committed claim (the riskiest first when there are more than
-   `max_checked_claims`), ALL in one batch; every prompt is the same system prompt + task +
-   run text + instructions, the claim and its passages last, so the batch shares one cached
-   prefix.
-4. Dependency Tracer: for risky (not DIRECT) claims, one request per claim in one batch (each
-   with the ledger entries its claim depends on), or one request over all of them
-   (``tracer=ledger``), with the same run text as stage 3 where its prompts fit beside it.
+   break introduced <= consequential <= use is asked again once, then repaired. The
+   ledger shown takes at most a quarter of the window, so a chunk always holds run text.
+3. Support Seeker: the committed claims (the riskiest first, at most `max_checked_claims`), one
+   call over up to `claims_per_call` of them (the authors' shape), all calls in one batch; each
+   claim comes with its evidence packet (`packets`: its own spans whole, then the passages that
+   mention it, bounded in tokens), never the whole run.
+4. Dependency Tracer: the joint tracer over every checked claim (`claims_per_call` a call), or
+   one request per risky claim, or one over them all (``tracer=ledger``); it reads the whole run
+   where it fits the window (the keeper's cached prefix), else the claims' packets.
+5. Confirmation (option): one more call on the chosen first error.
 
-Each stage's run text is sized for the prompt that stage really sends (its real claims, passages
-within `excerpt_chars`, its answer reserved in tokens), so a run that fits the window is shown
-uncut to every stage; ``details["run_text"]`` says what each stage was shown. The prediction is
+So no prompt grows with the run beyond the window, and prompt tokens grow with the run, not with
+claims times run; ``details["run_text"]`` says what each stage read. The prediction is
 the set of marked spans (empty when nothing harmful was found: the paper's Ê = ∅, with a
 fallback step still answered); see `verdict` for the first error, step and agent. Every bound
 the audit hits is recorded in ``details["bounds_hit"]``.
@@ -25,12 +26,14 @@ the audit hits is recorded in ``details["bounds_hit"]``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Generator, TypeVar
 
 from localfa.engine.types import Request, Response, Sampling, Usage
 from localfa.grammars.drift import (
     DriftLimits,
+    confirm_grammar,
+    confirm_max_tokens,
     ledger_grammar,
     ledger_max_tokens,
     ledger_order_errors,
@@ -46,49 +49,29 @@ from localfa.grammars.drift import (
 from localfa.limits import Limits, LimitsHit
 from localfa.methods.base import MethodContext, Program
 from localfa.methods.baselines import budget_chars, chars_per_token, fit_char_budget, shorten
-from localfa.methods.drift.excerpts import Passage, own_steps, relevant_passages, render_passages
 from localfa.methods.drift.ledger import Claim, Ledger, ledger_block
 from localfa.methods.drift.options import DriftOptions, SamplingStage
-from localfa.methods.drift.spans import Cut, Span, SpanView, cut_note, one_span_per_step, spans_from_ranges, take_chunk
+from localfa.methods.drift.packets import Packer, Packet
+from localfa.methods.drift.spans import Cut, Span, SpanView, cut_note, one_span_per_step, spans_from_ranges, step_text, take_chunk
 from localfa.methods.drift.support import SupportCheck, check_from_answer
-from localfa.methods.drift.tracer import Mark, consequences, marks_for_claim, marks_for_ledger
+from localfa.methods.drift.tracer import Mark, consequences, error_spans, marks_for_claim, marks_for_ledger
 from localfa.methods.drift.verdict import METHOD, diagnose
+from localfa.methods.final_output import final_output
 from localfa.templates import render
+from localfa.tokens import approx_tokens
 
-STAGES = ("segment", "ledger", "support", "tracer")
+STAGES = ("segment", "ledger", "support", "tracer", "confirm")
 TASK_CHARS = 1500
 MARGIN_TOKENS = 64  # chat template and tokenizer drift on top of what is counted
 DEFAULT_CHUNK_TOKENS = 3000  # when the engine does not say its window
 TRACER_LEDGER_SHARE = 4  # a tracer answer may take at most 1/4 of the window
 LEDGER_UPDATE_TOKENS = 120  # the ledger prompt's "updates" instruction, shown once there is a ledger
+LEDGER_SHARE = 4  # the ledger a keeper chunk is shown takes at most 1/4 of the window
 DEPENDENCY_LINES = 8  # ledger entries a per-claim tracer prompt shows as what its claim depends on
 Messages = list[dict[str, str]]
 T = TypeVar("T")
 Stage = Generator[list[Request], list[Response], T]  # one stage of the program, returning T
-__all__ = ["METHOD", "STAGES", "Audit", "RunText"]
-
-
-def room_text(chars: int) -> str:
-    """A stand-in for `chars` characters of passages when a prompt is sized: short words, so it
-    counts as many tokens as the densest real text would (a run of one letter counts far fewer)."""
-    return "x " * (chars // 2)
-
-
-@dataclass(frozen=True)
-class RunText:
-    """The run as one stage's prompts show it: the text, the character budget it was fitted to,
-    and the steps it shortened."""
-
-    text: str
-    budget: int
-    cuts: list[Cut]
-
-    @property
-    def note(self) -> str:
-        return cut_note(self.cuts)
-
-    def as_details(self) -> dict[str, Any]:
-        return {"chars": len(self.text), "budget": self.budget, "cut_steps": [c.step for c in self.cuts]}
+__all__ = ["METHOD", "STAGES", "Audit"]
 
 
 def _commits(answer: dict[str, Any]) -> bool:
@@ -115,12 +98,14 @@ class Audit:
         self.task = shorten(task, TASK_CHARS)
         if len(self.task) < len(task):
             self._bound("task_chars", len(task))
+        self.final, self.final_from = final_output(trace, TASK_CHARS, step_text)  # beside every packet
         self.system = {"role": "system", "content": render("drift/system.j2")}
         self.cost = {stage: Usage() for stage in STAGES}
         self.ledger_retries: list[dict[str, Any]] = []
         self.ledger_reasked: dict[str, Any] | None = None
         self.run_text: dict[str, dict[str, Any]] = {}
         self._ledger_base: int | None = None
+        self._line_tokens: dict[str, int] = {}
         self._prompt_tokens: int | None = None  # the one-call tracer's prompt with the support run, when uncut
         self.limits = self._fit_limits(opts.limits)
         self.spans: list[Span] = []
@@ -152,6 +137,8 @@ class Audit:
         self.bounds.setdefault(name, []).append(where)
 
     def _user(self, template: str, cut_note: str = "", **variables: Any) -> Messages:
+        variables.setdefault("final", "")
+        variables.setdefault("n_spans", len(self.spans) or self.n_steps)  # the keeper sizes its prompt with no run
         content = render(template, task=self.task, cut_note=cut_note, names_legend=self.view.names.legend, **variables)
         return [self.system, {"role": "user", "content": content}]
 
@@ -252,7 +239,7 @@ class Audit:
         chunks: list[dict[str, Any]] = []
         n, start, k = len(spans), 0, 0
         while start < n:
-            shown = list(ledger.claims)
+            shown = self._shown_ledger(ledger, k)
             ids = [c.id for c in shown]
             tokens = self._chunk_tokens(n, shown)
             chars = self._chunk_chars(tokens)
@@ -276,6 +263,26 @@ class Audit:
         if cut:
             self._bound("run_text_cut", {"stage": "ledger", "steps": len(cut)})
         return ledger, chunks
+
+    def _shown_ledger(self, ledger: Ledger, k: int) -> list[Claim]:
+        """The ledger entries chunk `k` is shown (and may update): all of them, or on a run so long
+        that they would crowd out its spans, the newest that fit a `LEDGER_SHARE` of the window
+        (recorded); so a chunk always holds run text, at any length."""
+        window = self.ctx.max_model_len
+        if not window or not ledger.claims:
+            return list(ledger.claims)
+        room, used, keep = window // LEDGER_SHARE, 0, 0
+        for c in reversed(ledger.claims):
+            line = c.line()
+            cost = self._line_tokens.get(line)
+            if cost is None:
+                cost = self._line_tokens[line] = self._tokens([{"content": line}]) - 7  # one line, no message overhead
+            if used + cost > room:
+                break
+            used, keep = used + cost, keep + 1
+        if keep < len(ledger.claims):
+            self._bound("ledger_shown", {"chunk": k, "left_out": len(ledger.claims) - keep})
+        return ledger.claims[len(ledger.claims) - keep :]
 
     def _fitted_ledger(self, chunk: list[Span], shown: list[Claim], chars: int, max_tokens: int) -> tuple[Messages, list[Cut]]:
         """A chunk's ledger prompt with its run text fitted to the window (each budget tried is
@@ -338,103 +345,101 @@ class Audit:
         if any(len(x["uses"]) >= lim.uses_per_claim for x in [*new, *updates]):
             self._bound("uses_per_claim", k)
 
-    # ------------------------------------------------------------------ run text per stage
-    def _fit_run(self, stage: str, spans: list[Span], prompt_with: Callable[[RunText], Messages], max_tokens: int, start: int) -> RunText:
-        """The run text for `stage`: the largest budget (from `start`) at which the stage's largest
-        real prompt, `prompt_with(run)`, fits the window beside its answer; recorded per stage."""
+    # ------------------------------------------------------------------ evidence packets
+    def _packet_tokens(self, n_claims: int, fixed: int, answer: int, stage: str) -> int:
+        """The token budget of each of `n_claims` packets in one prompt whose other text takes
+        `fixed` tokens: `packet_tokens`, lowered where the window cannot hold them all (recorded)."""
+        window = self.ctx.max_model_len
+        budget = self.opts.packet_tokens
+        if window:
+            room = int(window * 0.97) - MARGIN_TOKENS - fixed - answer
+            fits = max(100, room // max(1, n_claims))
+            if fits < budget:
+                self._bound("window:packet_tokens", {"stage": stage, "tokens": fits})
+                budget = fits
+        return budget
 
-        def at(budget: int) -> RunText:
-            text, cuts = self.view.view(spans, budget)
-            return RunText(text, budget, cuts)
+    def _packets(self, claims: list[Claim], tokens: int, stage: str) -> list[Packet]:
+        """One packet per claim for one prompt (a step an earlier packet showed is named, not shown again)."""
+        shown: set[int] = set()
+        made = [self.packer.packet(c, tokens, shown) for c in claims]
+        left = {p.claim: p.left_out for p in made if p.left_out}
+        if left:
+            self._bound("packet_tokens", {"stage": stage, "passages_left_out": left})
+        return made
 
-        run = at(self._fit(lambda budget: prompt_with(at(budget)), start, max_tokens))
-        self.run_text[stage] = run.as_details()
-        if run.cuts:
-            self._bound(
-                "run_text_cut", {"stage": stage, "steps": len(run.cuts), "chars_left_out": sum(c.total - c.shown for c in run.cuts)}
-            )
-        return run
-
-    def _support_run(self, spans: list[Span], checked: list[Claim]) -> RunText:
-        """Run text for the support checks, sized for the longest claim they check with passages
-        at their bound."""
-        longest = max(checked, key=lambda c: len(c.text) + 4 * len(c.uses))
-        passages = room_text(self.opts.excerpt_chars)
-        n = len(spans)
-
-        def prompt_with(run: RunText) -> Messages:
-            return self._support_prompt(run, longest, n, passages)
-
-        return self._fit_run("support", spans, prompt_with, support_max_tokens(n, self.limits), self.char_budget)
-
-    def _tracer_run(self, spans: list[Span], ledger: Ledger, risky: list[tuple[Claim, SupportCheck]], support: RunText) -> RunText:
-        """Run text for the tracer: the support checks' own (their cached prefix) where the
-        tracer's largest real prompt fits beside it, else cut further."""
-        n = len(spans)
-        if self.opts.tracer != "per-claim":
-            ids = {c.id: c.introduced for c, _ in risky}
-            room = room_text(self._item_room(len(risky)))
-
-            def prompt_with(run: RunText) -> Messages:
-                items = [{"claim": c, "check": k, "passages": room} for c, k in risky]
-                return self._tracer_ledger_prompt(run, n, items, self.limits.marks_per_claim * len(ids))
-
-            if not support.cuts and self.ctx.max_model_len:
-                self._prompt_tokens = self._tokens(prompt_with(support))
-            max_marks, max_tokens = self._tracer_ledger_room(n, ids, record=False)
-
-        else:
-            sized = [(c, k, self._dependencies(ledger, c, record=False)) for c, k in risky]
-            claim, check, deps = max(
-                sized, key=lambda x: len(x[0].text) + len(x[1].evidence) + len(x[1].reason) + len(x[2]) + 4 * len(x[0].uses)
-            )
-            passages = room_text(self.opts.excerpt_chars)
-            max_tokens = tracer_max_tokens(n, self.limits.marks_per_claim, self.limits.reason_chars)
-
-            def prompt_with(run: RunText) -> Messages:
-                return self._tracer_claim_prompt(run, n, claim, check, deps, passages)
-
-        return self._fit_run("tracer", spans, prompt_with, max_tokens, support.budget)
-
-    def _item_room(self, n_claims: int) -> int:
-        """Packet room per claim in the one-call tracer: a whole packet each with `own_spans`
-        (the claim's own spans are its evidence), else the room shared among the claims."""
-        return self.opts.excerpt_chars if self.opts.own_spans else self.opts.excerpt_chars // n_claims
-
-    def _passages(self, claim: Claim, cuts: list[Cut], room: int) -> str:
-        """The claim's evidence packet within `room` characters: its own cut steps whole (with
-        `own_spans`), then the cut steps' hidden parts that mention its terms."""
-        own: list[Passage] = []
-        used = 0
-        if self.opts.own_spans and cuts:
-            at = [claim.introduced, claim.consequential, *claim.uses]
-            steps = [i for sid in dict.fromkeys(s for s in at if s is not None) if sid < len(self.spans) for i in self.spans[sid].steps]
-            own, used = own_steps(self.view, cuts, steps, room)
-        found = relevant_passages(self.view, cuts, claim.text, room - used, frozenset(p.step for p in own))
-        if found.left_out:
-            self._bound("excerpt_chars", {"claim": claim.id, "passages_left_out": found.left_out})
-        return render_passages(self.view, sorted([*own, *found.passages], key=lambda p: (p.step, p.start)))
+    def _record_packets(self, stage: str, packets: list[Packet], tokens: int) -> None:
+        self.run_text[stage] = {"shown": "packets", "packet_tokens": tokens, "packets": [p.as_details() for p in packets]}
 
     # ------------------------------------------------------------------ 3. Support Seeker
-    def _support_prompt(self, run: RunText, claim: Claim, n: int, passages: str) -> Messages:
-        return self._user("drift/support.j2", run.note, run=run.text, claim=claim, n_spans=n, limits=self.limits, passages=passages)
+    def _support_prompt(self, items: list[dict[str, Any]], n: int) -> Messages:
+        return self._user("drift/support.j2", "", run="", items=items, n_spans=n, limits=self.limits, **self._final())
 
-    def _seek_support(self, spans: list[Span], checked: list[Claim], run: RunText) -> Stage[list[SupportCheck]]:
+    def _final(self) -> dict[str, str]:
+        return {"final": self.final, "final_from": self.final_from}
+
+    def _seek_support(self, spans: list[Span], checked: list[Claim]) -> Stage[list[SupportCheck]]:
+        """The support checks over evidence packets: one call over every checked claim
+        (`support=ledger`, the authors'), or one call per claim in one batch."""
         n = len(spans)
-        grammar = support_grammar(n, self.limits)
-        sampling = self._sampling(support_max_tokens(n, self.limits), "check")
-        requests = []
-        for c in checked:
-            messages = self._support_prompt(run, c, n, self._passages(c, run.cuts, self.opts.excerpt_chars))
-            requests.append(self.ctx.request(f"drift/support/{c.id}", messages, grammar, sampling))
+        page = self.opts.claims_per_call if self.opts.support == "ledger" else 1
+        groups = [checked[k : k + page] for k in range(0, len(checked), page)]
+        size = max(len(g) for g in groups)
+        answer = support_max_tokens(n, self.limits, size)
+        fixed = self._tokens(self._support_prompt([{"claim": c, "packet": ""} for c in max(groups, key=len)], n))
+        tokens = self._packet_tokens(size, fixed, answer, "support")
+        sampling = self._sampling(answer, "check")
+        requests, packets = [], []
+        for group in groups:
+            made = self._packets(group, tokens, "support")
+            packets += made
+            messages = self._support_prompt([{"claim": c, "packet": p.text} for c, p in zip(group, made)], n)
+            key = f"drift/support/ledger/{group[0].id}" if self.opts.support == "ledger" else f"drift/support/{group[0].id}"
+            grammar = support_grammar([c.id for c in group], n, self.limits)
+            requests.append(self.ctx.request(key, messages, grammar, sampling))
+        self._record_packets("support", packets, tokens)
         responses = yield from self._ask("support", requests)
-        checks = [check_from_answer(c, r.value, self.view, spans, self.opts.verify_evidence) for c, r in zip(checked, responses)]
+        answers = {cid: a for r in responses for cid, a in r.value.items()}
+        checks = [check_from_answer(c, answers[c.id], self.view, spans, self.opts.verify_evidence) for c in checked]
         for k in checks:
             self._text_bound("evidence_chars", k.evidence, self.limits.evidence_chars, k.claim)
             self._text_bound("reason_chars", k.reason, self.limits.reason_chars, k.claim)
         return checks
 
     # ------------------------------------------------------------------ 4. Dependency Tracer
+    def _to_trace(self, checked: list[Claim], checks: list[SupportCheck]) -> list[tuple[Claim, SupportCheck]]:
+        """The claims the tracer judges: the risky ones, or every checked one under the joint
+        tracer (the authors')."""
+        return [(c, k) for c, k in zip(checked, checks) if k.risky or self.opts.tracer == "joint"]
+
+    def _whole_run(self, spans: list[Span]) -> str | None:
+        """The run uncut, where its text could fit the window at all (else None, never rendered)."""
+        window = self.ctx.max_model_len
+        if window and self.view.size(spans) > window * self.cpt * 1.1:
+            return None
+        return self.view.view(spans, None)[0]
+
+    def _tracer_view(
+        self, spans: list[Span], claims: list[Claim], prompt_for: Callable[[str, list[str]], Messages], answer: int
+    ) -> tuple[str, list[str]]:
+        """(run, packets) for the tracer's prompt: the whole run where it fits the window beside
+        the claims (every claim's spans and mentions are in it: no packets), else each claim's
+        packet alone."""
+        window = self.ctx.max_model_len
+        run = self._whole_run(spans)
+        if run is not None:
+            messages = prompt_for(run, [""] * len(claims))
+            used = self._tokens(messages)
+            if not window or used + answer <= int(window * 0.97) - MARGIN_TOKENS:
+                self.run_text["tracer"] = {"shown": "whole run", "tokens": used}
+                self._prompt_tokens = used
+                return run, [""] * len(claims)
+        fixed = self._tokens(prompt_for("", [""] * len(claims)))
+        tokens = self._packet_tokens(len(claims), fixed, answer, "tracer")
+        packets = self._packets(claims, tokens, "tracer")
+        self._record_packets("tracer", packets, tokens)
+        return "", [p.text for p in packets]
+
     def _dependencies(self, ledger: Ledger, claim: Claim, record: bool = True) -> str:
         """The ledger entries `claim` depends on (the paper's dependency view): earlier entries
         used, relied on or made in the span where it was made, the nearest `DEPENDENCY_LINES`."""
@@ -450,30 +455,46 @@ class Audit:
             self._bound("dependency_lines", {"claim": claim.id, "left_out": len(found) - DEPENDENCY_LINES})
         return ledger_block(found[-DEPENDENCY_LINES:]) if found else ""
 
-    def _tracer_claim_prompt(self, run: RunText, n: int, claim: Claim, check: SupportCheck, deps: str, passages: str) -> Messages:
+    def _mark_floor(self, claim: Claim) -> int:
+        """The earliest span the tracer may mark for `claim`: any span with `early_marks` (it may
+        mend a keeper that placed the claim late), else the span the ledger says introduced it."""
+        return 0 if self.opts.early_marks else claim.introduced
+
+    def _tracer_claim_prompt(self, run: str, n: int, claim: Claim, check: SupportCheck, deps: str, packet: str) -> Messages:
         return self._user(
             "drift/tracer_claim.j2",
-            run.note,
-            run=run.text,
+            "",
+            run=run,
             claim=claim,
             check=check,
             dependencies=deps,
             n_spans=n,
             limits=self.limits,
-            passages=passages,
+            packet=packet,
+            early=self.opts.early_marks,
+            **self._final(),
         )
 
-    def _tracer_ledger_prompt(self, run: RunText, n: int, items: list[dict[str, Any]], max_marks: int) -> Messages:
+    def _tracer_ledger_prompt(self, run: str, n: int, items: list[dict[str, Any]], max_marks: int) -> Messages:
         joint = self.opts.tracer == "joint"
         return self._user(
-            "drift/tracer_ledger.j2", run.note, run=run.text, n_spans=n, limits=self.limits, items=items, max_marks=max_marks, joint=joint
+            "drift/tracer_ledger.j2",
+            "",
+            run=run,
+            n_spans=n,
+            limits=self.limits,
+            items=items,
+            max_marks=max_marks,
+            joint=joint,
+            early=self.opts.early_marks,
+            **self._final(),
         )
 
     def _tracer_ledger_room(self, n: int, ids: dict[str, int], record: bool = True) -> tuple[int, int]:
         """(marks allowed in all, answer tokens) for the one-call tracer: `marks_per_claim` per
         claim, capped so the answer takes at most a quarter of the window, and so it fits beside
-        the prompt with the run uncut where the support checks showed it uncut (`_prompt_tokens`:
-        a whole run is worth more than room for marks on every claim)."""
+        the prompt with the whole run where that was shown (`_prompt_tokens`: a whole run is worth
+        more than room for marks on every claim)."""
         id_chars = max(len(i) for i in ids) + 2
         reason = self.limits.reason_chars
         marks = self.limits.marks_per_claim * len(ids)
@@ -491,41 +512,70 @@ class Audit:
         return marks, tracer_max_tokens(n, marks, reason, len(ids), id_chars)
 
     def _trace_dependencies(
-        self, spans: list[Span], ledger: Ledger, risky: list[tuple[Claim, SupportCheck]], run: RunText
+        self, spans: list[Span], ledger: Ledger, risky: list[tuple[Claim, SupportCheck]]
     ) -> Stage[tuple[list[str], list[Mark], dict[str, str]]]:
         """(harmful claim ids, marks, the tracer's reasons) by the configured tracer mode."""
         if self.opts.tracer != "per-claim":
-            return (yield from self._trace_over_ledger(len(spans), risky, run))
-        return (yield from self._trace_per_claim(len(spans), ledger, risky, run))
+            return (yield from self._trace_over_ledger(spans, risky))
+        return (yield from self._trace_per_claim(spans, ledger, risky))
 
     def _trace_over_ledger(
-        self, n: int, risky: list[tuple[Claim, SupportCheck]], run: RunText
+        self, spans: list[Span], risky: list[tuple[Claim, SupportCheck]]
     ) -> Stage[tuple[list[str], list[Mark], dict[str, str]]]:
-        ids = {c.id: c.introduced for c, _ in risky}
-        max_marks, max_tokens = self._tracer_ledger_room(n, ids)
-        room = self._item_room(len(risky))
-        items = [{"claim": c, "check": k, "passages": self._passages(c, run.cuts, room)} for c, k in risky]
-        messages = self._tracer_ledger_prompt(run, n, items, max_marks)
+        """The one-call tracer over the claims, `claims_per_call` a call (the authors' at most 8),
+        every call in one batch; a run read in many chunks records more claims than one call
+        judges, and none is left untraced."""
+        per = self.opts.claims_per_call
+        pages = [risky[k : k + per] for k in range(0, len(risky), per)]
+        made = [self._ledger_page(spans, page, k if len(pages) > 1 else None) for k, page in enumerate(pages)]
+        responses = yield from self._ask("tracer", [r for r, _ in made])
+        harmful: set[str] = set()
+        marks: list[Mark] = []
+        reasons: dict[str, str] = {}
+        for page, (req, max_marks), resp in zip(pages, made, responses):
+            if len(resp.value["marks"]) >= max_marks:
+                self._bound("tracer_ledger_marks", "reached")
+            self._text_bound("reason_chars", resp.value["reason"], self.limits.reason_chars, "tracer")
+            found, page_marks = marks_for_ledger([c for c, _ in page], resp.value)
+            harmful |= found
+            marks += page_marks
+            reasons["all" if len(pages) == 1 else req.key.rsplit("/", 1)[1]] = resp.value["reason"]
+        return sorted(harmful, key=lambda i: int(i[1:])), marks, reasons
+
+    def _ledger_page(self, spans: list[Span], page: list[tuple[Claim, SupportCheck]], k: int | None) -> tuple[Request, int]:
+        """One one-call tracer request over `page` (the k-th of several, None when alone), and the
+        marks it allows."""
+        n = len(spans)
+        ids = {c.id: self._mark_floor(c) for c, _ in page}
+        self._prompt_tokens = None
+        max_marks, max_tokens = self._tracer_ledger_room(n, ids, record=False)
+
+        def prompt_for(run: str, packets: list[str]) -> Messages:
+            items = [{"claim": c, "check": ck, "packet": p} for (c, ck), p in zip(page, packets)]
+            return self._tracer_ledger_prompt(run, n, items, max_marks)
+
+        run, packets = self._tracer_view(spans, [c for c, _ in page], prompt_for, max_tokens)
+        max_marks, max_tokens = self._tracer_ledger_room(n, ids)  # beside the whole run, where shown
         grammar = tracer_ledger_grammar(ids, n, max_marks, self.limits)
-        (resp,) = yield from self._ask(
-            "tracer", [self.ctx.request(f"drift/tracer/{self.opts.tracer}", messages, grammar, self._sampling(max_tokens, "tracer"))]
-        )
-        if len(resp.value["marks"]) >= max_marks:
-            self._bound("tracer_ledger_marks", "reached")
-        self._text_bound("reason_chars", resp.value["reason"], self.limits.reason_chars, "tracer")
-        harmful, marks = marks_for_ledger([c for c, _ in risky], resp.value)
-        return sorted(harmful, key=lambda i: int(i[1:])), marks, {"all": resp.value["reason"]}
+        key = f"drift/tracer/{self.opts.tracer}" + (f"/{page[0][0].id}" if k is not None else "")
+        return self.ctx.request(key, prompt_for(run, packets), grammar, self._sampling(max_tokens, "tracer")), max_marks
 
     def _trace_per_claim(
-        self, n: int, ledger: Ledger, risky: list[tuple[Claim, SupportCheck]], run: RunText
+        self, spans: list[Span], ledger: Ledger, risky: list[tuple[Claim, SupportCheck]]
     ) -> Stage[tuple[list[str], list[Mark], dict[str, str]]]:
-        sampling = self._sampling(tracer_max_tokens(n, self.limits.marks_per_claim, self.limits.reason_chars), "tracer")
+        n = len(spans)
+        max_tokens = tracer_max_tokens(n, self.limits.marks_per_claim, self.limits.reason_chars)
+        sampling = self._sampling(max_tokens, "tracer")
         requests = []
         for c, k in risky:
-            passages = self._passages(c, run.cuts, self.opts.excerpt_chars)
-            messages = self._tracer_claim_prompt(run, n, c, k, self._dependencies(ledger, c), passages)
+            deps = self._dependencies(ledger, c)
+
+            def prompt_for(run: str, packets: list[str], c: Claim = c, k: SupportCheck = k, deps: str = deps) -> Messages:
+                return self._tracer_claim_prompt(run, n, c, k, deps, packets[0])
+
+            messages = prompt_for(*self._tracer_view(spans, [c], prompt_for, max_tokens))
             requests.append(
-                self.ctx.request(f"drift/tracer/{c.id}", messages, tracer_claim_grammar(c.introduced, n, self.limits), sampling)
+                self.ctx.request(f"drift/tracer/{c.id}", messages, tracer_claim_grammar(self._mark_floor(c), n, self.limits), sampling)
             )
         responses = yield from self._ask("tracer", requests)
         harmful_ids: list[str] = []
@@ -542,10 +592,69 @@ class Audit:
             marks += found
         return harmful_ids, marks, reasons
 
+    # ------------------------------------------------------------------ 5. the confirming call
+    def _before(self, spans: list[Span], first: int, tokens: int) -> int:
+        """The first span of those just before (and at) `first` whose text fits `tokens` uncut."""
+        chars, lo = int(tokens * self.cpt), first
+        used = self.view.size([spans[first]])
+        while lo > 0 and used + self.view.size([spans[lo - 1]]) <= chars:
+            lo -= 1
+            used += self.view.size([spans[lo]])
+        return lo
+
+    def _confirm(self, spans: list[Span], first: int, at_first: list[tuple[Claim, SupportCheck]]) -> Stage[dict[str, Any]]:
+        """Issue 51's second look at the chosen first error: is span `first` the earliest harmful
+        span of the run? Shown the claims made there with their packets, and the spans just
+        before it (within twice `packet_tokens`); the answer may name an earlier span."""
+        lo = self._before(spans, first, 2 * self.opts.packet_tokens)
+        run, cuts = self.view.view(spans[lo : first + 1], int(2 * self.opts.packet_tokens * self.cpt))
+        note = " ".join(
+            x
+            for x in (
+                cut_note(cuts),
+                f"Shown: spans {lo} to {first}; the spans after {first} are left out"
+                + (f", and spans 0 to {lo - 1} appear only in the packets' passages." if lo else "."),
+            )
+            if x
+        )
+        answer = confirm_max_tokens(first, self.limits)
+
+        def prompt_for(packets: list[str]) -> Messages:
+            items = [{"claim": c, "check": k, "packet": p} for (c, k), p in zip(at_first, packets)]
+            return self._user("drift/confirm.j2", note, run=run, first=first, items=items, limits=self.limits, **self._final())
+
+        fixed = self._tokens(prompt_for([""] * len(at_first)))
+        tokens = self._packet_tokens(len(at_first), fixed, answer, "confirm")
+        made = self._packets([c for c, _ in at_first], tokens, "confirm")
+        messages = prompt_for([p.text for p in made])
+        grammar = confirm_grammar(first, self.limits)
+        (resp,) = yield from self._ask("confirm", [self.ctx.request("drift/confirm", messages, grammar, self._sampling(answer, "tracer"))])
+        self._text_bound("reason_chars", resp.value["reason"], self.limits.reason_chars, "confirm")
+        return {"first": first, "earliest": int(resp.value["earliest"]), "reason": resp.value["reason"], "shown_from": lo}
+
+    def _confirmed(
+        self, spans: list[Span], checked: list[Claim], checks: list[SupportCheck], marks: list[Mark]
+    ) -> Stage[tuple[list[Mark], dict[str, Any] | None]]:
+        """The marks with the confirming call's earlier first error added (the claims made at the
+        chosen span, introduced there), and what it said; unchanged without marks or `confirm`."""
+        err = error_spans(marks)
+        if not self.opts.confirm or not err:
+            return marks, None
+        first = err[0]
+        ids = {m.claim for m in marks if m.span == first}
+        at_first = [(c, k) for c, k in zip(checked, checks) if c.id in ids]
+        if not at_first or (self.opts.confirm_when == "disagree" and all(c.introduced == first for c, _ in at_first)):
+            return marks, None
+        said = yield from self._confirm(spans, first, at_first)
+        if said["earliest"] < first:
+            marks = [*marks, *(Mark(c.id, said["earliest"], "introduce") for c, _ in at_first)]
+        return marks, said
+
     # ------------------------------------------------------------------ the program
     def run(self) -> Program:
         spans, segment_chunks = yield from self._segment()
         self.spans = spans
+        self.packer = Packer(self.view, spans, self.ctx.count_tokens or approx_tokens, self.cpt)
         ledger, ledger_chunks = yield from self._keep_claims(spans)
         committed = ledger.committed()  # the riskiest first
         checked = committed[: self.opts.max_checked_claims]
@@ -556,14 +665,14 @@ class Audit:
         harmful: list[str] = []
         marks: list[Mark] = []
         reasons: dict[str, str] = {}
+        confirmed: dict[str, Any] | None = None
         if checked:
-            support_run = self._support_run(spans, checked)
-            checks = yield from self._seek_support(spans, checked, support_run)
+            checks = yield from self._seek_support(spans, checked)
             # the joint tracer (the authors') sees every checked claim and traces even with none risky
-            risky = [(c, k) for c, k in zip(checked, checks) if k.risky or self.opts.tracer == "joint"]
+            risky = self._to_trace(checked, checks)
             if risky:
-                tracer_run = self._tracer_run(spans, ledger, risky, support_run)
-                harmful, marks, reasons = yield from self._trace_dependencies(spans, ledger, risky, tracer_run)
+                harmful, marks, reasons = yield from self._trace_dependencies(spans, ledger, risky)
+                marks, confirmed = yield from self._confirmed(spans, checked, checks, marks)
         details: dict[str, Any] = {
             "spans": [list(s.as_range()) for s in spans],
             "segmented": self.opts.segment,
@@ -581,6 +690,7 @@ class Audit:
                 "consequences": consequences(marks),
                 "reasons": reasons,
             },
+            "confirm": confirmed,
             "run_text": self.run_text,
             "budget_note": self.budget_note,
             "bounds_hit": self.bounds,

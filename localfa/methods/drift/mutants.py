@@ -18,32 +18,26 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from localfa.methods.drift import audit, ledger, spans, support, verdict
-from localfa.methods.drift.options import AS_BEFORE, DriftOptions
+from localfa.methods.drift import audit, ledger, packets, spans, support, verdict
+from localfa.methods.drift.options import DriftOptions
 from localfa.methods.drift.tracer import Mark
 from localfa.oracle.mutants import Mutant, content_blind_mutants, patched
 
-PASSAGE_RUN_CHARS = 25000  # the no-passages mutant's support and tracer run text (long steps get cut)
-# The dev traces whose labelled step the 25,000-character support and tracer run cuts so that its
-# shown head and tail no longer carry the fault's words (only passages can show them), among those
-# intact DRIFT finds at p = 1: measured on the dev split at 32k (issue 49), seven traces, less
-# hand-crafted/15 (intact DRIFT misses it: its own 115k-character run hides the fault too).
-CUT_AT_25K = tuple(f"algorithm-generated/{n}" for n in (35,)) + tuple(f"hand-crafted/{n}" for n in (2, 7, 9, 13, 19))
-# The dev traces whose labelled step the default support and tracer run cuts at 32k so that its
-# shown head and tail do not carry the fault's words (measured on the dev split: hand-crafted/8 in
-# the tracer's run, hand-crafted/15 in both): only the claim's packet shows the step whole.
-OWN_CUT = ("hand-crafted/8", "hand-crafted/15")
+# The dev traces whose run does not fit the tracer's window at 32k (124k-165k characters): the
+# tracer reads each claim's evidence packet there, not the run.
+PACKET_TRACES = ("hand-crafted/8", "hand-crafted/15")  # (hand-crafted/20 too, but intact misses it: its fault's words are not its own)
 # Every algorithm-generated dev trace (short runs: the fallback's weakest claim against the last
 # span).
 FALLBACK_TRACES = tuple(f"algorithm-generated/{n}" for n in range(1, 41))
 # The option that selects each tracer mode where it is not the default ('' where it is). Support is
 # the gate to the per-claim tracer (a claim called DIRECT is not traced): its breaks are swept there,
 # where they cost calls; under the joint tracer (the default) every checked claim is traced whatever
-# support says. Passages act where many claims are recorded and traced one by one: with the
-# authors' few claims and joint tracer the fault's claim is always traced on the CUT_AT_25K traces,
-# so that mutant is swept under our former defaults (`AS_BEFORE`). The no-error fallback acts only
+# support says. The no-error fallback acts only
 # where the tracer marks nothing: under the joint tracer that never happened at p = 0.7 on the 39
 # answerable algorithm-generated traces (3 seeds), so it is swept under the per-claim tracer.
+CONFIRM = "confirm=true:confirm_when=always"  # the confirming call is off by default (docs/methods/drift.md)
+REAL_CONFIRM = audit.Audit._confirm
+REAL_OVER_LEDGER = audit.Audit._trace_over_ledger
 PER_CLAIM = "" if DriftOptions().tracer == "per-claim" else "tracer=per-claim"
 JOINT = "" if DriftOptions().tracer == "joint" else "tracer=joint"
 
@@ -54,18 +48,19 @@ def _no_support(self: Any, spans: Any, checked: Any, run: Any) -> Any:
     yield  # a generator stage that asks nothing
 
 
-def _support_blind_prompt(self: Any, run: Any, claim: Any, n: int, passages: str) -> Any:
-    """The support prompt with no run text and no passages (the claim and instructions only)."""
-    return self._user("drift/support.j2", "", run="", claim=claim, n_spans=n, limits=self.limits, passages="")
+def _support_blind_prompt(self: Any, items: Any, n: int) -> Any:
+    """The support prompt with no packets (the claims and instructions only)."""
+    return self._user("drift/support.j2", "", run="", items=[{**i, "packet": ""} for i in items], n_spans=n, limits=self.limits)
 
 
-def _no_passages(self: Any, claim: Any, cuts: Any, room: int) -> str:
-    return ""
-
-
-def _no_own_steps(view: Any, cuts: Any, steps: Any, max_chars: int) -> tuple[list[Any], int]:
+def _no_own_steps(self: Any, claim: Any) -> list[int]:
     """The evidence packet without the claim's own spans (its term passages only)."""
-    return [], 0
+    return []
+
+
+def _empty_packet(self: Any, claim: Any, tokens: int, shown: Any = None) -> Any:
+    """Every evidence packet empty."""
+    return packets.Packet(claim.id, "", 0)
 
 
 def _demote_direct(claim: Any, answer: dict[str, Any], view: Any, spans: Any, verify: bool = True) -> Any:
@@ -84,15 +79,15 @@ def _view_cut_to(chars: int, view: Any) -> Any:
     return cut
 
 
-def _checks_run_cut_to(chars: int, fit_run: Any) -> Any:
-    """`Audit._fit_run` with the support and tracer run text fitted from `chars` characters at most
-    (the keeper's chunks untouched): a run that no longer fits, where passages must show the
-    hidden parts of cut steps."""
+def _first_call_only(self: Any, spans: Any, risky: Any) -> Any:
+    """The joint tracer judges only its first `claims_per_call` claims (its later calls dropped)."""
+    return (yield from REAL_OVER_LEDGER(self, spans, risky[: self.opts.claims_per_call]))
 
-    def cut(self: Any, stage: str, spans: Any, prompt_with: Any, max_tokens: int, start: int) -> Any:
-        return fit_run(self, stage, spans, prompt_with, max_tokens, min(start, chars))
 
-    return cut
+def _confirm_says_zero(self: Any, spans: Any, first: int, at_first: Any) -> Any:
+    """The confirming call's answer misread: every first error moved to span 0."""
+    said = yield from REAL_CONFIRM(self, spans, first, at_first)
+    return {**said, "earliest": 0}
 
 
 def _no_reask(self: Any, k: int, messages: Any, grammar: Any, max_tokens: int, first: dict[str, Any]) -> Any:
@@ -157,22 +152,35 @@ def _mutants() -> list[Mutant]:
             spec=PER_CLAIM,
         ),
         Mutant(
-            "no-passages",
-            "passages of cut steps (support and tracer run text held to 25,000 characters)",
+            "packet-empty",
+            "evidence packets (what support reads, and the tracer where the run does not fit)",
             "p1",
-            patched(
-                (audit.Audit, "_fit_run", _checks_run_cut_to(PASSAGE_RUN_CHARS, audit.Audit._fit_run)),
-                (audit.Audit, "_passages", _no_passages),
-            ),
-            traces=CUT_AT_25K,
-            spec=AS_BEFORE,
+            patched((packets.Packer, "packet", _empty_packet)),
+            traces=PACKET_TRACES,
+            long=True,
         ),
         Mutant(
             "packet-without-own-spans",
-            "evidence packets: the claim's own cut spans shown whole",
+            "evidence packets: the claim's own spans shown whole",
+            "long",
+            patched((packets.Packer, "own_steps", _no_own_steps)),
+            traces=PACKET_TRACES,
+            long=True,
+        ),
+        Mutant(
+            "joint-first-call-only",
+            "the joint tracer's calls: every checked claim judged, 8 a call (a long run records more)",
+            "long",
+            patched((audit.Audit, "_trace_over_ledger", _first_call_only)),
+            spec=JOINT,
+            long=True,
+        ),
+        Mutant(
+            "confirm-misread",
+            "the confirming call's answer (swept with the call on: it is off by default)",
             "p1",
-            patched((audit, "own_steps", _no_own_steps)),
-            traces=OWN_CUT,
+            patched((audit.Audit, "_confirm", _confirm_says_zero)),
+            spec=CONFIRM,
         ),
         Mutant(
             "direct-demoted",

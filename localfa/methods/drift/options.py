@@ -17,11 +17,14 @@ from localfa.grammars.drift import DriftLimits
 
 Tracer = Literal["per-claim", "ledger", "joint"]
 TRACERS: tuple[str, ...] = get_args(Tracer)
+Support = Literal["ledger", "per-claim"]
+SUPPORTS: tuple[str, ...] = get_args(Support)
 SamplingStage = Literal["keeper", "check", "tracer"]
 # Our defaults before issue 51, as options (``drift:<AS_BEFORE>``): 20 claims a chunk, 32 checked,
-# one tracer request per risky claim, temperature 0.2.
+# one support and one tracer request per claim, temperature 0.2 (the run text those requests showed
+# is gone: evidence packets replaced it, docs/methods/drift.md).
 AS_BEFORE = (
-    "claims_per_chunk=20:max_checked_claims=32:tracer=per-claim:keeper_guidance=false:excerpt_chars=2000:own_spans=false:keeper_reask=false"
+    "claims_per_chunk=20:max_checked_claims=32:claims_per_call=32:tracer=per-claim:support=per-claim:keeper_guidance=false:keeper_reask=false:early_marks=false"
     ":keeper_temperature=0.2:tracer_temperature=0.2:check_temperature=0.2"
 )
 
@@ -30,13 +33,23 @@ AS_BEFORE = (
 class DriftOptions(DriftLimits):
     """Spans, chunking, how many claims are checked, how the tracer asks, output bounds, sampling.
 
-    `own_spans`: a claim's evidence packet (the room `excerpt_chars`, per claim in every tracer
-    mode) starts with its own cut steps whole (the spans that introduce, commit and use it), before
-    the passages that mention its terms. `keeper_guidance`: the keeper prompt asks for the authors' few decision-critical claims
+    `max_checked_claims`: committed claims the support checks judge (the riskiest first);
+    `claims_per_call`: claims one support call or one joint (or ledger) tracer call judges, the
+    authors' at most 8 (a run read in many chunks records more: they go out in several calls,
+    all in one batch, none left unjudged). `packet_tokens`: the token budget of one claim's evidence packet (`packets`: its own spans
+    whole, then the passages of other steps that mention its terms), counted by the engine's
+    tokenizer; the support checks read packets only, the tracer the whole run where it fits the
+    window, else packets. `support`: ``ledger`` (the authors': one call over every checked claim)
+    or ``per-claim`` (one call each, all in one batch). `confirm`: one more call on the chosen
+    first error (is it the earliest harmful span of the run?) before it is answered, where the
+    tracer's first error is not the span the ledger says introduced its claim
+    (`confirm_when=disagree`) or always; off by default: on the oracle it lost more answers under
+    errors than it mended (docs/methods/drift.md). `early_marks`:
+    the tracer may mark a span before the one the ledger says introduced a claim (where the run
+    shows it made earlier). `keeper_guidance`: the keeper prompt asks for the authors' few decision-critical claims
     ("prefer 3-5") and says a search or tool call is not a commitment. `chunk_tokens` None: as many tokens of run text per ledger chunk as the window holds next to
     the ledger so far, the instructions and the answer; `chunk_max_spans` None: no cap on spans
-    per chunk (a chunk is sized by tokens alone). `excerpt_chars`: room after each claim for the
-    passages of shortened steps that mention it. `order_retries`: how many times a ledger answer
+    per chunk (a chunk is sized by tokens alone). `order_retries`: how many times a ledger answer
     whose spans break introduced <= consequential <= use is asked again before it is repaired.
     `tracer` (the modes measured side by side: docs/methods/drift.md): ``joint`` (the authors'
     tracer, the default: one request over every checked claim, DIRECT ones too, with the explicit
@@ -55,9 +68,13 @@ class DriftOptions(DriftLimits):
     chunk_tokens: int | None = None
     chunk_max_spans: int | None = None
     segment_max_steps: int = 40
-    max_checked_claims: int = 8
-    excerpt_chars: int = 6000
-    own_spans: bool = True
+    max_checked_claims: int = 128
+    claims_per_call: int = 8
+    packet_tokens: int = 1000
+    support: Support = "ledger"
+    confirm: bool = False
+    confirm_when: Literal["always", "disagree"] = "disagree"
+    early_marks: bool = True
     order_retries: int = 1
     tracer: Tracer = "joint"
     verify_evidence: bool = True
@@ -77,8 +94,14 @@ class DriftOptions(DriftLimits):
             raise ValueError("segment_max_steps must be in 2..200")
         if not 1 <= self.max_checked_claims <= 128:
             raise ValueError("max_checked_claims must be in 1..128")
-        if not 0 <= self.excerpt_chars <= 20000:
-            raise ValueError("excerpt_chars must be in 0..20000")
+        if not 1 <= self.claims_per_call <= 128:
+            raise ValueError("claims_per_call must be in 1..128")
+        if not 200 <= self.packet_tokens <= 16000:
+            raise ValueError("packet_tokens must be in 200..16000")
+        if self.confirm_when not in ("always", "disagree"):
+            raise ValueError("confirm_when must be always or disagree")
+        if self.support not in SUPPORTS:
+            raise ValueError(f"support must be one of {', '.join(SUPPORTS)}")
         if not 0 <= self.order_retries <= 3:
             raise ValueError("order_retries must be in 0..3")
         if self.tracer not in TRACERS:

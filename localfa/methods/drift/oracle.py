@@ -20,6 +20,8 @@ fault, and nothing here knows where the label puts it.
 - Dependency Tracer: a claim is harmful only where its words quote the fault and the prompt shows
   the fault; ``introduce`` at the span showing the fault's words, ``reuse`` at later shown spans
   sharing its key terms.
+- Confirmation: the earliest span is the one showing the fault's words, where the prompt shows
+  it at or before the chosen first error; else the chosen span.
 
 Nothing here places the no-error fallback: the method answers the weakest-supported claim's
 introduction, which is the fault only where the support verdicts say so.
@@ -277,40 +279,68 @@ def _quote_around(text: str, want: frozenset[str]) -> str:
     return ""
 
 
-def _support(ask: Ask) -> dict[str, Any]:
-    _, introduced, text = _claim_of(ask)
+def _claims(ask: Ask) -> list[tuple[str, int, str]]:
+    """(id, introduced span, text) of every claim the prompt shows, in order."""
+    found = [(cid, int(sp), _claim_text(ask, cid)) for cid, sp in _CLAIM.findall(ask.prompt)]
+    if not found:
+        raise PolicyError(f"request {ask.key!r}: no claim header in the prompt")
+    return found
+
+
+def _check_node(ask: Ask) -> Any:
+    """One claim's check in the support grammar (every claim's is the same)."""
+    props = ask.grammar.spec.get("properties", {})
+    return next(iter(props.values()))
+
+
+def _support_one(ask: Ask, introduced: int, text: str) -> dict[str, Any]:
     shown = Shown.of(ask)
-    reason_cap, quote_cap = max_length(ask.grammar, "reason"), max_length(ask.grammar, "evidence")
+    fields = _check_node(ask)["properties"]
+    reason_node, quote_node = fields["reason"], fields["evidence"]
     none = {"evidence": "", "span": introduced, "status": "MISSING"}
     if _is_fault_claim(ask, text):
-        return {**none, "reason": clip("No step shown establishes it; only the step that states it says so.", reason_cap)}
+        return {**none, "reason": clip_to(reason_node, "No step shown establishes it; only the step that states it says so.")}
     made = shown.first_holding(text)
     if made is None:
-        return {**none, "reason": clip("The run as shown does not state this claim.", reason_cap)}
+        return {**none, "reason": clip_to(reason_node, "The run as shown does not state this claim.")}
     want = keys(text)
     need = max(min(SHARED_KEYS, len(want)), CORROBORATION * len(want))
     others = [(len(want & shown.keys(j)), -j, j) for j in shown.order if j not in (made, shown.fault)]
     best = max((o for o in others if o[0] >= need), default=None)
     if best is not None:
-        quote, at = clip(_quote_around(shown.text[best[2]], want), quote_cap), shown.span_of(best[2])
+        quote, at = clip_to(quote_node, _quote_around(shown.text[best[2]], want)), shown.span_of(best[2])
         if quote and at is not None:
-            return {"evidence": quote, "span": at, "reason": clip("Another step shows the same.", reason_cap), "status": "DIRECT"}
+            return {"evidence": quote, "span": at, "reason": clip_to(reason_node, "Another step shows the same."), "status": "DIRECT"}
     said = shown.folded[made].find(fold(text))
     at = shown.span_of(made)
     if said > 0 and at is not None and _MATERIAL.search(" ".join(shown.text[made].split())[:said]):
-        reason = clip("The step shows it from a source.", reason_cap)
-        return {"evidence": clip(text, quote_cap), "span": at, "reason": reason, "status": "DIRECT"}
-    return {**none, "reason": clip("The run asserts it; no source shown establishes it.", reason_cap)}
+        reason = clip_to(reason_node, "The step shows it from a source.")
+        return {"evidence": clip_to(quote_node, text), "span": at, "reason": reason, "status": "DIRECT"}
+    return {**none, "reason": clip_to(reason_node, "The run asserts it; no source shown establishes it.")}
+
+
+def _support(ask: Ask) -> dict[str, Any]:
+    """Every claim the prompt shows, judged on everything the prompt shows (its packets)."""
+    return {cid: _support_one(ask, introduced, text) for cid, introduced, text in _claims(ask)}
 
 
 def _support_wrong(ask: Ask) -> dict[str, Any]:
-    """The opposite verdict: a claim judged MISSING called DIRECT on its own words (the fault's
+    """The opposite verdicts: a claim judged MISSING called DIRECT on its own words (the fault's
     claim among them), a DIRECT one called MISSING."""
-    _, introduced, text = _claim_of(ask)
-    reason_cap, quote_cap = max_length(ask.grammar, "reason"), max_length(ask.grammar, "evidence")
-    if _support(ask)["status"] == "DIRECT":
-        return {"evidence": "", "span": introduced, "reason": clip("Nothing establishes it.", reason_cap), "status": "MISSING"}
-    return {"evidence": clip(text, quote_cap), "span": introduced, "reason": clip("The run says so.", reason_cap), "status": "DIRECT"}
+    fields = _check_node(ask)["properties"]
+    reason_node, quote_node = fields["reason"], fields["evidence"]
+    out = {}
+    for cid, introduced, text in _claims(ask):
+        if _support_one(ask, introduced, text)["status"] == "DIRECT":
+            out[cid] = {"evidence": "", "span": introduced, "reason": clip_to(reason_node, "Nothing establishes it."), "status": "MISSING"}
+        else:
+            out[cid] = {
+                "evidence": clip_to(quote_node, text),
+                "span": introduced,
+                "reason": clip_to(reason_node, "The run says so."),
+                "status": "DIRECT",
+            }
+    return out
 
 
 # ---- the Dependency Tracer -----------------------------------------------------------------------
@@ -348,13 +378,15 @@ def _tracer_claim_wrong(ask: Ask) -> dict[str, Any]:
 
 
 def _tracer_ledger(ask: Ask, flip: bool = False, shift: bool = False) -> dict[str, Any]:
-    claims = [(cid, int(sp), _claim_text(ask, cid)) for cid, sp in _CLAIM.findall(ask.prompt)]
+    claims = _claims(ask)
     harmful = [cid for cid, _, text in claims if _is_fault_claim(ask, text) != flip]
-    cap = int(schema_field(ask.grammar, "marks").get("maxItems", 1))
+    node = schema_field(ask.grammar, "marks")
+    cap = int(node.get("maxItems", 1))
+    floors = {b["properties"]["claim"]["const"]: node_ints(b["properties"]["span"])[0] for b in node["items"]["anyOf"]}
     marks: list[dict[str, Any]] = []
-    for cid, sp, text in claims:
+    for cid, _, text in claims:
         if cid in harmful:
-            marks += [{"claim": cid, **m} for m in _marks(ask, text, sp, cap, shift)]
+            marks += [{"claim": cid, **m} for m in _marks(ask, text, floors[cid], cap, shift)]
     reason = f"{', '.join(harmful)} led the run astray." if harmful else "None of these claims led the run astray."
     return {"reason": clip(reason, max_length(ask.grammar, "reason")), "harmful": harmful, "marks": marks[:cap]}
 
@@ -362,6 +394,29 @@ def _tracer_ledger(ask: Ask, flip: bool = False, shift: bool = False) -> dict[st
 def _tracer_ledger_wrong(ask: Ask) -> dict[str, Any]:
     flip = ask.rng.random() < 0.5
     return _tracer_ledger(ask, flip=flip, shift=not flip)
+
+
+# ---- the confirming call ---------------------------------------------------------------------------
+
+
+def _confirm_first(ask: Ask) -> int:
+    return node_ints(schema_field(ask.grammar, "earliest"))[-1]
+
+
+def _confirm(ask: Ask) -> dict[str, Any]:
+    """The span showing the fault's words where the prompt shows it at or before the chosen
+    span, else the chosen span."""
+    first, made = _confirm_first(ask), Shown.of(ask).fault_span()
+    earliest = made if made is not None and made <= first else first
+    said = "The run first went wrong here." if earliest == first else "An earlier span already states the wrong claim."
+    return {"reason": clip(said, max_length(ask.grammar, "reason")), "earliest": earliest}
+
+
+def _confirm_wrong(ask: Ask) -> dict[str, Any]:
+    """Another shown span at or before the chosen one."""
+    first, honest = _confirm_first(ask), _confirm(ask)["earliest"]
+    pool = [s for s in Shown.of(ask).spans if s <= first] or [first]
+    return {"reason": clip("An earlier span went wrong.", max_length(ask.grammar, "reason")), "earliest": _wrong_span(ask, pool, honest)}
 
 
 # ---- where a labelled step dropped out -----------------------------------------------------------
@@ -406,12 +461,12 @@ POLICY = Policy(
         ),
         Rule(
             "support",
-            r"drift/support/C\d+",
+            r"drift/support/(ledger/)?C\d+",
             _support,
             _support_wrong,
-            "a claim quoting the fault MISSING where the prompt shows the fault; another DIRECT on a corroborating shown step "
-            "or the material its step shows, else MISSING",
-            "the opposite verdict (MISSING called DIRECT on the claim's own words, DIRECT called MISSING)",
+            "per claim shown: a claim quoting the fault MISSING where the prompt shows the fault; another DIRECT on a "
+            "corroborating shown step or the material its step shows, else MISSING",
+            "the opposite verdicts (MISSING called DIRECT on the claim's own words, DIRECT called MISSING)",
         ),
         Rule(
             "tracer",
@@ -423,11 +478,19 @@ POLICY = Policy(
         ),
         Rule(
             "tracer-ledger",
-            r"drift/tracer/(ledger|joint)",
+            r"drift/tracer/(ledger|joint)(/C\d+)?",
             _tracer_ledger,
             _tracer_ledger_wrong,
             "as per claim, over every risky claim at once (joint: every checked claim)",
             "as per claim",
+        ),
+        Rule(
+            "confirm",
+            r"drift/confirm",
+            _confirm,
+            _confirm_wrong,
+            "the span showing the fault's words where shown at or before the chosen first error, else the chosen span",
+            "another shown span at or before the chosen one",
         ),
     ],
     dropped_at=dropped_at,

@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 from localfa.limits import Limits, LimitsHit
 from localfa.methods.base import MethodContext
 from localfa.methods.baselines import shorten, water_fill_cap
+from localfa.methods.final_output import final_output
 from localfa.methods.names import agent_names
 from localfa.tokens import approx_tokens
 from localfa.traces.model import Step, Trace
@@ -22,7 +23,6 @@ from localfa.traces.model import Step, Trace
 Counter = Callable[[str], int]
 MESSAGE_OVERHEAD = 8  # chat-template tokens per message
 MARGIN = 64
-SIGN_OFF_CHARS = 16  # a last message this short (TERMINATE) is a sign-off, not the result
 
 
 def counter(ctx: MethodContext) -> Counter:
@@ -127,12 +127,5 @@ class ModelWindow:
 
 
 def wrong_output(trace: Trace, cap_chars: int) -> tuple[str, str]:
-    """The run's wrong final output and where it came from.
-
-    When the trace records none (Who&When's algorithm-generated runs), the run's last substantive
-    message stands in: trailing sign-offs such as a bare ``TERMINATE`` say nothing about the result.
-    """
-    if trace.final_output and trace.final_output.strip():
-        return shorten(trace.final_output.strip(), cap_chars), "final_output"
-    last = next((s for s in reversed(trace.steps) if len(s.content.strip()) > SIGN_OFF_CHARS), trace.steps[-1])
-    return shorten(step_text(last), cap_chars), f"last message (step {last.index})"
+    """The run's wrong final output and where it came from (`localfa.methods.final_output`)."""
+    return final_output(trace, cap_chars, step_text)
