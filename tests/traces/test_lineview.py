@@ -166,7 +166,7 @@ def test_search_result_cap_and_snippet_size() -> None:
     assert res.hits[0][1] == head + "z" * 82 + "..."
     assert {len(snip) for _, snip in res.hits} == {163}
     assert v.search("match", max_results=10).splitlines()[-1] == (
-        "[search 'match': first 10 matching lines shown; more exist, narrow the pattern]"
+        "[search 'match': first 10 matching lines shown; more exist later, narrow the pattern]"
     )
 
 
