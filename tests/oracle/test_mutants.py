@@ -9,7 +9,10 @@ split is the benchmark's (`scripts/bench_ceiling.py --mutants`).
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
 import re
+import zlib
+from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -46,27 +49,63 @@ def _subset(whowhen: Path, ids: tuple[str, ...]) -> list[Trace]:
     return [dev[i] for i in ids if dev[i].label_answerable()]  # a label on an executor's output no method may answer
 
 
-_INTACT: dict[tuple[str, tuple[str, ...], bool, bool], Figures] = {}
+# One sweep to measure: (method, mutant name or None for intact, trace ids, noisy, long).
+Job = tuple[str, "str | None", tuple[str, ...], bool, bool]
 
 
-def _intact(method: str, ids: tuple[str, ...], noisy: bool, long: bool, traces: list[Trace], out: Path) -> Figures:
-    key = (method, ids, noisy, long)
-    if key not in _INTACT:
-        _INTACT[key] = measure(out, traces, method, None, noisy=noisy, long=long).figures
-    return _INTACT[key]
+def _job(method: str, mutant: Mutant | None, of: Mutant) -> Job:
+    """The sweep that measures `mutant` (None: the intact method) on the traces and rules `of` needs."""
+    return (method, None if mutant is None else mutant.name, of.traces or DEFAULT_TRACES, of.expect == "p07", of.long)
+
+
+def _measure(args: tuple[str, str, Job]) -> Figures | str:
+    """One variant's figures, in a worker process (its mutant looked up by name and patched there);
+    a failure comes back as text for its own test to raise."""
+    root, out, (method, name, ids, noisy, long) = args
+    try:
+        mutant = None if name is None else next(m for m in registered_mutants()[method] if m.name == name)
+        traces = _subset(Path(root), ids)
+        where = Path(out) / f"{method}-{name or 'intact'}-{zlib.crc32(repr((ids, noisy, long)).encode()):08x}"
+        return measure(where, traces, method, mutant, noisy=noisy, long=long).figures
+    except Exception as exc:  # noqa: BLE001 - reported by the test that needs it
+        return f"{type(exc).__name__}: {exc}"
+
+
+@pytest.fixture(scope="module")
+def measured(request, whowhen, tmp_path_factory) -> dict[Job, Figures | str]:
+    """Every selected mutant and the intact runs they are judged against, measured once, two at a
+    time in spawned processes (the oracle is single-threaded Python; CI has two cores). Pytest runs
+    tests one after another, so nothing else competes with the two workers."""
+    selected = {item.callspec.params["mutant"].name for item in request.session.items if item.originalname == _KILL_TEST}
+    jobs: dict[Job, None] = {}
+    for method, mutant in REGISTERED:
+        if mutant.name in selected:
+            jobs[_job(method, None, mutant)] = None
+            jobs[_job(method, mutant, mutant)] = None
+    out = tmp_path_factory.mktemp("mutants")
+    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        figures = pool.map(_measure, [(str(whowhen), str(out), job) for job in jobs], chunksize=1)
+        return dict(zip(jobs, figures))
+
+
+def _figures(measured: dict[Job, Figures | str], job: Job) -> Figures:
+    got = measured[job]
+    if isinstance(got, str):
+        raise AssertionError(f"measuring {job} failed: {got}")
+    return got
+
+
+_KILL_TEST = "test_each_registered_mutant_is_killed_on_its_expected_rule"
 
 
 @pytest.mark.parametrize("method,mutant", REGISTERED, ids=[f"{m}-{x.name}" for m, x in REGISTERED])
-def test_each_registered_mutant_is_killed_on_its_expected_rule(method: str, mutant: Mutant, whowhen, tmp_path_factory):
+def test_each_registered_mutant_is_killed_on_its_expected_rule(method: str, mutant: Mutant, measured):
     ids = mutant.traces or DEFAULT_TRACES
-    traces = _subset(whowhen, ids)
-    noisy = mutant.expect == "p07"  # p = 1 and cost need no noisy sweep
-    out = tmp_path_factory.mktemp(f"{method}-{mutant.name}")
-    intact = _intact(method, ids, noisy, mutant.long, traces, out)
+    intact = _figures(measured, _job(method, None, mutant))
     assert intact.ceiling == pytest.approx(1.0), f"{method} intact misses at p = 1 on {ids}"
     if mutant.long:
         assert intact.long_ceiling == pytest.approx(1.0), f"{method} intact misses at p = 1 on long runs grown from {ids}"
-    broken = measure(out, traces, method, mutant, noisy=noisy, long=mutant.long).figures
+    broken = _figures(measured, _job(method, mutant, mutant))
     rules = killed_by(intact, broken)
     assert mutant.expect in rules, (
         f"{method} mutant {mutant.name} ({mutant.stage}) not killed by {mutant.expect}: {broken} vs intact {intact}"
