@@ -114,8 +114,8 @@ def bench(
 
     try:
         specs = with_allow_none(parse_methods(methods), allow_none)
-        for s in specs:  # options are checked before traces are read or an engine is loaded (minutes)
-            get_method(s)
+        # options are checked before traces are read or an engine is loaded (minutes)
+        scoring_only = all([get_method(s).scores_prompts for s in specs])
     except MethodOptionError as exc:
         fail("--methods", str(exc))
     try:
@@ -155,7 +155,7 @@ def bench(
         return
     assert out is not None  # checked above: only --estimate runs without one
     cache = None if no_cache else str(Path(engine_choice.cache_dir or out / "cache").resolve())
-    choice = dataclasses.replace(engine_choice, cache_dir=cache)
+    choice = dataclasses.replace(engine_choice, cache_dir=cache, scoring_only=scoring_only)
     try:
         result = run_units_sweep(
             out,

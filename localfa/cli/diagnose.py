@@ -8,6 +8,7 @@ itself as one JSON line; --out writes the records as JSON lines. Progress goes t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -144,7 +145,7 @@ def diagnose(
         chosen = get_method(spec)
     except MethodOptionError as exc:
         fail("--method", str(exc))
-    eng = engine_choice.build()
+    eng = dataclasses.replace(engine_choice, scoring_only=chosen.scores_prompts).build()
     try:
         if out:  # what produced these lines, beside them (see README: reproducing a run)
             from localfa.manifest import build_manifest

@@ -42,12 +42,20 @@ class EngineChoice:
     api_key: str | None = field(default=None, repr=False)  # never printed
     cache_dir: str | None = None
     max_model_len: int | None = None
+    scoring_only: bool = False  # not a flag: the command sets it from its methods (EngineOptions)
 
     def options(self) -> "EngineOptions":
         from localfa.engine.factory import EngineOptions
 
         return EngineOptions(
-            self.engine, self.model, self.profile, list(self.base_urls or []), self.api_key, self.cache_dir, self.max_model_len
+            self.engine,
+            self.model,
+            self.profile,
+            list(self.base_urls or []),
+            self.api_key,
+            self.cache_dir,
+            self.max_model_len,
+            self.scoring_only,
         )
 
     def build(self) -> "Engine":

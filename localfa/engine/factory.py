@@ -49,6 +49,9 @@ class EngineOptions:
     api_key: str | None = field(default=None, repr=False)  # never printed
     cache_dir: str | None = None
     max_model_len: int | None = None
+    # Every method it will serve only scores prompts (prism): the default local backend is then
+    # transformers, which also returns attention and, on a CPU, scores far faster than vLLM.
+    scoring_only: bool = False
 
     def settings(self) -> EngineSettings:
         """The profile's settings with the command-line overrides applied."""
@@ -81,9 +84,10 @@ def engine_class(name: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def best_local_backend() -> str:
-    """The first local backend whose packages are installed (vLLM, else transformers + Outlines)."""
-    for name in LOCAL_PREFERENCE:
+def best_local_backend(scoring_only: bool = False) -> str:
+    """The first local backend whose packages are installed (vLLM, else transformers + Outlines;
+    for methods that only score prompts, transformers first)."""
+    for name in reversed(LOCAL_PREFERENCE) if scoring_only else LOCAL_PREFERENCE:
         if engine_class(name).available():
             return name
     raise EngineError(
@@ -94,7 +98,7 @@ def best_local_backend() -> str:
 
 def chosen_backend(options: EngineOptions) -> str:
     """The backend these options name, or the default: servers if any are named, else local."""
-    return options.engine or (SERVER_BACKEND if options.base_urls else best_local_backend())
+    return options.engine or (SERVER_BACKEND if options.base_urls else best_local_backend(options.scoring_only))
 
 
 def build_engine(options: EngineOptions, say: Callable[[str], None] = _say) -> Engine:
@@ -126,6 +130,8 @@ def make_engine(
     cache_dir: str | None = None,
     max_model_len: int | None = None,
     say: Callable[[str], None] = _say,
+    scoring_only: bool = False,
 ) -> Engine:
     """Build an engine from keyword choices (the Python API's and the CLI's entry point)."""
-    return build_engine(EngineOptions(engine, model, profile, list(base_urls or []), api_key, cache_dir, max_model_len), say=say)
+    options = EngineOptions(engine, model, profile, list(base_urls or []), api_key, cache_dir, max_model_len, scoring_only)
+    return build_engine(options, say=say)

@@ -351,3 +351,14 @@ def test_a_backend_bug_mid_batch_fails_only_its_own_request():
     done = dict(session.wait())
     assert done[tickets[0]].value == "ok" and done[tickets[2]].value == "ok"
     assert isinstance(done[tickets[1]], EngineError) and "ZeroDivisionError in the backend" in str(done[tickets[1]])
+
+
+def test_methods_that_only_score_prompts_default_to_transformers(monkeypatch):
+    """prism needs attention, which only transformers returns, and scores faster there on a CPU; a
+    run with any generating method keeps the usual default (vLLM first)."""
+    from localfa.engine import factory
+
+    monkeypatch.setattr(factory, "engine_class", lambda name: type("Installed", (), {"available": staticmethod(lambda: True)}))
+    assert factory.chosen_backend(factory.EngineOptions()) == "vllm"
+    assert factory.chosen_backend(factory.EngineOptions(scoring_only=True)) == "transformers"
+    assert factory.chosen_backend(factory.EngineOptions(engine="vllm", scoring_only=True)) == "vllm"  # a named engine stands

@@ -51,8 +51,6 @@ def test_the_cli_answers_on_the_embedded_model(embedded_model_dir):
             "examples/failed_run.json",
             "--method",
             "prism",
-            "--engine",
-            "transformers",
             "--json",
         ],
         capture_output=True,
@@ -64,4 +62,5 @@ def test_the_cli_answers_on_the_embedded_model(embedded_model_dir):
     record = json.loads(out.stdout.strip().splitlines()[-1])
     assert record["method"] == "prism" and record["step"] is not None and record["agent"]
     assert record["evidence"] and 0 <= record["confidence"] <= 1
+    assert record["details"]["variant"].startswith("attention")  # no --engine: a scoring-only run defaults to transformers
     print(f"prism_cli_wall_s={wall:.1f} method_wall_s={record['wall_s']:.1f}")
