@@ -43,16 +43,7 @@ def test_shuffled_labels_give_the_same_answer(transformers_engine, whowhen):
 def test_the_cli_answers_on_the_embedded_model(embedded_model_dir):
     started = time.perf_counter()
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "localfa",
-            "diagnose",
-            "examples/failed_run.json",
-            "--method",
-            "prism",
-            "--json",
-        ],
+        [sys.executable, "-m", "localfa", "diagnose", "examples/failed_run.json", "--method", "prism", "--json"],
         capture_output=True,
         text=True,
         timeout=600,
