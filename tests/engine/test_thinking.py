@@ -4,6 +4,8 @@ grammar constrains only what follows the thinking section, within a thinking bud
 from __future__ import annotations
 
 import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -50,13 +52,10 @@ def test_the_answer_is_what_follows_the_thinking_section():
     assert answer_after_thinking(_Completion(answer, '{"a": 1}'), (7,), _Tok()) == '{"a": 1}'
 
 
-@pytest.mark.real
-def test_real_vllm_request_thinks_freely_then_answers_in_the_grammar(embedded_model_dir, monkeypatch):
-    """The embedded model does not think, so a reasoning parser is registered over two of its own
-    special tokens (start: the chat template's `<|im_start|>`, which opens the assistant turn;
-    end: `<jupyter_code>`): the engine's request carries the profile-style settings, the model
-    writes its budget of thinking tokens unconstrained, vLLM forces the end marker, and only then
-    does the grammar apply."""
+def _think(model_dir: str) -> tuple[int, int, int, str]:
+    """In a child process (a second vLLM engine closed in the test process would tear down state the
+    session's shared engine still uses): (thinking budget, max_tokens, tokens before the end marker,
+    the answer text)."""
     from vllm.reasoning import ReasoningParserManager
     from vllm.reasoning.basic_parsers import BaseThinkingReasoningParser
 
@@ -76,17 +75,14 @@ def test_real_vllm_request_thinks_freely_then_answers_in_the_grammar(embedded_mo
     ReasoningParserManager.register_module("localfa-test-think", module=_TestThink)
     seen = []
     real = vllm_backend.answer_after_thinking
-    monkeypatch.setattr(
-        vllm_backend, "answer_after_thinking", lambda c, end, tok: seen.append((list(c.token_ids), tuple(end))) or real(c, end, tok)
-    )
+    vllm_backend.answer_after_thinking = lambda c, end, tok: seen.append((list(c.token_ids), tuple(end))) or real(c, end, tok)
     base = load_profile("cpu-embedded")
     settings = EngineSettings(**{**base.as_dict(), "reasoning_parser": "localfa-test-think", "thinking_tokens": 12, "cpu_kv_cache_gib": 1})
-    engine = vllm_backend.VLLMEngine(embedded_model_dir, settings)
+    engine = vllm_backend.VLLMEngine(Path(model_dir), settings)
     try:
         params = engine._sampling_params(
             Request(({"role": "user", "content": "x"},), Grammar.choice(["ok"]), Sampling(temperature=0, max_tokens=8, seed=0))
         )
-        assert params.thinking_token_budget == 12 and params.max_tokens == 8 + 12
         grammar = Grammar.json({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, name="n")
         req = Request(({"role": "user", "content": "Pick a number."},), grammar, Sampling(temperature=0.7, max_tokens=24, seed=1), key="k")
         (resp,) = engine.generate([req])
@@ -94,8 +90,21 @@ def test_real_vllm_request_thinks_freely_then_answers_in_the_grammar(embedded_mo
         engine.close()
     (ids, end), *_ = seen
     cut = next(i for i in range(len(ids)) if tuple(ids[i : i + len(end)]) == end)
+    return params.thinking_token_budget, params.max_tokens, cut, resp.text
+
+
+@pytest.mark.real
+def test_real_vllm_request_thinks_freely_then_answers_in_the_grammar(embedded_model_dir):
+    """The embedded model does not think, so a reasoning parser is registered over two of its own
+    special tokens (start: the chat template's `<|im_start|>`, which opens the assistant turn;
+    end: `<jupyter_code>`): the engine's request carries the profile-style settings, the model
+    writes its budget of thinking tokens unconstrained, vLLM forces the end marker, and only then
+    does the grammar apply."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        budget, max_tokens, cut, text = pool.submit(_think, str(embedded_model_dir)).result()
+    assert budget == 12 and max_tokens == 8 + 12
     assert cut >= 8  # it thought (the budget less the assistant header already in the prompt)
-    assert isinstance(json.loads(resp.text)["n"], int)  # after thinking: the grammar's answer
+    assert isinstance(json.loads(text)["n"], int)  # after thinking: the grammar's answer
 
 
 def test_a_reasoning_parser_and_thinking_budget_are_part_of_the_answer_identity():
