@@ -105,9 +105,9 @@ def diagnose(
     items: Sequence[TraceLike] = [traces] if isinstance(traces, (Trace, str, Path)) else traces  # type: ignore[list-item]
     single = len(items) == 1 and items[0] is traces
     loaded = [_as_trace(t) for t in items]
-    get_method(method)  # a bad spec fails before an engine starts (minutes)
+    scoring = get_method(method).scores_prompts  # a bad spec fails before an engine starts (minutes)
     results: list[Diagnosis | None] = [None] * len(loaded)
-    with _EngineScope(engine, engine_options) as eng:
+    with _EngineScope(engine, {"scoring_only": scoring, **engine_options}) as eng:
         for i, diag in diagnose_iter(eng, method, loaded, seed=seed, budget=budget, concurrency=concurrency):
             results[i] = diag
             if on_result is not None:
@@ -144,13 +144,12 @@ def bench(
         specs = parse_methods(methods)
     else:
         specs = [m if isinstance(m, MethodSpec) else MethodSpec.parse(m) for m in methods]
-    for spec in specs:
-        get_method(spec)
+    scoring = all([get_method(spec).scores_prompts for spec in specs])  # a list: every spec is checked
     unreadable: list[Unreadable] = []
     traces = load_traces([str(d) for d in datasets], limit=limit, unreadable=unreadable)
     if not traces and unreadable:
         raise unreadable[0].error
-    with _EngineScope(engine, engine_options) as eng:
+    with _EngineScope(engine, {"scoring_only": scoring, **engine_options}) as eng:
         return run_sweep(
             Path(out),
             traces,

@@ -115,7 +115,7 @@ def bench(
     try:
         specs = with_allow_none(parse_methods(methods), allow_none)
         # options are checked before traces are read or an engine is loaded (minutes)
-        scoring_only = all([get_method(s).scores_prompts for s in specs])
+        scoring_only = all([get_method(s).scores_prompts for s in specs])  # a list: every spec is checked
     except MethodOptionError as exc:
         fail("--methods", str(exc))
     try:
