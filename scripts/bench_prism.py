@@ -33,6 +33,7 @@ from typing import Any
 import _project_venv  # noqa: F401 - under .venv/bin/python when localfa is not importable here
 
 from localfa.bench.benchjson import add_json_option, run_recorded
+from localfa.bench.sweep import parse_seeds
 from localfa.engine.factory import make_engine
 from localfa.insights.compare import wilson
 from localfa.methods.base import MethodContext
@@ -109,12 +110,9 @@ def report(name: str, rows: list[dict[str, Any]]) -> None:
     )
 
 
-def share(rows: list[dict[str, Any]], key: str = "step") -> str:
-    """Accuracy over `rows` with its interval, or n/a for none."""
-    if not rows:
-        return "n/a"
-    k = sum(r[key] for r in rows)
-    return f"{k / len(rows):.3f}"
+def share(rows: list[dict[str, Any]]) -> str:
+    """Step accuracy over `rows`, or n/a for none."""
+    return f"{sum(r['step'] for r in rows) / len(rows):.3f}" if rows else "n/a"
 
 
 def cascade(first: list[dict[str, Any]], careful: dict[str, list[list[dict[str, Any]]]], margins: list[float]) -> None:
@@ -161,6 +159,7 @@ def main() -> None:
     add_json_option(ap)
     args = ap.parse_args()
     traces = pick(args.data, args.per_split)
+    cascade_names = [m.strip() for m in args.cascade.split(",") if m.strip()]
     engine = make_engine(args.engine)
     try:
         print(f"model={engine.model_info.get('name', '?')} engine={args.engine} traces={len(traces)} spec={args.methods or args.spec}")
@@ -168,6 +167,8 @@ def main() -> None:
         specs = [args.spec, "random", "heuristic"] + (["all-at-once"] if args.aao else [])
         if args.methods:
             specs = [m.strip() for m in args.methods.split(",") if m.strip()]
+        if cascade_names and args.spec not in specs:  # the cascade's first stage is measured too
+            specs.append(args.spec)
         measured = {}
         for spec in specs:
             rows = measured[spec] = measure(engine, spec, traces, args.seed)["rows"]
@@ -178,26 +179,15 @@ def main() -> None:
                     report(f"{spec.split(':', 1)[0]}@{sub}", mine)
     finally:
         engine.close()
-    names = [m.strip() for m in args.cascade.split(",") if m.strip()]
-    if names:
-        first = measured[args.spec] if args.spec in measured else measure_once(args.engine, args.spec, traces, args.seed)
+    if cascade_names:
         careful = {}
         oracle = make_engine(args.careful_engine, say=lambda _: None)
         try:
-            for name in names:
-                careful[name] = [measure(oracle, name, traces, int(seed))["rows"] for seed in args.seeds.split(",")]
+            for name in cascade_names:
+                careful[name] = [measure(oracle, name, traces, seed)["rows"] for seed in parse_seeds(args.seeds)]
         finally:
             oracle.close()
-        cascade(first, careful, [float(m) for m in args.margins.split(",")])
-
-
-def measure_once(engine_name: str, spec: str, traces: list[Trace], seed: int) -> list[dict[str, Any]]:
-    """prism on its own engine, when --methods left it out."""
-    engine = make_engine(engine_name)
-    try:
-        return list(measure(engine, spec, traces, seed)["rows"])
-    finally:
-        engine.close()
+        cascade(measured[args.spec], careful, [float(m) for m in args.margins.split(",")])
 
 
 if __name__ == "__main__":
