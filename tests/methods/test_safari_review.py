@@ -3,7 +3,12 @@ whole, scaled budgets on top of the opening prompt, a bounded call list, the hon
 
 from __future__ import annotations
 
+import pytest
+
 from localfa.grammars.safari import SafariLimits
+from localfa.methods.base import MethodContext
+from localfa.methods.registry import get_method
+from localfa.methods.runner import Job, run_jobs
 from localfa.methods.safari.mutants import MUTANTS, UNFIT_TRACES
 from localfa.oracle.mutants import registered_mutants
 from localfa.traces.lineview import LineView, steps_shown
@@ -196,3 +201,25 @@ def test_the_stm_fault_list_is_bounded_stated_and_recorded():
     assert "keeps at most 2 entries" in engine.requests[0].messages[0]["content"]
     assert [f["step_id"] for f in diag.details["stm"]["faults_identified_so_far"]] == [3, 7]
     assert diag.details["stm_faults_dropped"] == [9]
+
+
+def test_the_engine_drift_is_measured_against_the_messages_own_sum_so_it_holds_every_turn():
+    """An engine that counts 7 tokens the chat template's calibration cannot see (joins around a
+    tool result): once it has counted one such prompt, the harness's count of every later prompt is
+    the engine's exactly. The drift was once measured against a size that already held it, so it
+    held only every other turn."""
+    from localfa.engine.scripted import ScriptedEngine
+
+    class Joins(ScriptedEngine):
+        def count_prompt_tokens(self, messages):
+            hidden = 7 if any("returned:" in m.get("content", "") for m in messages) else 0
+            return super().count_prompt_tokens(messages) + hidden
+
+    trace = make_trace()
+    engine = Joins(Script([turn(READ, {}), turn(SEARCH, {}), turn(READ, {}), turn(SEARCH, {}), turn(EVAL, {}), turn(SUBMIT, {})]))
+    method = get_method("safari", transcript=True, min_investigate_turns=0)
+    ctx = MethodContext(trace, seed=0, budget="100000", count_tokens=engine.count_tokens, count_prompt_tokens=engine.count_prompt_tokens)
+    ((_, diag),) = list(run_jobs(engine, [Job(trace.id, method.run(ctx), lambda e: pytest.fail(e))]))
+    turns = [e for e in diag.transcript if isinstance(e["turn"], int)]
+    assert len(turns) >= 5
+    assert [e["prompt_counted"] for e in turns[1:]] == [e["prompt_tokens"] for e in turns[1:]]

@@ -197,6 +197,7 @@ class Investigation:
         self.largest_prompt = 0  # measured: the engine's own count of the prompts it ran
         self.largest_counted = 0  # what the harness counted before sending
         self.last_counted = 0  # the size the harness counted for the prompt sent last
+        self.last_sum = 0  # its messages' own counts and the template's overhead, before any drift
         self.drift: int | None = None  # the engine's count of that prompt less the harness's (tokens)
         self.shrunk = 0
         self.final_stm_trimmed = 0
@@ -457,13 +458,14 @@ class Investigation:
         Returns (messages, turns evicted); raises _OutOfBudget when nothing more can go."""
         cap = self.plan.cap
         # The budget is used up to the cap; past it older results go in one batch (BATCH_TO).
-        limit = None if cap is None else cap - self.meter.fixed
+        limit = None if cap is None else cap - self.meter.fixed - max(0, self.drift or 0)
         dropped = self.history.evict_to(limit, tail, None if cap is None else int(cap * BATCH_TO) - self.meter.fixed)
         while True:
             msgs = self.history.messages(tail)
-            size = self.meter.prompt(msgs, cap, self.history.size(tail) + self.meter.fixed, self.drift)
+            counted = self.history.size(tail) + self.meter.fixed
+            size = self.meter.prompt(msgs, cap, counted, self.drift)
             if cap is None or size <= cap:
-                self.last_counted = size
+                self.last_counted, self.last_sum = size, counted
                 self.largest_counted = max(self.largest_counted, size)
                 self.seen_steps |= self.history.shown_steps()  # what this prompt shows, the newest result included
                 return msgs, dropped
@@ -672,8 +674,9 @@ class Investigation:
         beyond their own counts). A difference larger than joins can make (another unit: an engine
         reporting estimates) anchors nothing."""
         real = resp.usage.prompt_tokens
-        if self.plan.unit == "tokens" and real and self.last_counted and abs(real - self.last_counted) <= MAX_DRIFT * self.last_counted:
-            self.drift = real - self.last_counted
+        # drift is measured against the messages' own sum, not the last size (which held the old drift)
+        if self.plan.unit == "tokens" and real and self.last_sum and abs(real - self.last_sum) <= MAX_DRIFT * self.last_sum:
+            self.drift = real - self.last_sum
         size = resp.usage.prompt_tokens if self.plan.unit == "tokens" else self.largest_counted
         self.largest_prompt = max(self.largest_prompt, size or self.largest_counted)
 
