@@ -99,6 +99,7 @@ class Audit:
         if len(self.task) < len(task):
             self._bound("task_chars", len(task))
         self.final, self.final_from = final_output(trace, TASK_CHARS, step_text)  # beside every packet
+        self._text_bound("final_chars", self.final, TASK_CHARS, self.final_from)
         self.system = {"role": "system", "content": render("drift/system.j2")}
         self.cost = {stage: Usage() for stage in STAGES}
         self.ledger_retries: list[dict[str, Any]] = []
@@ -233,8 +234,8 @@ class Audit:
 
     def _keep_claims(self, spans: list[Span]) -> Stage[tuple[Ledger, list[dict[str, Any]]]]:
         """The ledger, chunk by chunk, each chunk as many spans as its token budget holds. A trace
-        read whole and uncut in one chunk is shown exactly as the support checks show it, so they
-        reuse the ledger call's cached prefix."""
+        read whole and uncut in one chunk is shown exactly as the tracer shows it, so the tracer
+        reuses the ledger call's cached prefix."""
         ledger = Ledger()
         chunks: list[dict[str, Any]] = []
         n, start, k = len(spans), 0, 0
@@ -369,7 +370,9 @@ class Audit:
         return made
 
     def _record_packets(self, stage: str, packets: list[Packet], tokens: int) -> None:
-        self.run_text[stage] = {"shown": "packets", "packet_tokens": tokens, "packets": [p.as_details() for p in packets]}
+        # every call's packets (per-claim support and tracer pages make several calls a stage)
+        shown = self.run_text.setdefault(stage, {"shown": "packets", "packet_tokens": tokens, "packets": []})
+        shown.setdefault("packets", []).extend(p.as_details() for p in packets)
 
     # ------------------------------------------------------------------ 3. Support Seeker
     def _support_prompt(self, items: list[dict[str, Any]], n: int) -> Messages:
@@ -608,6 +611,8 @@ class Audit:
         before it (within twice `packet_tokens`); the answer may name an earlier span."""
         lo = self._before(spans, first, 2 * self.opts.packet_tokens)
         run, cuts = self.view.view(spans[lo : first + 1], int(2 * self.opts.packet_tokens * self.cpt))
+        if cuts:
+            self._bound("run_text_cut", {"stage": "confirm", "steps": len(cuts)})
         note = " ".join(
             x
             for x in (

@@ -42,7 +42,7 @@ PER_CLAIM = "" if DriftOptions().tracer == "per-claim" else "tracer=per-claim"
 JOINT = "" if DriftOptions().tracer == "joint" else "tracer=joint"
 
 
-def _no_support(self: Any, spans: Any, checked: Any, run: Any) -> Any:
+def _no_support(self: Any, spans: Any, checked: Any) -> Any:
     """Support checks removed: nothing is checked, so nothing is risky or traced."""
     return []
     yield  # a generator stage that asks nothing

@@ -1,7 +1,8 @@
 """DRIFT's options: every knob, checked once, recorded in the run manifest.
 
 Defaults are the authors' (NJU-LINK/DRIFT, issue 51) for a strong model on a 32k window: a few
-decision-critical claims a chunk (`claims_per_chunk` 5, the grammar's), at most 8 checked, the
+decision-critical claims a chunk (`claims_per_chunk` 5, the grammar's), 8 claims to a support or
+tracer call (`claims_per_call`; every committed claim is checked, up to `max_checked_claims`), the
 joint tracer, temperature 0.1 at every stage (the strong-model profiles take these). Our earlier
 defaults stay reachable by options (`AS_BEFORE`, docs/methods/drift.md); the embedded model's
 small values come from its profile (serving/profiles/cpu-embedded.toml, ``[methods.drift]``).

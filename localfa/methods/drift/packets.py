@@ -20,7 +20,7 @@ from localfa.methods.baselines import shorten
 from localfa.methods.drift.excerpts import RADIUS, windows
 from localfa.methods.drift.ledger import Claim
 from localfa.methods.drift.spans import Span, SpanView
-from localfa.methods.drift.terms import terms
+from localfa.methods.drift.terms import terms, values, words
 from localfa.methods.fencing import fence, fence_overhead
 
 POSTINGS = 64  # steps a term may place a claim at: the nearest to the claim's introduction
@@ -131,7 +131,8 @@ class Packer:
         if self._index is None:
             index: dict[str, list[int]] = {}
             for i, text in enumerate(self.view.texts):
-                for t in terms(text):
+                # uncached: whole step texts would crowd the claims out of `terms`' cache
+                for t in words.__wrapped__(text) | values.__wrapped__(text):
                     index.setdefault(t, []).append(i)
             self._index = index
         at = self.spans[claim.introduced].first if 0 <= claim.introduced < len(self.spans) else 0
