@@ -165,9 +165,9 @@ class _Run:
         # Stage 2: typed links (one request per group of candidates, one batch), pruning.
         quota = opts.pair_quota
         planned_groups = plan_groups(cands.steps, opts.group_size, quota)
-        answer = max(
+        answer = max(  # a rating call may also rate the anchor (ranking.rank_requests): one more answer
             (
-                max(links_max_tokens(len(group_pairs(m, cands.steps, quota)), self.limits), rank_max_tokens(len(m), self.limits))
+                max(links_max_tokens(len(group_pairs(m, cands.steps, quota)), self.limits), rank_max_tokens(len(m) + 1, self.limits))
                 for m, _ in planned_groups
             ),
             default=0,
