@@ -40,6 +40,17 @@ def test_embedded_model_takes_the_embedded_profile_tables_on_local_backends_only
     assert named.profile == EMBEDDED_PROFILE
 
 
+def test_the_embedded_model_starts_on_its_profiles_engine_settings() -> None:
+    """Unnamed, the embedded model runs as its profile says (float32: bf16 is emulated on a CPU
+    without native bf16, several times slower); a named model or profile keeps its own."""
+    profile = load_profile(EMBEDDED_PROFILE)
+    assert profile.dtype == "float32"
+    assert EngineOptions(engine="vllm").settings() == profile
+    assert EngineOptions(engine="vllm", max_model_len=4096).settings().dtype == "float32"
+    assert EngineOptions(engine="vllm", model="/models/big").settings().dtype == "auto"
+    assert EngineOptions(engine="vllm", profile="gpu-single").settings() == load_profile("gpu-single")
+
+
 def test_user_options_win_over_the_profile_which_wins_over_the_default() -> None:
     defaults = MethodDefaults("small", {"all-at-once": {"reason_chars": 50, "max_chars": 900}})
     method = get_method("all-at-once:max_chars=4000")
