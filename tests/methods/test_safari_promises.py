@@ -399,3 +399,18 @@ def test_with_nothing_noted_the_answer_from_memory_is_the_last_step_shown():
     diag = _run(ScriptedEngine(cut), make_trace(n=300))
     assert diag.error is None and diag.stop_reason == "memory" and diag.step == 4  # read(offset=4, limit=1) showed step 4 last
     assert "the last step it was shown" in diag.reasoning
+
+
+def test_the_budget_is_used_to_nine_tenths_before_anything_read_is_summarised():
+    """Issue 53.2: while the prompt without its newest result is under 90% of the cap, a result
+    that overflows is shortened to the room left; older results are summarised only past that."""
+    trace, budget = _dense_trace(n=40), 6000
+    reads = [turn({"name": "read", "offset": 36 * i, "limit": 36}, {}) for i in range(8)]  # reads of ~20% of the cap
+    engine = _Tokens(Script(reads + [turn(EVAL, {})], final_step=0))
+    diag = _run(engine, trace, budget=str(budget), max_turns=10)
+    sent = [e for e in diag.transcript if e.get("prompt_tokens")]
+    before = [e["prompt_tokens"] for e in sent if e.get("summarised_before") == 0]
+    assert diag.error is None and diag.details["summarised_results"] >= 1
+    assert max(e["prompt_tokens"] for e in sent) <= budget
+    assert max(before) >= 0.9 * budget, (before, budget)
+    assert diag.details["shrunk_observations"] >= 1

@@ -36,7 +36,7 @@ from localfa.methods.names import agent_names
 from localfa.methods.none_answer import is_none
 from localfa.methods.safari.context import plan_context
 from localfa.methods.safari.history import History, Summary
-from localfa.methods.safari.meter import AIM_UNDER, BATCH_TO, token_unit
+from localfa.methods.safari.meter import AIM_UNDER, BATCH_TO, FILL_BEFORE_SUMMARY, FILL_TRIES, token_unit
 from localfa.methods.safari.stm import ShortTermMemory
 from localfa.methods.safari.summary import summarise
 from localfa.templates import render
@@ -452,6 +452,18 @@ class Investigation:
         self.shrunk += 1
         return True
 
+    def _fill_room(self, cap: int, limit: int, tail: str) -> None:
+        """Use the budget before summarising what was already read: while the last prompt sent
+        is under FILL_BEFORE_SUMMARY of the cap, a newest result that overflows is shortened to
+        the room left (its note says how many lines are shown), so every prompt before a summary
+        is at least that full."""
+        if not self.history.turns or self.last_counted >= FILL_BEFORE_SUMMARY * cap:
+            return
+        for _ in range(FILL_TRIES):
+            over = self.history.size(tail) - limit
+            if over <= 0 or not self._shrink_newest(over):
+                return
+
     def _fit(self, tail: str, drop_newest: bool = False) -> tuple[list[Message], int]:
         """The prompt (history + `tail`) within the cap, measured as sent: the oldest turns go
         first, then the newest tool result is shortened (or, for the final answer, dropped).
@@ -459,6 +471,8 @@ class Investigation:
         cap = self.plan.cap
         # The budget is used up to the cap; past it older results go in one batch (BATCH_TO).
         limit = None if cap is None else cap - self.meter.fixed - max(0, self.drift or 0)
+        if cap is not None and limit is not None:
+            self._fill_room(cap, limit, tail)
         dropped = self.history.evict_to(limit, tail, None if cap is None else int(cap * BATCH_TO) - self.meter.fixed)
         while True:
             msgs = self.history.messages(tail)

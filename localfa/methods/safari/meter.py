@@ -34,6 +34,12 @@ AIM_UNDER = 0.10
 #: (2026-12-06): uncached prefill per trace token 2.602 at 0.75, 2.118 at 0.35; hand-crafted/3
 #: alone 144.6k, 115.8k, 92.1k tokens at 0.75, 0.5, 0.35.
 BATCH_TO = 0.35
+#: The budget is used to this share of the cap before anything already read is summarised: while
+#: the last prompt sent is under it, a newest result that overflows the cap is shortened to the
+#: room left (saying so) instead (issue 53.2).
+FILL_BEFORE_SUMMARY = 0.90
+#: Shortening rounds for that (each cuts at least a tenth; the count is near exact, so one is the rule).
+FILL_TRIES = 4
 #: Texts whose exact counts are remembered (a text measured again is not tokenised again).
 MEMO_TEXTS = 512
 #: Pieces of text (cut where the tokenizer always splits: `line_pieces`) whose counts are remembered: a tool
