@@ -57,12 +57,11 @@ def vllm_server(embedded_model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def real_sweep(tmp_path_factory):
-    """Every model-calling method on the embedded model, audited, then again with the same seed
-    (tests/realsweep.py): the methods' end-to-end tests, the offline audit of a sweep and the real
-    report all read it."""
-    from tests.realsweep import run_sweep_twice
+    """Every model-calling method on the embedded model, audited (tests/realsweep.py): the methods'
+    end-to-end tests, the offline audit of a sweep and the real report all read it."""
+    from tests.realsweep import run_sweep
 
-    return run_sweep_twice(tmp_path_factory.mktemp("real-sweep"))
+    return run_sweep(tmp_path_factory.mktemp("real-sweep"))
 
 
 def pytest_collection_modifyitems(config, items):

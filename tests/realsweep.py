@@ -3,22 +3,26 @@
 On two CPU cores most of a real test's time is starting vLLM (30-60 s a process) and prefilling
 prompts; the methods' end-to-end tests each started `localfa diagnose` twice (eight engine starts
 for four methods). Here one `localfa bench` runs every method on the two short Who&When fixtures
-under the network audit, and a second one repeats it with the same seed: two engine starts, full
-batches across methods, and every check the per-method runs made (grammars enforced by vLLM, each
-method's real request shapes, records, reproducibility, no outbound connection, the report of a
-real run) reads the same records. `session_sweep` runs it once per test session.
+under the network audit: one engine start, full batches across methods, and every check the
+per-method runs made (grammars enforced by vLLM, each method's real request shapes, records, no
+outbound connection, the report of a real run) reads the same records. `session_sweep` runs it
+once per test session.
+
+Same seed, same records: the engine's side (same batches, same answers) is shown on the real
+model by tests/bench/test_sweep_real.py and the mixed-grammar batches of tests/engine/test_real.py;
+each method's side (same answers, same requests, same records, whatever the process's hash seed)
+by tests/methods/test_reproducible.py on the oracle, over these same specs. A second real sweep
+only repeated both (about 4 minutes of CI on two AVX2 cores).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.methods.real_cli import SHORT_WHOWHEN, without_timing
+from tests.methods.real_cli import SHORT_WHOWHEN
 from tests.netaudit import audited_pids, outbound, run_audited
 
 SEED = 7
@@ -41,19 +45,18 @@ SPECS = {
 
 @dataclass
 class RealSweep:
-    """The two runs: `run` (audited) and `again` (same seed), their records by method, the audit."""
+    """The audited run, its records by method, the audit."""
 
     run: Path
-    again: Path
     stderr: str
     events: list[dict[str, Any]]
     audited: set[int]  # pids of the processes that loaded the audit hook (an in-process engine may open no socket at all)
 
-    def records(self, method: str, run: Path | None = None) -> list[dict[str, Any]]:
+    def records(self, method: str) -> list[dict[str, Any]]:
         """The records of `method` (a key of `SPECS`) in trace order."""
         from localfa.methods.registry import MethodSpec
 
-        rows = [json.loads(line) for line in ((run or self.run) / "results.jsonl").read_text().splitlines() if line.strip()]
+        rows = [json.loads(line) for line in (self.run / "results.jsonl").read_text().splitlines() if line.strip()]
         mine = [r for r in rows if r["method"] == MethodSpec.parse(SPECS[method]).label]  # records carry the canonical label
         return sorted(mine, key=lambda r: r["trace"])
 
@@ -65,14 +68,6 @@ class RealSweep:
         recs = self.records(method)
         assert sorted(r["trace"] for r in recs) == sorted(traces), (method, [r["trace"] for r in recs])
         return [(r, traces[r["trace"]]) for r in recs]
-
-    def reproduced(self, method: str) -> bool:
-        """Whether the second run wrote the same records for `method`, timings aside. It repeats
-        the whole first sweep: vLLM's answers depend on how requests are batched, so a rerun of
-        one trace (batched differently) is no reproducibility check."""
-        again = self.records(method, self.again)
-        first = [r for r in self.records(method) if r["trace"] in {a["trace"] for a in again}]
-        return bool(again) and [without_timing(r) for r in first] == [without_timing(r) for r in again]
 
     def outbound(self) -> list[dict[str, Any]]:
         return outbound(self.events)
@@ -94,10 +89,8 @@ def _bench(out: Path, traces: list[Path] = SHORT_WHOWHEN) -> list[str]:
     ]
 
 
-def run_sweep_twice(work: Path) -> RealSweep:
-    """Run the audited sweep, then the same again; fails loudly if either command fails."""
+def run_sweep(work: Path) -> RealSweep:
+    """Run the audited sweep; fails loudly if the command fails."""
     proc, events = run_audited(_bench(work / "run"), work, timeout_s=1800, record_processes=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    again = subprocess.run([sys.executable, "-m", "localfa", *_bench(work / "again")], capture_output=True, text=True, timeout=1800)
-    assert again.returncode == 0, again.stderr[-4000:]
-    return RealSweep(work / "run", work / "again", proc.stderr, events, audited_pids(work))
+    return RealSweep(work / "run", proc.stderr, events, audited_pids(work))

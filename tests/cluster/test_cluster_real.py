@@ -18,7 +18,7 @@ pytest.importorskip("ray")
 def test_ray_sweep_with_two_workers_on_the_real_model(whowhen, tmp_path):
     run = tmp_path / "RUN"
     profile = tmp_path / "small-kv.toml"  # two engines on a shared 2-core box: 1 GiB of KV cache each
-    profile.write_text("[engine]\ncpu_kv_cache_gib = 1\n")
+    profile.write_text('[engine]\ncpu_kv_cache_gib = 1\ndtype = "float32"\n')  # as the embedded profile: bf16 is emulated on AVX2
     args = [
         "bench",
         str(whowhen / "algorithm-generated"),

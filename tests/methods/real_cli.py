@@ -11,7 +11,7 @@ from typing import Any
 
 TIMING_KEYS = {"wall_s", "finished_at"}
 
-# One short run of each Who&When subset (5 and 6 steps), for the twice-same-seed tests: on two CPU
+# One short run of each Who&When subset (5 and 6 steps), for the real sweep: on two CPU
 # cores the 135M model prefills ~100 tokens/s, and two runs of two dev traces took 7-12 minutes a
 # method. SAFARI on the smallest dev runs is in tests/bench/test_bench_real.py.
 _FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -46,16 +46,3 @@ def diagnose_cli(
 def without_timing(record: dict[str, Any]) -> str:
     """The record as canonical JSON, minus what legitimately differs between two runs."""
     return json.dumps({k: v for k, v in record.items() if k not in TIMING_KEYS}, sort_keys=True)
-
-
-def diagnose_twice_same_seed(paths: list[Path], tmp: Path, method: str, check: Any) -> list[dict[str, Any]]:
-    """Diagnose `paths`, `check(record, trace)` each record, run again: identical apart from timings."""
-    from localfa.traces.load import load_trace
-
-    first, _ = diagnose_cli(paths, tmp / "a.jsonl", method)
-    assert len(first) == len(paths)
-    for path, rec in zip(paths, first):
-        check(rec, load_trace(path))
-    second, _ = diagnose_cli(paths, tmp / "b.jsonl", method)
-    assert [without_timing(r) for r in first] == [without_timing(r) for r in second]
-    return first

@@ -83,7 +83,6 @@ def _check(rec, trace):
     assert "Top candidates and verdicts" in html and "Local re-search" in html and "Other details" not in html
 
 
-def test_falat_on_the_real_sweep_twice_same_seed(real_sweep):
+def test_falat_on_the_real_sweep(real_sweep):
     for rec, trace in real_sweep.with_traces("falat"):
         _check(rec, trace)
-    assert real_sweep.reproduced("falat")

@@ -11,7 +11,7 @@ import pytest
 pytestmark = pytest.mark.real
 
 
-def test_safari_on_the_real_sweep_twice_same_seed(real_sweep):
+def test_safari_on_the_real_sweep(real_sweep):
     recs = real_sweep.with_traces("safari")
     assert "engine vllm" in real_sweep.stderr
     for rec, trace in recs:
@@ -26,7 +26,6 @@ def test_safari_on_the_real_sweep_twice_same_seed(real_sweep):
         assert 1 <= len(turns) <= 3
         for t in turns:
             assert t["output"]["tool"]["name"] in ("read", "search", "evaluate", "submit_step")
-    assert real_sweep.reproduced("safari")
 
 
 def test_window_budget_and_head_refusal_in_process(vllm_engine, whowhen):
@@ -39,7 +38,7 @@ def test_window_budget_and_head_refusal_in_process(vllm_engine, whowhen):
     from localfa.traces.load import load_trace
 
     trace = load_trace(whowhen / "hand-crafted" / "19.json")
-    method = get_method("safari", max_turns=2, transcript=True)
+    method = get_method("safari", max_turns=1, transcript=True)  # one turn and the forced final show the budget
     jobs = [method_job(vllm_engine, method, MethodContext(trace, seed=3, budget=b), key=str(b)) for b in (None, "500")]
     results = dict(run_jobs(vllm_engine, jobs))
     rec, refused = results["None"], results["500"]
