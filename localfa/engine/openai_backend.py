@@ -56,7 +56,16 @@ PROBE_TIMEOUT_S = 10.0  # listing models and the fingerprint: a hung server must
 FINGERPRINT_ROUTE = "/localfa/fingerprint"
 COUNT_ROUTE = "/localfa/count_tokens"
 # Answer settings a `localfa serve` server reports, copied into `describe()` for the manifest.
-SERVED_SETTINGS = ("dtype", "structured_outputs_backend", "vllm_version", "chat_template", "sampling_defaults", "extra_args")
+SERVED_SETTINGS = (
+    "dtype",
+    "structured_outputs_backend",
+    "vllm_version",
+    "chat_template",
+    "sampling_defaults",
+    "extra_args",
+    "reasoning_parser",
+    "thinking_tokens",
+)
 
 
 @dataclass(frozen=True)
@@ -84,7 +93,7 @@ class OpenAIEngine(BaseEngine):
         engine = cls(
             options.base_urls,
             api_key=options.api_key or os.environ.get("LOCALFA_API_KEY"),
-            enable_thinking=bool(settings and settings.enable_thinking),
+            enable_thinking=settings.enable_thinking if settings else None,
             say=say,
         )
         engine._say(f"localfa: engine openai at {', '.join(engine.base_urls)} (model {engine.model})")
@@ -129,7 +138,7 @@ class OpenAIEngine(BaseEngine):
         model: str | None = None,
         timeout_s: float = 600.0,
         max_concurrency: int = 64,
-        enable_thinking: bool = False,
+        enable_thinking: bool | None = None,  # None: the server's profile says (off without one)
         say: Callable[[str], None] | None = None,
         connect_timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
@@ -144,7 +153,7 @@ class OpenAIEngine(BaseEngine):
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.Client(headers=headers, trust_env=False, timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
         self.max_concurrency = max_concurrency
-        self.enable_thinking = enable_thinking
+        self.enable_thinking = bool(enable_thinking)
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
         tell = say or (lambda _msg: None)
@@ -161,6 +170,16 @@ class OpenAIEngine(BaseEngine):
         self.model = model or first["id"]
         self.max_model_len = first["max_model_len"]
         self.served = first["served"] or {}
+        served = self.served.get("answer_settings") or {}
+        # A server started with a reasoning parser (a thinking profile) thinks before the grammar:
+        # each request carries its thinking budget, as the in-process vLLM engine's do, the
+        # template's thinking switch follows the server's profile unless the client named one,
+        # and the methods fit their prompts in the window less that budget.
+        self.thinking_tokens = max(0, int(served.get("thinking_tokens") or 0)) if served.get("reasoning_parser") else 0
+        if served.get("reasoning_parser") and enable_thinking is None:
+            self.enable_thinking = bool(served.get("enable_thinking"))
+        if self.max_model_len and self.thinking_tokens:
+            self.max_model_len -= self.thinking_tokens
         identity = f"{self.model}|{first['root']}|{self.max_model_len}"
         self.model_info = {
             "path": None,
@@ -348,9 +367,11 @@ class OpenAIEngine(BaseEngine):
             "messages": list(req.messages),
             "temperature": s.temperature,
             "top_p": s.top_p if s.temperature > 0 else 1.0,
-            "max_tokens": s.max_tokens,
+            "max_tokens": s.max_tokens + self.thinking_tokens,  # the answer keeps its own room after the thinking
             "structured_outputs": structured_outputs(req.grammar),
         }
+        if self.thinking_tokens:
+            body["thinking_token_budget"] = self.thinking_tokens
         if s.seed is not None:
             body["seed"] = s.seed
         body["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}

@@ -26,6 +26,35 @@ def test_the_thinking_profile_starts_vllm_with_its_reasoning_parser_and_the_gram
     assert cmd[cmd.index("--reasoning-parser") + 1] == "qwen3"
 
 
+def test_a_thinking_server_gets_each_requests_thinking_budget_over_http():
+    """`localfa serve` of a thinking profile reports its reasoning settings; the openai backend
+    then sends each request's thinking budget (the answer keeps its own max_tokens after it),
+    turns the template's thinking on as the server's profile says, and keeps the budget out of
+    the window the methods fit their prompts in. A server without a parser gets none of it."""
+    from localfa.engine.grammar import Grammar
+    from localfa.engine.openai_backend import OpenAIEngine
+    from localfa.engine.types import Request, Sampling
+    from serving.launch import served_info
+    from tests.engine.http_fakes import FakeOpenAI
+
+    settings = load_profile("gpu-single")
+    answer = served_info(settings, Path(__file__).parent)["answer_settings"]
+    assert (answer["reasoning_parser"], answer["thinking_tokens"], answer["enable_thinking"]) == ("qwen3", settings.thinking_tokens, True)
+    req = Request(({"role": "user", "content": "hi"},), Grammar.choice(["ok"]), Sampling(temperature=0.0, max_tokens=50, seed=1), key="k")
+    thinking = {"sha256": "a" * 64, "model": "m", "answer_settings": answer}
+    plain = {"sha256": "a" * 64, "model": "m", "answer_settings": {**answer, "reasoning_parser": None, "thinking_tokens": 0}}
+    for served, budget in ((thinking, settings.thinking_tokens), (plain, 0)):
+        with FakeOpenAI(fingerprint=served, content="ok", max_model_len=32768) as server:
+            server.seen = []
+            engine = OpenAIEngine([server.url])
+            engine.generate([req])
+            body = server.seen[-1]
+            assert body["max_tokens"] == 50 + budget and body.get("thinking_token_budget") == (budget or None)
+            assert body["chat_template_kwargs"] == {"enable_thinking": bool(budget)}
+            assert engine.max_model_len == 32768 - budget
+            engine.close()
+
+
 def test_profiles_of_models_that_do_not_think_start_no_reasoning_parser():
     for name in ("cpu-embedded", "gpu-node-8x"):
         settings = load_profile(name)
