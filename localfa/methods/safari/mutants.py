@@ -57,6 +57,20 @@ def _evaluator_blind(reasoning: str, question: str, limits: Any) -> list[Message
     return _evaluator_messages("", question, limits)
 
 
+# The rubric the evaluator had before issue 53.4: it rewards a well-argued claim, not a decisive mistake.
+_INVENTED_RUBRIC = (
+    "You check one claim made by an investigator of a failed multi-agent run. You cannot see the run: judge "
+    "the investigator's reasoning and the evidence it quotes. Score how well the claim is supported: evidence "
+    "quoted, specific and consistent with the reasoning, 80-100; partly supported, 40-70; vague or nothing "
+    'quoted, 0-30. Answer with one JSON object: "feedback" first, then "score" (0 to 100).'
+)
+
+
+def _evaluator_invented_rubric(reasoning: str, question: str, limits: Any) -> list[Message]:
+    messages = _evaluator_messages(reasoning, question, limits)
+    return [{"role": "system", "content": _INVENTED_RUBRIC}, *messages[1:]]
+
+
 def _stub_summary(call: str, steps: str, body: str, model_texts: Any, evidence: Any = ()) -> tuple[str, list[int]]:
     return f"[{call}: its result (steps {steps}) was summarised away to keep room; call it again to see it]", []
 
@@ -107,6 +121,12 @@ MUTANTS = content_blind_mutants({"safari/observation.j2": "p1"}) + [
         "p07",
         patched((investigator, "summarise", _stub_summary)),
         traces=UNFIT_TRACES,
+    ),
+    Mutant(
+        "invented_rubric",
+        "evaluator: the rubric rewards quoted, specific, consistent evidence, not the paper's three conditions",
+        "p07",
+        patched((investigator, "evaluator_messages", _evaluator_invented_rubric)),
     ),
     Mutant("threshold_zero", "evaluate threshold θ=70: every evaluation passes", "p07", spec="threshold=0"),
     Mutant("threshold_unreachable", "evaluate threshold θ=70: no evaluation passes", "cost", spec="threshold=100"),

@@ -19,7 +19,10 @@ tool results. The fault is recognised only where a shown step's lines carry its 
   Wrong: the same, taking a wrong shown step (the error model's) for the fault.
 - evaluator (``eval/E/Q``): judges the claim's quoted evidence (text in “ ”): 90 where a quote
   carries the fault's words verbatim (`Ask.quotes_fault`), 20 where the quotes show something
-  else, 30 with nothing quoted (no confident verdict). Wrong: the opposite call.
+  else, 30 with nothing quoted (no confident verdict). It follows the rubric it is given, as a
+  careful model does: a rubric that does not ask for the paper's conditions (a genuine fault, the
+  earliest, not corrected later) but only for well-argued, quoted evidence gets 85 for any quote.
+  Wrong: the opposite call.
 - forced final (``final``): the fault step if the conversation shows its lines, else the step
   its memory notes with a quote that carries the fault, else a blind choice among the admitted
   steps the prompt shows (`Ask.blind_step`). Wrong: another shown step (the error model's).
@@ -330,12 +333,22 @@ def _turn_wrong(ask: Ask) -> dict[str, Any]:
 # ---- the evaluator ----------------------------------------------------------------------------------
 
 
+def _asks_for_a_fault(ask: Ask) -> bool:
+    """Whether the evaluator's rubric asks if the claim shows a decisive mistake (the paper's
+    conditions: a genuine fault, the earliest, not corrected later), not only whether it is argued
+    well: a careful model follows the rubric it is given."""
+    words = ask.text.lower()
+    return "earliest" in words and ("genuine" in words or "corrected" in words)
+
+
 def _judged(ask: Ask) -> tuple[int, str]:
-    """(score, feedback) for the claim, from the evidence its reasoning quotes."""
+    """(score, feedback) for the claim, from the evidence its reasoning quotes, as the rubric asks."""
     reasoning = ask.fenced("REASONING") or ask.prompt.rpartition("Question to check:")[0]
     quotes = [q.strip(" .") for q in _QUOTED.findall(reasoning)]
     if not quotes:
         return 30, "The reasoning quotes nothing from the run: the claim cannot be checked."
+    if not _asks_for_a_fault(ask):  # a rubric of form: quoted, specific evidence scores high
+        return 85, "The claim quotes specific evidence."
     if any(ask.quotes_fault(q) for q in quotes):
         return 90, "The quoted evidence shows the mistake the claim asserts."
     return 20, "The quoted evidence does not show the mistake the claim asserts."
