@@ -36,7 +36,7 @@ FALAT_LEAN = (
 SPECS = {
     "all-at-once": "all-at-once:max_chars=6000",
     "safari": "safari:max_turns=3:transcript=true",
-    "drift": "drift:chunk_tokens=1024:max_checked_claims=4:segment=true",
+    "drift": "drift:chunk_tokens=1024:claim_chars=60:evidence_chars=80:max_checked_claims=4:reason_chars=80:segment=true",
     "falat": FALAT_LEAN,
     # agree=3: stage 2 (SAFARI, two turns to stay lean) runs unless all three samples agree
     "cascade": "cascade:stages=all-at-once*3>safari(max_turns=2;min_investigate_turns=0):agree=3",

@@ -2,8 +2,8 @@
 
 The 135M model cannot audit claims well; what must hold is that the machinery is real: every
 stage's output parsed under its grammar (a violation would be an error record), the ledger keeps
-its ordering, spans lie inside the trace, cost per stage adds up, and a fixed seed reproduces
-the run exactly apart from timings. Segmentation is on, so all four stages can run.
+its ordering, spans lie inside the trace, and cost per stage adds up (same seed, same records:
+tests/methods/test_reproducible.py). Segmentation is on, so all four stages can run.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""FALAT end to end on the REAL embedded model (vLLM CPU build) through `localfa diagnose`.
+"""FALAT end to end on the REAL embedded model (vLLM CPU build), in the shared real sweep (tests/realsweep.py).
 
 The 135M model cannot find real faults; what must hold is that the machinery is real: every
 stage's output parsed under its grammar (a violation would be an error record) and obeys the
-orderings the grammars build in, cost per stage adds up, and a fixed seed reproduces the run
-exactly apart from timings. One short run of each Who&When subset keeps the test lean.
+orderings the grammars build in, and cost per stage adds up (same seed, same records:
+tests/methods/test_reproducible.py). One short run of each Who&When subset keeps the test lean.
 """
 
 from __future__ import annotations

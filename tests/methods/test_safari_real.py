@@ -1,7 +1,8 @@
 """SAFARI end to end on the REAL embedded model (vLLM CPU build), in the shared real sweep (tests/realsweep.py).
 
 The 135M model cannot find real faults; what must hold is that the machinery is real: every turn
-parses under the grammar, the answer is a step of the trace, and a fixed seed reproduces the run.
+parses under the grammar and the answer is a step of the trace (same seed, same records:
+tests/methods/test_reproducible.py).
 """
 
 from __future__ import annotations
