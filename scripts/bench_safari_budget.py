@@ -56,10 +56,13 @@ def main() -> int:
         ((_, diag),) = list(run_jobs(engine, [job], concurrency=1))
         cap = diag.details["budget_limit"]
         sent = [e for e in diag.transcript or [] if e.get("prompt_tokens")]
+        if not sent:  # a trace whose record is an error, or that sent nothing: said, not counted
+            print(f"trace={trace.id} prompts=0 error={diag.error!r}", flush=True)
+            continue
         errors += [abs(e["prompt_counted"] - e["prompt_tokens"]) / e["prompt_tokens"] for e in sent]
         largest.append(max(e["prompt_tokens"] for e in sent) / cap)
         before = [e["prompt_tokens"] for e in sent if e.get("summarised_before") == 0]
-        if diag.details["summarised_results"]:
+        if diag.details["summarised_results"] and before:
             peaks.append(max(before) / cap)
         print(
             f"trace={trace.id} cap={cap} prompts={len(sent)} summarised={diag.details['summarised_results']} "
@@ -72,6 +75,9 @@ def main() -> int:
     if peaks:
         print(f"peak_before_first_summary_share_min={min(peaks):.3f}")
         print(f"peak_before_first_summary_share_mean={sum(peaks) / len(peaks):.3f}")
+    if not errors:
+        print("prompts=0")
+        return 1  # nothing was sent: no figure to print
     print(f"largest_prompt_share_max={max(largest):.3f}")
     print(f"prompts={len(errors)}")
     print(f"estimate_error_max={max(errors):.4f}")
