@@ -39,7 +39,7 @@ def test_window_budget_and_head_refusal_in_process(vllm_engine, whowhen):
     from localfa.traces.load import load_trace
 
     trace = load_trace(whowhen / "hand-crafted" / "19.json")
-    method = get_method("safari", max_turns=1, transcript=True)  # one turn and the forced final show the budget
+    method = get_method("safari", max_turns=2, transcript=True)
     jobs = [method_job(vllm_engine, method, MethodContext(trace, seed=3, budget=b), key=str(b)) for b in (None, "500")]
     results = dict(run_jobs(vllm_engine, jobs))
     rec, refused = results["None"], results["500"]
