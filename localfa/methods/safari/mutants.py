@@ -71,10 +71,6 @@ def _evaluator_invented_rubric(reasoning: str, question: str, limits: Any) -> li
     return [{"role": "system", "content": _INVENTED_RUBRIC}, *messages[1:]]
 
 
-def _stub_summary(call: str, steps: str, body: str, model_texts: Any, evidence: Any = ()) -> tuple[str, list[int]]:
-    return f"[{call}: its result (steps {steps}) was summarised away to keep room; call it again to see it]", []
-
-
 def _first_line_only(self: Investigation) -> dict[str, Any]:
     return {"name": "read", "offset": 0, "limit": 1}
 
@@ -112,22 +108,8 @@ MUTANTS = content_blind_mutants({"safari/observation.j2": "p1"}) + [
         "cost",
         patched((Investigation, "evaluate_open", property(lambda self: self.investigated >= self.min_investigate))),
     ),
-    # Summaries matter only where the run is not shown whole: at p = 1 the oracle re-reads what a
-    # stub dropped (long runs at 2x and 5x: 1.000 either way, 12 traces); under the realistic
-    # error model the fault's lines lost to a stub cost it (p = 0.7 on the unfit dev traces).
-    Mutant(
-        "stub_summaries",
-        "context: a summarised result keeps nothing it showed (a stub), not the lines quoted or noted",
-        "p07",
-        patched((investigator, "summarise", _stub_summary)),
-        traces=UNFIT_TRACES,
-    ),
-    Mutant(
-        "invented_rubric",
-        "evaluator: the rubric rewards quoted, specific, consistent evidence, not the paper's three conditions",
-        "p07",
-        patched((investigator, "evaluator_messages", _evaluator_invented_rubric)),
-    ),
+    # `stub_summaries` (a summarised result keeps nothing) is not registered: the oracle does not
+    # notice it (docs/methods/safari.md, "Issue 53's two variants").
     Mutant("threshold_zero", "evaluate threshold θ=70: every evaluation passes", "p07", spec="threshold=0"),
     Mutant("threshold_unreachable", "evaluate threshold θ=70: no evaluation passes", "cost", spec="threshold=100"),
     # Stages that earn their place only under context pressure: on runs shown whole no rule
