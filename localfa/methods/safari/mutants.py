@@ -110,6 +110,12 @@ MUTANTS = content_blind_mutants({"safari/observation.j2": "p1"}) + [
     ),
     # `stub_summaries` (a summarised result keeps nothing) is not registered: the oracle does not
     # notice it (docs/methods/safari.md, "Issue 53's two variants").
+    Mutant(
+        "invented_rubric",
+        "evaluator: the rubric rewards quoted, specific, consistent evidence, not the paper's three conditions",
+        "p07",
+        patched((investigator, "evaluator_messages", _evaluator_invented_rubric)),
+    ),
     Mutant("threshold_zero", "evaluate threshold θ=70: every evaluation passes", "p07", spec="threshold=0"),
     Mutant("threshold_unreachable", "evaluate threshold θ=70: no evaluation passes", "cost", spec="threshold=100"),
     # Stages that earn their place only under context pressure: on runs shown whole no rule
