@@ -29,9 +29,9 @@ SEED = 7
 # Every stage of each method runs, with the embedded model's profile bounds and the spec's leaner
 # ones (the 135M model writes every string to its bound). Canonical spellings: options sorted.
 FALAT_LEAN = (
-    "falat:action_chars=40:analysis_chars=40:answer_chars=60:argument_chars=40:decision_chars=40:pair_quota=1"
-    ":pair_reason_chars=20:pair_step_tokens=64:plan_chars=100:quote_chars=40:rank_reason_chars=20"
-    ":requirement_chars=40:stage_chars=60:step_tokens=160"
+    "falat:action_chars=20:analysis_chars=20:answer_chars=40:argument_chars=20:decision_chars=20:pair_quota=1"
+    ":pair_reason_chars=20:pair_step_tokens=64:plan_chars=60:quote_chars=20:rank_reason_chars=20"
+    ":requirement_chars=20:stage_chars=40:step_tokens=160"
 )
 SPECS = {
     "all-at-once": "all-at-once:max_chars=6000",
