@@ -19,7 +19,7 @@ from localfa.diagnosis import Diagnosis
 from localfa.engine.factory import EngineOptions, build_engine, make_engine
 from localfa.engine.types import Engine
 from localfa.methods.base import BaseMethod, MethodContext
-from localfa.methods.registry import DEFAULT_METHOD, MethodSpec, get_method
+from localfa.methods.registry import DEFAULT_METHOD, MethodSpec, get_method, only_scoring
 from localfa.traces.load import load_trace
 from localfa.traces.model import Trace
 
@@ -105,7 +105,7 @@ def diagnose(
     items: Sequence[TraceLike] = [traces] if isinstance(traces, (Trace, str, Path)) else traces  # type: ignore[list-item]
     single = len(items) == 1 and items[0] is traces
     loaded = [_as_trace(t) for t in items]
-    scoring = get_method(method).scores_prompts  # a bad spec fails before an engine starts (minutes)
+    scoring = only_scoring([method])
     results: list[Diagnosis | None] = [None] * len(loaded)
     with _EngineScope(engine, {"scoring_only": scoring, **engine_options}) as eng:
         for i, diag in diagnose_iter(eng, method, loaded, seed=seed, budget=budget, concurrency=concurrency):
@@ -144,7 +144,7 @@ def bench(
         specs = parse_methods(methods)
     else:
         specs = [m if isinstance(m, MethodSpec) else MethodSpec.parse(m) for m in methods]
-    scoring = all([get_method(spec).scores_prompts for spec in specs])  # a list: every spec is checked
+    scoring = only_scoring(specs)
     unreadable: list[Unreadable] = []
     traces = load_traces([str(d) for d in datasets], limit=limit, unreadable=unreadable)
     if not traces and unreadable:

@@ -162,7 +162,7 @@ def served_info(settings: EngineSettings, model_dir: Path) -> dict[str, object]:
             "extra_args": dict(settings.extra),
             # thinking before the grammar: the client sends each request's budget (openai backend)
             "reasoning_parser": settings.reasoning_parser or None,
-            "thinking_tokens": max(0, int(settings.thinking_tokens)) if settings.reasoning_parser else 0,
+            "thinking_tokens": settings.thinking_budget(),
             "enable_thinking": settings.enable_thinking,
         },
     }

@@ -110,12 +110,12 @@ def bench(
     from localfa.bench.units import Unreadable
     from localfa.cluster.runtime import ClusterError
     from localfa.durable import may_pass
-    from localfa.methods.registry import MethodOptionError, get_method
+    from localfa.methods.registry import MethodOptionError, only_scoring
 
     try:
         specs = with_allow_none(parse_methods(methods), allow_none)
         # options are checked before traces are read or an engine is loaded (minutes)
-        scoring_only = all([get_method(s).scores_prompts for s in specs])  # a list: every spec is checked
+        scoring_only = only_scoring(specs)
     except MethodOptionError as exc:
         fail("--methods", str(exc))
     try:

@@ -175,7 +175,7 @@ class OpenAIEngine(BaseEngine):
         # each request carries its thinking budget, as the in-process vLLM engine's do, the
         # template's thinking switch follows the server's profile unless the client named one,
         # and the methods fit their prompts in the window less that budget.
-        self.thinking_tokens = max(0, int(served.get("thinking_tokens") or 0)) if served.get("reasoning_parser") else 0
+        self.thinking_tokens = max(0, int(served.get("thinking_tokens") or 0))  # the server's `thinking_budget()`
         if served.get("reasoning_parser") and enable_thinking is None:
             self.enable_thinking = bool(served.get("enable_thinking"))
         if self.max_model_len and self.thinking_tokens:

@@ -46,6 +46,10 @@ class EngineSettings:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def thinking_budget(self) -> int:
+        """Each request's thinking budget in tokens: `thinking_tokens`, where a reasoning parser is set."""
+        return max(0, int(self.thinking_tokens)) if self.reasoning_parser else 0
+
 
 # The profile whose `[methods.*]` tables apply to the embedded model when no profile is named.
 EMBEDDED_PROFILE = "cpu-embedded"

@@ -246,7 +246,7 @@ class VLLMEngine(BaseEngine):
 
     def _thinking_tokens(self) -> int:
         """Each request's thinking budget in tokens: the profile's, where a reasoning parser is set."""
-        return max(0, int(self.settings.thinking_tokens)) if self.settings.reasoning_parser else 0
+        return self.settings.thinking_budget()
 
     @staticmethod
     def _score_params() -> Any:

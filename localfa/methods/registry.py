@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, fields, is_dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from localfa.methods.base import BaseMethod
 from localfa.methods.options import MethodOptionError, build_options
@@ -129,6 +129,13 @@ def method_option_names(name: str) -> list[str]:
     options_cls = method_class(name).Options
     own = [f.name for f in fields(options_cls)] if is_dataclass(options_cls) else []
     return own + [o for o in SHARED_OPTIONS if o not in own]
+
+
+def only_scoring(specs: Sequence[str | MethodSpec]) -> bool:
+    """Build every spec (a bad one raises `MethodOptionError` before an engine starts, which takes
+    minutes) and say whether all of them only score prompts (prism): the default local backend
+    is then transformers."""
+    return all([get_method(spec).scores_prompts for spec in specs])  # a list: every spec is built
 
 
 def get_method(spec: str | MethodSpec, **options: Any) -> BaseMethod:

@@ -20,7 +20,7 @@ from localfa.methods.baselines import shorten
 from localfa.methods.drift.excerpts import RADIUS, windows
 from localfa.methods.drift.ledger import Claim
 from localfa.methods.drift.spans import Span, SpanView
-from localfa.methods.drift.terms import terms, values, words
+from localfa.methods.drift.terms import step_terms, terms
 from localfa.methods.fencing import fence, fence_overhead
 
 POSTINGS = 64  # steps a term may place a claim at: the nearest to the claim's introduction
@@ -131,8 +131,7 @@ class Packer:
         if self._index is None:
             index: dict[str, list[int]] = {}
             for i, text in enumerate(self.view.texts):
-                # uncached: whole step texts would crowd the claims out of `terms`' cache
-                for t in words.__wrapped__(text) | values.__wrapped__(text):
+                for t in step_terms(text):
                     index.setdefault(t, []).append(i)
             self._index = index
         at = self.spans[claim.introduced].first if 0 <= claim.introduced < len(self.spans) else 0

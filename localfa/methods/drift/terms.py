@@ -74,6 +74,12 @@ def terms(text: str) -> frozenset[str]:
     return words(text) | values(text)
 
 
+def step_terms(text: str) -> frozenset[str]:
+    """`terms` of a whole step's text, computed without filling the caches: a run's steps, read
+    once for its term index, would crowd the claims' texts out of them."""
+    return words.__wrapped__(text) | values.__wrapped__(text)
+
+
 def same_content(a: str, b: str) -> bool:
     """Two wordings of one claim: the same values, the same named entities, the same polarity,
     a comparison in the same order, and nearly the same content words."""
