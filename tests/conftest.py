@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -44,15 +45,30 @@ def transformers_engine(embedded_model_dir):
 
 
 @pytest.fixture(scope="session")
-def vllm_server(embedded_model_dir, tmp_path_factory):
-    """A real `vllm serve` of the embedded model on a free loopback port, stopped at the end."""
-    from localfa.engine.settings import load_profile
-    from localfa.serving.launch import start_server, stop_server
+def served(embedded_model_dir, tmp_path_factory):
+    """ONE real `localfa serve` of the embedded model (vLLM's API server behind localfa's key guard)
+    for the session: a server start costs 40 s on two cores. Killed at the end if still up; the test
+    that stops it runs last (tests/serving/served.py)."""
+    from tests.serving.proctree import alive, descendants
+    from tests.serving.served import start_served
 
-    log = tmp_path_factory.mktemp("server") / "vllm.log"
-    proc, url = start_server(load_profile("cpu-embedded"), embedded_model_dir, "127.0.0.1", None, log_path=log, timeout_s=420)
-    yield url
-    stop_server(proc)
+    try:
+        server = start_served(tmp_path_factory.mktemp("serve") / "vllm.log")
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    yield server
+    for pid in alive(server.tree | descendants(server.proc.pid) | {server.proc.pid}):
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def vllm_server(served, monkeypatch) -> str:
+    """The session server's URL, its key in LOCALFA_API_KEY (read by the openai backend, inherited
+    by a `localfa` child process)."""
+    from tests.serving.served import SERVE_KEY
+
+    monkeypatch.setenv("LOCALFA_API_KEY", SERVE_KEY)
+    return served.url
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +83,9 @@ def real_sweep(tmp_path_factory):
 def pytest_collection_modifyitems(config, items):
     # Real-engine tests are the ones that matter; CI runs them. LOCALFA_SKIP_REAL=1 is for a quick
     # local loop only.
+    from tests.serving.served import STOPS_THE_SERVER
+
+    items.sort(key=lambda item: item.nodeid == STOPS_THE_SERVER)  # stable: everything else keeps its order
     if os.environ.get("LOCALFA_SKIP_REAL") == "1":
         skip = pytest.mark.skip(reason="LOCALFA_SKIP_REAL=1")
         for item in items:

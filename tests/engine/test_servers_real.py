@@ -107,7 +107,7 @@ def test_a_real_server_that_dies_mid_run_is_failed_over_and_readmitted(vllm_serv
     traces = [f"trace{t}" for t in range(8)]
     proxy = start_proxy()
     said: list[str] = []
-    engine = OpenAIEngine([vllm_server, proxy_url], say=said.append, first_probe_s=0.5)
+    engine = OpenAIEngine([vllm_server, proxy_url], api_key=os.environ["LOCALFA_API_KEY"], say=said.append, first_probe_s=0.5)
     try:
         via_proxy = [t for t in traces if engine._server_for(_yes_no(t, 0), engine.live()) == proxy_url + "/v1"]
         assert via_proxy and len(via_proxy) < len(traces)

@@ -1,13 +1,11 @@
-"""`localfa serve` with a real `vllm serve` of the embedded model, started once for the module:
-with an API key, a request without it gets 401 and with it succeeds (the openai backend reading
+"""`localfa serve` with a real `vllm serve` of the embedded model, the session's one server
+(`served` in tests/conftest.py; the other real-server tests use it through `vllm_server`): with an
+API key, a request without it gets 401 and with it succeeds (the openai backend reading
 LOCALFA_API_KEY); the key is in no process's command line; SIGTERM leaves none of its tree alive."""
 
 from __future__ import annotations
 
-import os
-import select
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,52 +15,19 @@ import pytest
 
 from localfa.engine.grammar import Grammar
 from localfa.engine.types import Request, Sampling
-from localfa.serving.launch import API_KEY_ENV, free_port
+from localfa.serving.launch import API_KEY_ENV
 from tests.serving.proctree import alive, children, cmdline, descendants
+from tests.serving.served import SERVE_KEY as KEY
 
 pytestmark = [pytest.mark.real, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 
 REPO = Path(__file__).resolve().parents[2]
-KEY = "k-7d2e90b4-test-only"
-
-
-def _read_line(proc: subprocess.Popen, timeout_s: float) -> str:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
-        if ready:
-            return proc.stdout.readline().strip()
-    return ""
-
-
-@pytest.fixture(scope="module")
-def served(embedded_model_dir, tmp_path_factory):
-    """(localfa serve process, URL, its process tree once healthy); killed at the end if still up."""
-    log = tmp_path_factory.mktemp("serve") / "vllm.log"
-    port = free_port()
-    env = {**os.environ, "LOCALFA_API_KEY": KEY}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "localfa", "serve", "--port", str(port), "--log", str(log)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    url = _read_line(proc, 420)
-    if url != f"http://127.0.0.1:{port}":
-        proc.kill()
-        pytest.fail(f"localfa serve did not come up ({url!r}); log: {log.read_text()[-2000:] if log.exists() else ''}")
-    tree = descendants(proc.pid)
-    yield proc, url, tree
-    for pid in alive(tree | {proc.pid}):
-        os.kill(pid, signal.SIGKILL)
 
 
 def test_a_request_without_the_key_gets_401_and_with_it_succeeds(served, monkeypatch):
     from localfa.engine.factory import make_engine
 
-    _, url, _ = served
+    url = served.url
     with httpx.Client(trust_env=False, timeout=30) as client:
         assert client.get(f"{url}/v1/models").status_code == 401
         body = {"model": "localfa", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
@@ -82,7 +47,7 @@ def test_a_request_without_the_key_gets_401_and_with_it_succeeds(served, monkeyp
 
 
 def test_the_key_is_in_no_command_line_only_in_the_server_environment(served):
-    proc, _, tree = served
+    proc, tree = served.proc, served.tree
     (server,) = children(proc.pid)  # vllm's API server
     assert tree and all(KEY not in cmdline(pid) for pid in tree | {proc.pid})
     assert "vllm.entrypoints.openai.api_server" in cmdline(server)
@@ -96,7 +61,7 @@ OPEN_IN_VLLM = ["/health", "/ping", "/version", "/metrics", "/invocations", "/to
 
 def test_every_route_refuses_a_request_without_the_key(served):
     """Issue 25.6: the guard in front of vLLM refuses every route without the key, each tested."""
-    _, url, _ = served
+    url = served.url
     auth = {"Authorization": f"Bearer {KEY}"}
     with httpx.Client(trust_env=False, timeout=30) as client:
         spec = client.get(f"{url}/openapi.json", headers=auth)
@@ -124,7 +89,7 @@ def test_the_server_says_what_it_serves_and_counts_in_one_call(served, embedded_
     from localfa.engine.model import model_fingerprint
     from localfa.tokens import token_counter
 
-    _, url, _ = served
+    url = served.url
     monkeypatch.setenv("LOCALFA_API_KEY", KEY)
     engine = make_engine("openai", base_urls=[url])
     try:
@@ -140,7 +105,7 @@ def test_the_server_says_what_it_serves_and_counts_in_one_call(served, embedded_
 
 
 def test_sigterm_to_localfa_serve_leaves_no_process_of_its_tree(served):
-    proc, _, tree = served
+    proc, tree = served.proc, served.tree
     tree = tree | descendants(proc.pid)
     assert len(tree) >= 2  # the API server and its engine core, at least
     proc.send_signal(signal.SIGTERM)
