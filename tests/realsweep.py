@@ -38,8 +38,10 @@ SPECS = {
     "safari": "safari:max_turns=3:transcript=true",
     "drift": "drift:chunk_tokens=1024:claim_chars=60:evidence_chars=80:max_checked_claims=4:reason_chars=80:segment=true",
     "falat": FALAT_LEAN,
-    # agree=3: stage 2 (SAFARI, two turns to stay lean) runs unless all three samples agree
-    "cascade": "cascade:stages=all-at-once*3>safari(max_turns=2;min_investigate_turns=0):agree=3",
+    # agree=3: stage 2 runs unless all three samples agree. Stage 2 is one all-at-once call: what is
+    # the cascade's own (stage 1's cached prefix, escalation, the answering stage) shows on any stage
+    # 2, and SAFARI's requests are the sweep's already.
+    "cascade": "cascade:agree=3:stages=all-at-once*3>all-at-once(max_chars=3000)",
 }
 
 

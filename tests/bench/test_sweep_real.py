@@ -22,14 +22,15 @@ def answers(records) -> dict:
 
 
 def test_records_do_not_depend_on_concurrency_when_batches_are_the_same(vllm_engine, whowhen, tmp_path):
-    """--concurrency 4 and 16 put the same 4 traces in the same batches: identical records. With
-    --concurrency 1 the batches differ, which can flip a sampled token now and then (the
-    README says so): the same records by key, each valid, is what holds there."""
+    """--concurrency 4 and 16 put the same 4 traces in the same batches: identical records. (With
+    --concurrency 1 the batches differ, which can flip a sampled token now and then, as the README
+    says; that a sweep at any concurrency writes every record once is the scripted engine's test,
+    tests/bench/test_sweep.py.)"""
     files = sorted((whowhen / "algorithm-generated").glob("*.json"), key=lambda f: f.stat().st_size)[:4]
     traces = [load_trace(f) for f in files]
     methods = parse_methods("all-at-once:max_chars=3000")
     runs = {}
-    for concurrency in (4, 16, 1):
+    for concurrency in (4, 16):
         vllm_engine.reset_prefix_cache()
         run = tmp_path / f"c{concurrency}"
         res = run_sweep(run, traces, methods, [0], vllm_engine, concurrency=concurrency, progress=False)
@@ -37,6 +38,5 @@ def test_records_do_not_depend_on_concurrency_when_batches_are_the_same(vllm_eng
         runs[concurrency] = answers(read_records(run / "results.jsonl"))
     assert len(runs[4]) == 4
     assert all(r["step"] is not None and r["usage"]["calls"] == 1 for r in runs[4].values())
+    assert all(0 <= r["step"] < r["n_steps"] for r in runs[4].values())
     assert runs[4] == runs[16]
-    assert set(runs[1]) == set(runs[4])
-    assert all(0 <= r["step"] < r["n_steps"] for r in runs[1].values())
