@@ -7,6 +7,8 @@ JSON as its own output; and every prompt must carry trace text only inside fence
 from __future__ import annotations
 
 import json
+import random
+import re
 from typing import Any
 
 import pytest
@@ -124,3 +126,18 @@ def test_fence_neutralises_every_delimiter_the_text_holds():
     for bad in ("", "a\nb", "<<<x", "x" * 65):
         with pytest.raises(ValueError):
             fence("t", bad)
+
+
+# What a block is, as one regular expression: an opening line, text, and the first line after it
+# that closes that label. The scanner in fencing.py must read exactly this, on any text.
+_BLOCK_DEFINITION = re.compile(r"^<<<(?!END )(?P<label>[^<>\n]+)>>>\n(?P<text>.*?)\n<<<END (?P=label)>>>$", re.S | re.M)
+
+
+def test_the_block_scanner_reads_what_the_marker_definition_says_on_any_text():
+    pieces = ["<<<A>>>", "<<<END A>>>", "<<<B 1>>>", "<<<END B 1>>>", "\n", "\n", "x", "<<<", ">>>", "<<<END A>>>x", "<<<A>>> ", "<", ">"]
+    rng = random.Random(5)
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        expected = [(m.group("label"), m.group("text")) for m in _BLOCK_DEFINITION.finditer(text)]
+        assert fenced_blocks(text) == expected, repr(text)
+        assert outside_fences(text) == _BLOCK_DEFINITION.sub("", text), repr(text)
