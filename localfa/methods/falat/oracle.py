@@ -40,6 +40,7 @@ re-search; an expected answer taken from the wrong result.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import regex as re
@@ -67,12 +68,16 @@ _STATED_ANSWER = re.compile(
 # ---- what the prompt shows ----------------------------------------------------------------------
 
 
-def _words(text: str) -> set[str]:
-    return {w.casefold() for w in _WORD.findall(text) if len(w) >= 4}
+# Kept per text: a window's steps and the text before each are read again by every rule and
+# every pair that shows them (the regex is most of a FALAT oracle run's time otherwise).
+@lru_cache(maxsize=2048)
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.casefold() for w in _WORD.findall(text) if len(w) >= 4)
 
 
-def _salient(text: str) -> set[str]:
-    return {w.casefold() for w in _SALIENT.findall(text)}
+@lru_cache(maxsize=2048)
+def _salient(text: str) -> frozenset[str]:
+    return frozenset(w.casefold() for w in _SALIENT.findall(text))
 
 
 def _forwards(text: str, before: str, task: str = "") -> bool:
