@@ -83,14 +83,26 @@ def real_sweep(tmp_path_factory):
 def pytest_collection_modifyitems(config, items):
     # Real-engine tests are the ones that matter; CI runs them. LOCALFA_SKIP_REAL=1 is for a quick
     # local loop only.
-    from tests.serving.served import STOPS_THE_SERVER
-
-    items.sort(key=lambda item: item.nodeid == STOPS_THE_SERVER)  # stable: everything else keeps its order
+    keep_the_servers_users_together(items)
     if os.environ.get("LOCALFA_SKIP_REAL") == "1":
         skip = pytest.mark.skip(reason="LOCALFA_SKIP_REAL=1")
         for item in items:
             if "real" in item.keywords:
                 item.add_marker(skip)
+
+
+def keep_the_servers_users_together(items) -> None:
+    """The tests of the session's one server run as one block where the first of them stands, the
+    test that stops it last: the server is up for that block only (idle, it still costs CPU)."""
+    from tests.serving.served import STOPS_THE_SERVER
+
+    users = [item for item in items if "served" in getattr(item, "fixturenames", ())]
+    if not users:
+        return
+    first = items.index(users[0])  # no user stands before it
+    users.sort(key=lambda item: item.nodeid == STOPS_THE_SERVER)  # stable: the others keep their order
+    chosen = {id(item) for item in users}
+    items[:] = items[:first] + users + [item for item in items[first:] if id(item) not in chosen]
 
 
 # ---- the real-engine share of the run, printed at the end (CI's budget: under 12 of its minutes) ----
