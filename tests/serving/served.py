@@ -27,7 +27,6 @@ class Served:
     proc: subprocess.Popen
     url: str
     tree: set[int]  # its process tree once healthy
-    log: Path
 
 
 def _read_line(proc: subprocess.Popen, timeout_s: float) -> str:
@@ -54,4 +53,4 @@ def start_served(log: Path, timeout_s: float = 420) -> Served:
     if url != f"http://127.0.0.1:{port}":
         proc.kill()
         raise RuntimeError(f"localfa serve did not come up ({url!r}); log: {log.read_text()[-2000:] if log.exists() else ''}")
-    return Served(proc, url, descendants(proc.pid), log)
+    return Served(proc, url, descendants(proc.pid))

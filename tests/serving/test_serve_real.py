@@ -21,8 +21,6 @@ from tests.serving.served import SERVE_KEY as KEY
 
 pytestmark = [pytest.mark.real, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def test_a_request_without_the_key_gets_401_and_with_it_succeeds(served, monkeypatch):
     from localfa.engine.factory import make_engine
