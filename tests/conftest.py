@@ -48,7 +48,7 @@ def transformers_engine(embedded_model_dir):
 def served(embedded_model_dir, tmp_path_factory):
     """ONE real `localfa serve` of the embedded model (vLLM's API server behind localfa's key guard)
     for the session: a server start costs 40 s on two cores. Killed at the end if still up; the test
-    that stops it runs last (tests/serving/served.py)."""
+    that stops it runs last of the tests that use it (`keep_the_servers_users_together`)."""
     from tests.serving.proctree import alive, descendants
     from tests.serving.served import start_served
 
@@ -81,9 +81,9 @@ def real_sweep(tmp_path_factory):
 
 
 def pytest_collection_modifyitems(config, items):
+    keep_the_servers_users_together(items)
     # Real-engine tests are the ones that matter; CI runs them. LOCALFA_SKIP_REAL=1 is for a quick
     # local loop only.
-    keep_the_servers_users_together(items)
     if os.environ.get("LOCALFA_SKIP_REAL") == "1":
         skip = pytest.mark.skip(reason="LOCALFA_SKIP_REAL=1")
         for item in items:

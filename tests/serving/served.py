@@ -18,7 +18,7 @@ from tests.serving.proctree import descendants
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE_KEY = "k-7d2e90b4-test-only"
-# The test that stops the server runs after every other test (tests/conftest.py orders it last).
+# The test that stops the server runs last of the server's users (tests/conftest.py orders them).
 STOPS_THE_SERVER = "tests/serving/test_serve_real.py::test_sigterm_to_localfa_serve_leaves_no_process_of_its_tree"
 
 
