@@ -30,6 +30,7 @@ ceiling, p = 0.7 accuracy, calls and prefill per trace, the kill rule it tripped
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -130,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the share of a fault's shingles a block must hold to carry it (the oracle's default 0.5)",
     )
     ap.add_argument("--mutants", action="store_true", help="sweep every method's registered mutants against it intact and print the kills")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="--mutants: variants measured at once, one process each (default: the cores)",
+    )
     ap.add_argument("--long", action="store_true", help="p = 1 on dev runs grown so the fault sits at 1x, 2x, 5x a 32k window (issue 36)")
     ap.add_argument("--calibrate", action="store_true", help="fit the realistic error model to published baseline figures and predict")
     ap.add_argument(
@@ -217,7 +224,7 @@ def mutants_main(args: argparse.Namespace) -> int:
     out = Path(args.out or REPO / "runs" / f"mutants-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
     noise = args.noise or "real"
     started = time.perf_counter()
-    print(f"traces={len(traces)} methods={','.join(chosen)} noise={noise} seeds={args.seeds} out={out}")
+    print(f"traces={len(traces)} methods={','.join(chosen)} noise={noise} seeds={args.seeds} workers={args.workers} out={out}")
     rows = run_mutants(
         out,
         traces,
@@ -226,6 +233,7 @@ def mutants_main(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         say=lambda s: print(s, file=sys.stderr),
         seeds=parse_seeds(args.seeds),
+        workers=args.workers,
     )
     print("\n".join(table_lines(rows)))
     print(f"wall_s={time.perf_counter() - started:.1f}")

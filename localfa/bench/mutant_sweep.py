@@ -19,10 +19,12 @@ spec options), and judged against the intact figures by `localfa.oracle.mutants.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from localfa.bench.longruns import grown_depths
 from localfa.bench.metrics import score_record
@@ -30,7 +32,7 @@ from localfa.bench.report import load_run
 from localfa.bench.sweep import run_sweep
 from localfa.engine.factory import make_engine
 from localfa.methods.registry import MethodSpec
-from localfa.oracle.mutants import Figures, KillRule, Mutant, killed_by
+from localfa.oracle.mutants import Figures, KillRule, Mutant, killed_by, registered_mutants
 from localfa.results import ResultRecord
 from localfa.traces.model import Trace
 
@@ -129,6 +131,58 @@ def long_runs(where: Path, traces: list[Trace], spec: MethodSpec, concurrency: i
     return records
 
 
+@dataclass(frozen=True)
+class Job:
+    """One variant to measure in a worker process: a registered mutant is named, not passed (its
+    patch is code, which does not cross a process boundary), and looked up again there."""
+
+    method: str
+    mutant: str | None  # None: the method intact
+    traces: tuple[Trace, ...]
+    noisy: bool = True
+    noise: str = "real"
+    concurrency: int = 64
+    seeds: tuple[int, ...] = NOISY_SEEDS
+    long: bool = False
+    subdir: str = ""  # jobs on different traces or settings keep apart under one `out`
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a worker sends back: the figures and counts, or the error it met as text."""
+
+    figures: Figures | None
+    errors: int = 0
+    wall_s: float = 0.0
+    failure: str | None = None
+
+
+def _registered(method: str, name: str) -> Mutant:
+    found = [m for m in registered_mutants().get(method, ()) if m.name == name]
+    if not found:
+        raise ValueError(f"{method} has no registered mutant {name!r}: a worker process finds mutants by name")
+    return found[0]
+
+
+def _measure_job(args: tuple[str, Job]) -> Measured:
+    out, job = args
+    try:
+        mutant = None if job.mutant is None else _registered(job.method, job.mutant)
+        v = measure(
+            Path(out) / job.subdir, list(job.traces), job.method, mutant, job.noisy, job.noise, job.concurrency, job.seeds, job.long
+        )
+        return Measured(v.figures, v.errors, v.wall_s)
+    except Exception as exc:  # noqa: BLE001 - reported by whoever needs this job
+        return Measured(None, failure=f"{type(exc).__name__}: {exc}")
+
+
+def measure_jobs(out: Path, jobs: Sequence[Job], workers: int = 2) -> Iterator[Measured]:
+    """Each job measured in one of `workers` spawned processes (the oracle is single-threaded
+    Python, and a mutant patches module state), yielded in the jobs' order as each is done."""
+    with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield from pool.map(_measure_job, [(str(out), job) for job in jobs], chunksize=1)
+
+
 def run_mutants(
     out: Path,
     traces: list[Trace],
@@ -138,19 +192,57 @@ def run_mutants(
     concurrency: int = 64,
     say: Callable[[str], None] = lambda _: None,
     seeds: Sequence[int] = NOISY_SEEDS,
+    workers: int = 1,
 ) -> list[Variant]:
-    """Every method intact, then under each of its mutants; each mutant's `killed` filled in."""
+    """Every method intact, then under each of its mutants; each mutant's `killed` filled in.
+    With `workers` > 1 the variants run in that many processes; the mutants must then be registered
+    ones (a worker finds them by name)."""
+    plan = [(method, mutant, any(m.long for m in found)) for method, found in mutants.items() for mutant in (None, *found)]
     rows: list[Variant] = []
-    for method, found in mutants.items():
-        intact = measure(out, traces, method, None, noisy, noise, concurrency, seeds, long=any(m.long for m in found))
-        say(f"# {method} intact: {intact.wall_s:.1f}s")
-        rows.append(intact)
-        for mutant in found:
-            row = measure(out, traces, method, mutant, noisy, noise, concurrency, seeds, long=mutant.long)
-            row.killed = killed_by(intact.figures, row.figures)
-            say(f"# {method} {mutant.name}: {row.wall_s:.1f}s")
-            rows.append(row)
+    for got in _measured(out, traces, plan, noisy, noise, concurrency, seeds, workers):
+        if got.mutant is not None:
+            intact = next(r for r in reversed(rows) if r.method == got.method and r.mutant is None)
+            got.killed = killed_by(intact.figures, got.figures)
+        say(f"# {got.method} {got.name}: {got.wall_s:.1f}s")
+        rows.append(got)
     return rows
+
+
+def _measured(
+    out: Path,
+    traces: list[Trace],
+    plan: list[tuple[str, Mutant | None, bool]],
+    noisy: bool,
+    noise: str,
+    concurrency: int,
+    seeds: Sequence[int],
+    workers: int,
+) -> Iterator[Variant]:
+    """The plan's variants measured in order: in this process, or in `workers` processes."""
+    if workers <= 1:
+        for method, mutant, any_long in plan:
+            yield measure(out, traces, method, mutant, noisy, noise, concurrency, seeds, long=mutant.long if mutant else any_long)
+        return
+    jobs = [
+        Job(
+            method,
+            mutant.name if mutant else None,
+            tuple(traces),
+            noisy,
+            noise,
+            concurrency,
+            tuple(seeds),
+            mutant.long if mutant else any_long,
+        )
+        for method, mutant, any_long in plan
+    ]
+    for job in jobs:
+        if job.mutant is not None:
+            _registered(job.method, job.mutant)  # refused here, before any process starts
+    for (method, mutant, _), job, got in zip(plan, jobs, measure_jobs(out, jobs, workers)):
+        if got.figures is None:
+            raise RuntimeError(f"measuring {method} {job.mutant or INTACT} failed: {got.failure}")
+        yield Variant(method, mutant, got.figures, errors=got.errors, wall_s=got.wall_s)
 
 
 def _num(x: float | None) -> str:

@@ -9,16 +9,14 @@ split is the benchmark's (`scripts/bench_ceiling.py --mutants`).
 from __future__ import annotations
 
 import importlib.util
-import multiprocessing
 import re
 import zlib
-from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-from localfa.bench.mutant_sweep import measure, run_mutants, table_lines
+from localfa.bench.mutant_sweep import Job, Measured, measure_jobs, run_mutants, table_lines
 from localfa.bench.sweep import load_traces
 from localfa.methods import baselines
 from localfa.oracle.mutants import Figures, Mutant, killed_by, patched, registered_mutants, unloadable_mutants
@@ -49,50 +47,41 @@ def _subset(whowhen: Path, ids: tuple[str, ...]) -> list[Trace]:
     return [dev[i] for i in ids if dev[i].label_answerable()]  # a label on an executor's output no method may answer
 
 
-# One sweep to measure: (method, mutant name or None for intact, trace ids, noisy, long).
-Job = tuple[str, "str | None", tuple[str, ...], bool, bool]
+# One variant to measure: (method, mutant name or None for intact, trace ids, noisy, long).
+Key = tuple[str, "str | None", tuple[str, ...], bool, bool]
 
 
-def _job(method: str, mutant: Mutant | None, of: Mutant) -> Job:
+def _key(method: str, mutant: Mutant | None, of: Mutant) -> Key:
     """The sweep that measures `mutant` (None: the intact method) on the traces and rules `of` needs."""
     return (method, None if mutant is None else mutant.name, of.traces or DEFAULT_TRACES, of.expect == "p07", of.long)
 
 
-def _measure(args: tuple[str, str, Job]) -> Figures | str:
-    """One variant's figures, in a worker process (its mutant looked up by name and patched there);
-    a failure comes back as text for its own test to raise."""
-    root, out, (method, name, ids, noisy, long) = args
-    try:
-        mutant = None if name is None else next(m for m in registered_mutants()[method] if m.name == name)
-        traces = _subset(Path(root), ids)
-        where = Path(out) / f"{method}-{name or 'intact'}-{zlib.crc32(repr((ids, noisy, long)).encode()):08x}"
-        return measure(where, traces, method, mutant, noisy=noisy, long=long).figures
-    except Exception as exc:  # noqa: BLE001 - reported by the test that needs it
-        return f"{type(exc).__name__}: {exc}"
+def _job(whowhen: Path, key: Key) -> Job:
+    method, name, ids, noisy, long = key
+    subdir = f"{zlib.crc32(repr((ids, noisy, long)).encode()):08x}"
+    return Job(method, name, tuple(_subset(whowhen, ids)), noisy=noisy, long=long, subdir=subdir)
 
 
 @pytest.fixture(scope="module")
-def measured(request, whowhen, tmp_path_factory) -> dict[Job, Figures | str]:
+def measured(request, whowhen, tmp_path_factory) -> dict[Key, Measured]:
     """Every selected mutant and the intact runs they are judged against, measured once, two at a
     time in spawned processes (the oracle is single-threaded Python; CI has two cores). Pytest runs
     tests one after another, so nothing else competes with the two workers."""
     selected = {item.callspec.params["mutant"].name for item in request.session.items if item.originalname == _KILL_TEST}
-    jobs: dict[Job, None] = {}
+    keys: dict[Key, None] = {}
     for method, mutant in REGISTERED:
         if mutant.name in selected:
-            jobs[_job(method, None, mutant)] = None
-            jobs[_job(method, mutant, mutant)] = None
-    out = tmp_path_factory.mktemp("mutants")
-    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
-        figures = pool.map(_measure, [(str(whowhen), str(out), job) for job in jobs], chunksize=1)
-        return dict(zip(jobs, figures))
+            keys[_key(method, None, mutant)] = None
+            keys[_key(method, mutant, mutant)] = None
+    jobs = [_job(whowhen, key) for key in keys]
+    return dict(zip(keys, measure_jobs(tmp_path_factory.mktemp("mutants"), jobs, workers=2)))
 
 
-def _figures(measured: dict[Job, Figures | str], job: Job) -> Figures:
-    got = measured[job]
-    if isinstance(got, str):
-        raise AssertionError(f"measuring {job} failed: {got}")
-    return got
+def _figures(measured: dict[Key, Measured], key: Key) -> Figures:
+    got = measured[key]
+    if got.figures is None:
+        raise AssertionError(f"measuring {key} failed: {got.failure}")
+    return got.figures
 
 
 _KILL_TEST = "test_each_registered_mutant_is_killed_on_its_expected_rule"
@@ -101,11 +90,11 @@ _KILL_TEST = "test_each_registered_mutant_is_killed_on_its_expected_rule"
 @pytest.mark.parametrize("method,mutant", REGISTERED, ids=[f"{m}-{x.name}" for m, x in REGISTERED])
 def test_each_registered_mutant_is_killed_on_its_expected_rule(method: str, mutant: Mutant, measured):
     ids = mutant.traces or DEFAULT_TRACES
-    intact = _figures(measured, _job(method, None, mutant))
+    intact = _figures(measured, _key(method, None, mutant))
     assert intact.ceiling == pytest.approx(1.0), f"{method} intact misses at p = 1 on {ids}"
     if mutant.long:
         assert intact.long_ceiling == pytest.approx(1.0), f"{method} intact misses at p = 1 on long runs grown from {ids}"
-    broken = _figures(measured, _job(method, mutant, mutant))
+    broken = _figures(measured, _key(method, mutant, mutant))
     rules = killed_by(intact, broken)
     assert mutant.expect in rules, (
         f"{method} mutant {mutant.name} ({mutant.stage}) not killed by {mutant.expect}: {broken} vs intact {intact}"
@@ -157,9 +146,23 @@ def test_bench_ceiling_mutants_prints_the_table(whowhen, tmp_path, capsys, monke
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     monkeypatch.setattr("localfa.oracle.mutants.registered_mutants", lambda: TEST_MUTANTS)
-    args = ["--mutants", "--methods", "binary-search", "--limit", "3", "--data", str(whowhen), "--out", str(tmp_path)]
+    args = ["--mutants", "--methods", "binary-search", "--limit", "3", "--data", str(whowhen), "--out", str(tmp_path), "--workers", "1"]
     assert script.main(args) == 0
     printed = capsys.readouterr().out
     assert "method=binary-search mutants_killed=1/2 ceiling_step_accuracy=1.000" in printed
     assert re.search(r"binary-search\s+drop-last-step\s+p1\s+0\.\d+ ", printed)
     assert script.main(["--mutants", "--methods", "no-such-method", "--data", str(whowhen)]) == 2
+
+
+def test_variants_measured_in_two_processes_are_what_one_process_measures(whowhen, tmp_path):
+    """`--workers`: a worker process finds a registered mutant by name and measures what this process does."""
+    traces = _subset(whowhen, DEFAULT_TRACES[:3])
+    mutants = {"all-at-once": registered_mutants()["all-at-once"][:1]}
+    here = run_mutants(tmp_path / "here", traces, mutants, noisy=False)
+    there = run_mutants(tmp_path / "there", traces, mutants, noisy=False, workers=2)
+    assert [(r.name, r.figures, r.killed) for r in there] == [(r.name, r.figures, r.killed) for r in here]
+    assert here[1].killed  # the content-blind mutant is killed, so the figures compared differ
+    assert (tmp_path / "there" / "all-at-once" / here[1].name / "p=1" / "results.jsonl").exists()
+    unregistered = {"binary-search": TEST_MUTANTS["binary-search"][:1]}
+    with pytest.raises(ValueError, match="no registered mutant 'drop-last-step'"):
+        run_mutants(tmp_path / "refused", traces, unregistered, noisy=False, workers=2)
