@@ -114,7 +114,8 @@ def real_tests_last(items) -> None:
     """The real-engine tests after all the others, each group in its own order. `.ci/run` runs mypy
     and the docs build beside the tests: the other tests use one core and leave the second to them,
     while a vLLM engine binds its threads to both cores and slows by half beside one busy core (the
-    real sweep, first of the real tests, took 292 s beside mypy against 173 s without)."""
+    real sweep, first of the real tests, took 292 s beside mypy and 196 s after it: two CI runs on
+    the 2-core box, 2026-12-06)."""
     items[:] = [item for item in items if not _needs_the_model(item)] + [item for item in items if _needs_the_model(item)]
 
 
