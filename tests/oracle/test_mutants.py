@@ -66,7 +66,7 @@ def _job(whowhen: Path, key: Key) -> Job:
 def measured(request, whowhen, tmp_path_factory) -> dict[Key, Measured]:
     """Every selected mutant and the intact runs they are judged against, measured once, two at a
     time in spawned processes (the oracle is single-threaded Python; CI has two cores). Pytest runs
-    tests one after another, so nothing else competes with the two workers."""
+    tests one after another; under `.ci/run` mypy may still be running beside them when this starts."""
     selected = {item.callspec.params["mutant"].name for item in request.session.items if item.originalname == _KILL_TEST}
     keys: dict[Key, None] = {}
     for method, mutant in REGISTERED:
