@@ -80,9 +80,11 @@ def real_sweep(tmp_path_factory):
     return run_sweep(tmp_path_factory.mktemp("real-sweep"))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     keep_the_servers_users_together(items)
     real_tests_last(items)
+    group_for_workers(config, items)
     # Real-engine tests are the ones that matter; CI runs them. LOCALFA_SKIP_REAL=1 is for a quick
     # local loop only.
     if os.environ.get("LOCALFA_SKIP_REAL") == "1":
@@ -117,6 +119,47 @@ def real_tests_last(items) -> None:
     real sweep, first of the real tests, took 292 s beside mypy and 196 s after it: two CI runs on
     the 2-core box, 2026-12-06)."""
     items[:] = [item for item in items if not _needs_the_model(item)] + [item for item in items if _needs_the_model(item)]
+
+
+#: Test folders whose modules share one worker: local Ray instances, one at a time.
+ONE_WORKER_FOLDERS = ("tests/cluster/",)
+
+
+def group_for_workers(config, items) -> None:
+    """With pytest-xdist's `--dist loadgroup` (pyproject's addopts): every real-engine test in one
+    group, last in the queue, so one worker runs them in order while no other test shares the cores
+    (a vLLM engine binds its threads to both); every other test grouped by module, so a module's
+    fixtures are built once, and spread over the workers before it. Without xdist, nothing changes."""
+    if not getattr(config.option, "loadgroup", False):  # what xdist sets in its workers for --dist loadgroup
+        return
+    for item in items:
+        where = item.nodeid.split("::", 1)[0]
+        if _needs_the_model(item):
+            group = "real-engine"
+        else:
+            group = next((folder for folder in ONE_WORKER_FOLDERS if where.startswith(folder)), where)
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+class _AfterXdist:
+    """A plugin whose collection hook runs after xdist's (a conftest has one hook of a name)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items) -> None:
+        check_the_groups_held(config, items)
+
+
+def pytest_configure(config) -> None:
+    config.pluginmanager.register(_AfterXdist(), "localfa-xdist-groups-held")
+
+
+def check_the_groups_held(config, items) -> None:
+    """xdist marks a grouped test by its id (`...@group`); where it cannot (a pytest it does not
+    know), the real-engine tests would start an engine in every worker at once: say so and stop."""
+    if getattr(config.option, "loadgroup", False) and any("@" not in item.nodeid for item in items):
+        raise pytest.UsageError(
+            "pytest-xdist's --dist loadgroup did not group the tests under this pytest (pin pytest<9.2, or run with -n 0)"
+        )
 
 
 # ---- the real-engine share of the run, printed at the end (CI's budget: under 12 of its minutes) ----
