@@ -42,7 +42,8 @@ def test_window_budget_and_head_refusal_in_process(vllm_engine, whowhen):
     # short texts: the 135M model writes every string to its bound, and the budget is the point here
     lean = dict(analysis_chars=60, note_chars=60, reason_chars=60, evidence_chars=60, still_need_chars=40, next_action_chars=60)
     lean |= dict(pattern_chars=40, question_chars=60, reasoning_chars=80, submit_reasoning_chars=80, feedback_chars=80)
-    method = get_method("safari", max_turns=1, transcript=True, limits=lean)  # one turn, then the forced final: both prompts fill the window
+    # one turn, then the forced final: both prompts fill the window
+    method = get_method("safari", max_turns=1, transcript=True, limits=lean)
     jobs = [method_job(vllm_engine, method, MethodContext(trace, seed=3, budget=b), key=str(b)) for b in (None, "500")]
     results = dict(run_jobs(vllm_engine, jobs))
     rec, refused = results["None"], results["500"]
