@@ -31,7 +31,7 @@ SEED = 7
 FALAT_LEAN = (
     "falat:action_chars=20:analysis_chars=20:answer_chars=40:argument_chars=20:decision_chars=20:pair_quota=1"
     ":pair_reason_chars=20:pair_step_tokens=64:plan_chars=60:quote_chars=20:rank_reason_chars=20"
-    ":requirement_chars=20:stage_chars=40:step_tokens=160"
+    ":requirement_chars=20:stage_chars=40:step_tokens=160:window=3"
 )
 SPECS = {
     "all-at-once": "all-at-once:max_chars=6000",

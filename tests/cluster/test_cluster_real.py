@@ -23,7 +23,7 @@ def test_ray_sweep_with_two_workers_on_the_real_model(whowhen, tmp_path):
         "bench",
         str(whowhen / "algorithm-generated"),
         "--methods",
-        "all-at-once:max_chars=2000",  # short prompts: the point is the cluster, not the model
+        "all-at-once:max_chars=2000:reason_chars=40",  # short prompts and answers: the point is the cluster, not the model
         "--limit",
         "2",  # one trace a worker: the point is that both start the real engine and their parts merge
         "--seeds",

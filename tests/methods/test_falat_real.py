@@ -37,7 +37,7 @@ def _check(rec, trace):
     assert opts["values"]["pair_quota"] == 1 and "pair_quota" not in opts["from_profile"]
     assert d["context_window"] == {"tokens": 8192, "source": "engine"}
     assert set(d["warnings"]) <= {ALL_PASSIVE_WARNING}  # the 135M model may judge every step of a short run passive
-    assert d["window"] == 5 and d["windows"][0][0] == 0 and d["windows"][-1][1] == n - 1
+    assert d["window"] == 3 and d["windows"][0][0] == 0 and d["windows"][-1][1] == n - 1
     recorded = [m["index"] for m in d["mid_level"]]  # the steps the search ended near, in order; the rest counted
     assert recorded == sorted(set(recorded)) and len(recorded) + d["mid_level_left_out"] == n
     assert all(m["agent"] == trace.steps[m["index"]].agent for m in d["mid_level"])
