@@ -65,8 +65,10 @@ def _job(whowhen: Path, key: Key) -> Job:
 @pytest.fixture(scope="module")
 def measured(request, whowhen, tmp_path_factory) -> dict[Key, Measured]:
     """Every selected mutant and the intact runs they are judged against, measured once, two at a
-    time in spawned processes (the oracle is single-threaded Python; CI has two cores). Pytest runs
-    tests one after another; under `.ci/run` mypy may still be running beside them when this starts."""
+    time in spawned processes (the oracle is single-threaded Python; CI has two cores). This module
+    is one pytest-xdist group (tests/conftest.py `group_for_workers`), so the fixture is built once,
+    in one worker, while the other worker runs other modules' tests (and under `.ci/run` mypy may
+    still be running)."""
     selected = {item.callspec.params["mutant"].name for item in request.session.items if item.originalname == _KILL_TEST}
     keys: dict[Key, None] = {}
     for method, mutant in REGISTERED:
