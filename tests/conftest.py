@@ -72,12 +72,12 @@ def vllm_server(served, monkeypatch) -> str:
 
 
 @pytest.fixture(scope="session")
-def real_sweep(tmp_path_factory):
-    """Every model-calling method on the embedded model, audited (tests/realsweep.py): the methods'
-    end-to-end tests, the offline audit of a sweep and the real report all read it."""
+def real_sweep(vllm_engine, tmp_path_factory):
+    """Every model-calling method on the session's engine, audited (tests/realsweep.py): the
+    methods' end-to-end tests, the offline audit of a sweep and the real report all read it."""
     from tests.realsweep import run_sweep
 
-    return run_sweep(tmp_path_factory.mktemp("real-sweep"))
+    return run_sweep(vllm_engine, tmp_path_factory.mktemp("real-sweep"))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups

@@ -14,8 +14,9 @@ import os
 import socket
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 SITECUSTOMIZE = """
 import json, os, socket, sys
@@ -38,6 +39,8 @@ def _write(record):
 
 
 def _hook(event, args):
+    if not _PATH:  # an in-process audit between its blocks (audit_this_process)
+        return
     if event in ("socket.connect", "socket.sendto"):
         sock, address = args[0], args[-1]
         _write({"event": event, "family": int(sock.family), "address": _plain(address)})
@@ -111,13 +114,11 @@ def audited_pids(workdir: Path) -> set[int]:
     return {int(x) for x in path.read_text().split()} if path.exists() else set()
 
 
-def run_audited(
-    args: list[str], workdir: Path, timeout_s: int = 600, record_processes: bool = False
-) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
-    """Run `python -m localfa ARGS` under the audit, without the offline switches in its starting
-    environment; return the process and every event seen."""
+def audited_env(workdir: Path, record_processes: bool = False) -> tuple[dict[str, str], Path]:
+    """The environment that puts every Python process started with it under the audit (without the
+    offline switches, as on a user's machine), and the file its events go to."""
     hook_dir = workdir / "audit_site"
-    hook_dir.mkdir(exist_ok=True)
+    hook_dir.mkdir(parents=True, exist_ok=True)
     (hook_dir / "sitecustomize.py").write_text(SITECUSTOMIZE + (PROCESS_MARKER if record_processes else ""))
     log = workdir / "net_events.jsonl"
     repo = Path(__file__).resolve().parents[1]
@@ -126,6 +127,40 @@ def run_audited(
     env.update(PYTHONPATH=path, LOCALFA_NET_AUDIT=str(log))
     if record_processes:
         env["LOCALFA_NET_AUDIT_PIDS"] = "1"
+    return env, log
+
+
+def read_events(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def run_audited(
+    args: list[str], workdir: Path, timeout_s: int = 600, record_processes: bool = False
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """Run `python -m localfa ARGS` under the audit, without the offline switches in its starting
+    environment; return the process and every event seen."""
+    env, log = audited_env(workdir, record_processes)
     proc = subprocess.run([sys.executable, "-m", "localfa", *args], capture_output=True, text=True, timeout=timeout_s, cwd=workdir, env=env)
-    events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    return proc, events
+    return proc, read_events(log)
+
+
+_IN_PROCESS: dict[str, Any] = {}  # the hook's module namespace, once installed in this process
+
+
+@contextmanager
+def audit_this_process(log: Path) -> Iterator[None]:
+    """Record this process's network events in `log` while the block runs: the same hook, for an
+    engine that runs in the test process (vLLM with multiprocessing off, as localfa starts it).
+    An audit hook cannot be removed, so it is installed once and writes only inside such a block."""
+    if not _IN_PROCESS:
+        assert "LOCALFA_NET_AUDIT" not in os.environ, "this process is audited already"
+        namespace: dict[str, Any] = {"__name__": "localfa_net_audit"}
+        exec(SITECUSTOMIZE, namespace)  # LOCALFA_NET_AUDIT is unset here: nothing is installed yet
+        sys.addaudithook(namespace["_hook"])
+        _IN_PROCESS.update(namespace=namespace)
+    namespace = _IN_PROCESS["namespace"]
+    namespace["_PATH"] = str(log)
+    try:
+        yield
+    finally:
+        namespace["_PATH"] = None

@@ -1,29 +1,34 @@
 """One real sweep of every model-calling method on the embedded model, shared by the real tests.
 
-On two CPU cores most of a real test's time is starting vLLM (30-60 s a process) and prefilling
-prompts; the methods' end-to-end tests each started `localfa diagnose` twice (eight engine starts
-for four methods). Here one `localfa bench` runs every method on the two short Who&When fixtures
-under the network audit: one engine start, full batches across methods, and every check the
-per-method runs made (grammars enforced by vLLM, each method's real request shapes, records, no
-outbound connection, the report of a real run) reads the same records. `session_sweep` runs it
-once per test session.
+On two CPU cores a real test's time is starting vLLM (20-25 s a process: importing vLLM is 15 s)
+and prefilling prompts. Here every method runs once, in one sweep on the session's engine
+(`vllm_engine`, in this process: no start of its own), on one short Who&When run, under the
+network audit: full batches across methods, and every check the per-method runs made (grammars
+enforced by vLLM, each method's real request shapes, records, no outbound connection, the report
+of a real run) reads the same records. `session_sweep` runs it once per test session.
+
+What it leaves to others: `localfa bench --engine vllm` from the command line is the README quick
+start's (tests/test_quickstart_real.py, audited too) and the Ray test's; each method on both
+Who&When subsets, through that command, is tests/methods/test_reproducible.py's on the oracle; a
+second short run here cost 50 s (155.7 s against 108.6 s for the sweep, 2026-12-07, the 2-core
+box) and showed no machinery that one run does not.
 
 Same seed, same records: the engine's side (same batches, same answers) is shown on the real
 model by tests/bench/test_sweep_real.py and the mixed-grammar batches of tests/engine/test_real.py;
 each method's side (same answers, same requests, same records, whatever the process's hash seed)
-by tests/methods/test_reproducible.py on the oracle, over these same specs. A second real sweep
-only repeated both (about 4 minutes of CI on two AVX2 cores).
+by tests/methods/test_reproducible.py on the oracle, over these same specs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.methods.real_cli import SHORT_WHOWHEN
-from tests.netaudit import audited_pids, outbound, run_audited
+from tests.netaudit import audit_this_process, outbound, read_events
 
 SEED = 7
 # Every stage of each method runs, with the embedded model's profile bounds and the spec's leaner
@@ -45,14 +50,17 @@ SPECS = {
 }
 
 
+#: The one short run the sweep diagnoses: 5 steps, an observation step among them.
+SWEEP_TRACE = SHORT_WHOWHEN[0]
+
+
 @dataclass
 class RealSweep:
     """The audited run, its records by method, the audit."""
 
     run: Path
-    stderr: str
     events: list[dict[str, Any]]
-    audited: set[int]  # pids of the processes that loaded the audit hook (an in-process engine may open no socket at all)
+    audited: set[int]  # pids of the processes the audit hook ran in (here: this one)
 
     def records(self, method: str) -> list[dict[str, Any]]:
         """The records of `method` (a key of `SPECS`) in trace order."""
@@ -63,36 +71,31 @@ class RealSweep:
         return sorted(mine, key=lambda r: r["trace"])
 
     def with_traces(self, method: str) -> list[tuple[dict[str, Any], Any]]:
-        """(record, its trace) for each short run, for the methods' own checks."""
+        """(record, its trace) for the sweep's run, for the methods' own checks."""
         from localfa.traces.load import load_trace
 
-        traces = {t.id: t for t in (load_trace(p) for p in SHORT_WHOWHEN)}
+        trace = load_trace(SWEEP_TRACE)
         recs = self.records(method)
-        assert sorted(r["trace"] for r in recs) == sorted(traces), (method, [r["trace"] for r in recs])
-        return [(r, traces[r["trace"]]) for r in recs]
+        assert [r["trace"] for r in recs] == [trace.id], (method, [r["trace"] for r in recs])
+        return [(r, trace) for r in recs]
 
     def outbound(self) -> list[dict[str, Any]]:
         return outbound(self.events)
 
 
-def _bench(out: Path, traces: list[Path] = SHORT_WHOWHEN) -> list[str]:
-    return [
-        "bench",
-        *map(str, traces),
-        "--methods",
-        ",".join(SPECS.values()),
-        "--seeds",
-        str(SEED),
-        "--engine",
-        "vllm",
-        "--no-progress",
-        "--out",
-        str(out),
-    ]
+def run_sweep(engine: Any, work: Path) -> RealSweep:
+    """Sweep every spec over the short run on `engine` (the session's vLLM), audited; every unit
+    must write its record."""
+    from localfa.bench.sweep import parse_methods
+    from localfa.bench.sweep import run_sweep as sweep
+    from localfa.traces.load import load_trace
 
-
-def run_sweep(work: Path) -> RealSweep:
-    """Run the audited sweep; fails loudly if the command fails."""
-    proc, events = run_audited(_bench(work / "run"), work, timeout_s=1800, record_processes=True)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return RealSweep(work / "run", proc.stderr, events, audited_pids(work))
+    run, log = work / "run", work / "net_events.jsonl"
+    engine.reset_prefix_cache()  # what is cached comes from this sweep's own calls
+    with audit_this_process(log):
+        result = sweep(
+            run, [load_trace(SWEEP_TRACE)], parse_methods(",".join(SPECS.values())), [SEED], engine, progress=False, cache_dir=run / "cache"
+        )
+    errors = [(r["method"], r["error"]) for r in map(json.loads, (run / "results.jsonl").read_text().splitlines()) if r["error"]]
+    assert (result.written, errors) == (len(SPECS), []), result
+    return RealSweep(run, read_events(log), {os.getpid()})

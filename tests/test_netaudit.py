@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.netaudit import SITECUSTOMIZE, is_loopback_host, is_outbound, run_audited
+from tests.netaudit import SITECUSTOMIZE, audit_this_process, is_loopback_host, is_outbound, read_events, run_audited
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,6 +74,28 @@ def test_the_hook_records_connects_in_a_fresh_interpreter(tmp_path):
     seen = [(e["event"], e.get("host") or e["address"][0]) for e in events]
     assert seen == [("socket.connect", "10.0.127.5"), ("socket.connect", "127.0.0.1"), ("socket.getaddrinfo", "127.0.0.1")]
     assert [is_outbound(e) for e in events] == [True, False, False]
+
+
+def _udp_connect(host: str) -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect((host, 9))  # UDP connect sends no packet
+    except OSError:
+        pass
+    s.close()
+
+
+def test_the_in_process_hook_records_inside_its_blocks_only(tmp_path):
+    """The positive control of the audit the real sweep runs under (its engine is in the test
+    process): a connect inside a block is recorded, one between blocks is not."""
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    with audit_this_process(first):
+        _udp_connect("10.0.127.5")
+    _udp_connect("10.0.127.6")
+    with audit_this_process(second):  # the hook is installed once; a second block reuses it
+        _udp_connect("127.0.0.1")
+    assert [(e["event"], e["address"][0], e["pid"]) for e in read_events(first)] == [("socket.connect", "10.0.127.5", os.getpid())]
+    assert [e["address"][0] for e in read_events(second)] == ["127.0.0.1"]
 
 
 def test_inspect_opens_no_socket_at_all(tmp_path):

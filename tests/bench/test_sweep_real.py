@@ -28,7 +28,7 @@ def test_records_do_not_depend_on_concurrency_when_batches_are_the_same(vllm_eng
     tests/bench/test_sweep.py.)"""
     files = sorted((whowhen / "algorithm-generated").glob("*.json"), key=lambda f: f.stat().st_size)[:4]
     traces = [load_trace(f) for f in files]
-    methods = parse_methods("all-at-once:max_chars=1500:reason_chars=40")  # short prompts and answers: the batches are the point
+    methods = parse_methods("all-at-once:max_chars=1000:reason_chars=40")  # short prompts and answers: the batches are the point
     runs = {}
     for concurrency in (4, 16):
         vllm_engine.reset_prefix_cache()

@@ -47,7 +47,7 @@ def test_bench_with_a_live_and_a_dead_server_finishes_every_trace(vllm_server, w
         "--limit",
         "3",
         "--methods",
-        "all-at-once:max_chars=3000",
+        "all-at-once:max_chars=1500:reason_chars=40",  # short prompts and answers: the fail-over is the point
         "--engine",
         "openai",
         "--base-url",

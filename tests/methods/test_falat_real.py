@@ -3,7 +3,7 @@
 The 135M model cannot find real faults; what must hold is that the machinery is real: every
 stage's output parsed under its grammar (a violation would be an error record) and obeys the
 orderings the grammars build in, and cost per stage adds up (same seed, same records:
-tests/methods/test_reproducible.py). One short run of each Who&When subset keeps the test lean.
+tests/methods/test_reproducible.py). One short Who&When run keeps the test lean.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ LABELS = {"follow_up", "redundancy", "no_influence", "error_shift", "correction"
 ROLES = {"ROOT_CAUSE", "PROPAGATION", "SYMPTOM", "CONTRIBUTING"}
 # Every stage runs. The embedded model's profile (serving/profiles/cpu-embedded.toml) sizes the
 # bounds; one pair per candidate each way, shorter step text and short texts (the 135M model
-# writes every string to its bound) keep two CPU runs of two traces in CI's time. Canonical:
+# writes every string to its bound) keep the run in CI's time. Canonical:
 # options sorted.
 LEAN = FALAT_LEAN
 

@@ -13,12 +13,10 @@ pytestmark = pytest.mark.real
 
 
 def test_safari_on_the_real_sweep(real_sweep):
-    recs = real_sweep.with_traces("safari")
-    assert "engine vllm" in real_sweep.stderr
-    for rec, trace in recs:
+    for rec, trace in real_sweep.with_traces("safari"):
         assert rec["method"] == "safari:max_turns=3:transcript=true" and rec["method_name"] == "safari"
         assert rec["seed"] == 7 and rec["error"] is None
-        assert rec["stop_reason"] in ("submitted", "forced")
+        assert rec["stop_reason"] in ("submitted", "forced", "memory")  # a forced final the model cannot write: from memory
         assert 0 <= rec["step"] < len(trace.steps)
         assert rec["agent"] == trace.agent_at(rec["step"])
         assert set(rec["usage"]) >= {"calls", "prompt_tokens", "completion_tokens", "cached_tokens"}
@@ -39,9 +37,11 @@ def test_window_budget_and_head_refusal_in_process(vllm_engine, whowhen):
     from localfa.traces.load import load_trace
 
     trace = load_trace(whowhen / "hand-crafted" / "19.json")
-    # short texts: the 135M model writes every string to its bound, and the budget is the point here
+    # short texts: the 135M model writes every string to its bound, and the budget is the point here.
+    # The final's reasoning is 20 characters: the model fills it with escapes (`\n\n\"`, a token
+    # each), and at 80 it was cut at its token allowance and asked again (79 s against 57 s).
     lean = dict(analysis_chars=60, note_chars=60, reason_chars=60, evidence_chars=60, still_need_chars=40, next_action_chars=60)
-    lean |= dict(pattern_chars=40, question_chars=60, reasoning_chars=80, submit_reasoning_chars=80, feedback_chars=80)
+    lean |= dict(pattern_chars=40, question_chars=60, reasoning_chars=80, submit_reasoning_chars=20, feedback_chars=80)
     # one turn, then the forced final: both prompts fill the window
     method = get_method("safari", max_turns=1, transcript=True, limits=lean)
     jobs = [method_job(vllm_engine, method, MethodContext(trace, seed=3, budget=b), key=str(b)) for b in (None, "500")]
