@@ -37,19 +37,21 @@ def test_window_budget_and_head_refusal_in_process(vllm_engine, whowhen):
     from localfa.traces.load import load_trace
 
     trace = load_trace(whowhen / "hand-crafted" / "19.json")
-    # short texts: the 135M model writes every string to its bound, and the budget is the point here.
-    # The final's reasoning is 20 characters: the model fills it with escapes (`\n\n\"`, a token
-    # each), and at 80 it was cut at its token allowance and asked again (79 s against 57 s).
-    lean = dict(analysis_chars=60, note_chars=60, reason_chars=60, evidence_chars=60, still_need_chars=40, next_action_chars=60)
-    lean |= dict(pattern_chars=40, question_chars=60, reasoning_chars=80, submit_reasoning_chars=20, feedback_chars=80)
-    # one turn, then the forced final: both prompts fill the window
+    # the shortest texts: the 135M model writes every string to its bound, and the budget is the
+    # point here (79 s with 60-80 characters a text, 48 s with 20). The final's reasoning is 20 too:
+    # the model fills it with escapes (`\n\n\"`, a token each), and at 80 it was cut at its token
+    # allowance and asked again.
+    lean = dict(analysis_chars=20, note_chars=20, reason_chars=20, evidence_chars=20, still_need_chars=20, still_need_items=1)
+    lean |= dict(next_action_chars=20, pattern_chars=20, question_chars=20, max_questions=1, reasoning_chars=20)
+    lean |= dict(submit_reasoning_chars=20, feedback_chars=20)
+    # one turn, then the forced final: both prompts sized against the window
     method = get_method("safari", max_turns=1, transcript=True, limits=lean)
     jobs = [method_job(vllm_engine, method, MethodContext(trace, seed=3, budget=b), key=str(b)) for b in (None, "500")]
     results = dict(run_jobs(vllm_engine, jobs))
     rec, refused = results["None"], results["500"]
     limits: SafariLimits = method.for_model(vllm_engine.method_defaults).options.limits  # the spec's, over the profile's
     limit = vllm_engine.max_model_len - 2 * limits.turn_max_tokens() - 64
-    assert limits.analysis_chars == 60
+    assert limits.analysis_chars == 20
     # a forced final the model cannot write is answered from memory (issue 53.6): any of the three
     assert rec.error is None and rec.stop_reason in ("submitted", "forced", "memory")
     assert (rec.details["budget"], rec.details["budget_limit"], rec.details["trace_fits"]) == ("window", limit, False)
