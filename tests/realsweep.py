@@ -5,13 +5,14 @@ and prefilling prompts. Here every method runs once, in one sweep on the session
 (`vllm_engine`, in this process: no start of its own), on one short Who&When run, under the
 network audit: full batches across methods, and every check the per-method runs made (grammars
 enforced by vLLM, each method's real request shapes, records, no outbound connection, the report
-of a real run) reads the same records. `session_sweep` runs it once per test session.
+of a real run) reads the same records. The `real_sweep` fixture runs it once per test session.
 
 What it leaves to others: `localfa bench --engine vllm` from the command line is the README quick
 start's (tests/test_quickstart_real.py, audited too) and the Ray test's; each method on both
-Who&When subsets, through that command, is tests/methods/test_reproducible.py's on the oracle; a
-second short run here cost 50 s (155.7 s against 108.6 s for the sweep, 2026-12-07, the 2-core
-box) and showed no machinery that one run does not.
+Who&When subsets, through that command, is tests/methods/test_reproducible.py's on the oracle.
+In process, both short runs took 155.7 s, the hand-crafted one alone 108.6 s and the
+algorithm-generated one 66.8 s (2026-12-07, the 2-core box); a second run showed no machinery that
+one does not.
 
 Same seed, same records: the engine's side (same batches, same answers) is shown on the real
 model by tests/bench/test_sweep_real.py and the mixed-grammar batches of tests/engine/test_real.py;
