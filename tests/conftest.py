@@ -83,7 +83,6 @@ def real_sweep(vllm_engine, tmp_path_factory):
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     keep_the_servers_users_together(items)
-    slow_modules_first(items)
     real_tests_last(items)
     group_for_workers(config, items)
     # Real-engine tests are the ones that matter; CI runs them. LOCALFA_SKIP_REAL=1 is for a quick
@@ -107,23 +106,6 @@ def keep_the_servers_users_together(items) -> None:
     users.sort(key=lambda item: item.nodeid == STOPS_THE_SERVER)  # stable: the others keep their order
     chosen = {id(item) for item in users}
     items[:] = items[:first] + users + [item for item in items[first:] if id(item) not in chosen]
-
-
-#: The slowest modules of the other tests, first in the queue (in this order): one still running
-#: when the real-engine group starts shares the cores with vLLM. CI15 (2026-12-07), with the mutant
-#: kills last in the queue: their fixture took 235 s against 157 s, and the real-engine tests 691 s
-#: against 618 s alone.
-SLOW_FIRST = ("tests/oracle/test_mutants.py", "tests/cluster/", "tests/testing/test_faults.py", "tests/oracle/test_noise.py")
-
-
-def slow_modules_first(items) -> None:
-    """The modules of `SLOW_FIRST` before all others, each keeping its tests' order."""
-
-    def rank(item) -> int:
-        where = item.nodeid.split("::", 1)[0]
-        return next((i for i, prefix in enumerate(SLOW_FIRST) if where.startswith(prefix)), len(SLOW_FIRST))
-
-    items.sort(key=rank)  # stable
 
 
 def _needs_the_model(item) -> bool:

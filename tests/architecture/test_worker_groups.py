@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import SLOW_FIRST, check_the_groups_held, group_for_workers, real_tests_last, slow_modules_first
+from tests.conftest import check_the_groups_held, group_for_workers
 
 
 class FakeItem:
@@ -59,26 +59,3 @@ def test_a_run_whose_groups_did_not_hold_stops_with_what_to_do():
     lost = [*held, FakeItem("tests/a/test_x.py::test_two")]
     with pytest.raises(pytest.UsageError, match=r"pin pytest<9.2, or run with -n 0"):
         check_the_groups_held(_config(True), lost)
-
-
-def test_the_slowest_modules_go_first_and_the_real_engine_tests_last():
-    """What xdist's queue follows (`--no-loadscope-reorder`): a slow module left for the end would
-    run beside the real-engine tests."""
-    items = [
-        FakeItem("tests/a/test_x.py::test_one"),
-        FakeItem("tests/a/test_x.py::test_real", real=True),
-        FakeItem(f"{SLOW_FIRST[1]}test_z.py::test_one"),
-        FakeItem(f"{SLOW_FIRST[0]}::test_two"),
-        FakeItem(f"{SLOW_FIRST[0]}::test_one"),
-        FakeItem("tests/b/test_y.py::test_one"),
-    ]
-    slow_modules_first(items)
-    real_tests_last(items)
-    assert [i.nodeid for i in items] == [
-        f"{SLOW_FIRST[0]}::test_two",
-        f"{SLOW_FIRST[0]}::test_one",
-        f"{SLOW_FIRST[1]}test_z.py::test_one",
-        "tests/a/test_x.py::test_one",
-        "tests/b/test_y.py::test_one",
-        "tests/a/test_x.py::test_real",
-    ]
