@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from tests.loopback import loopback_only
+
 SITECUSTOMIZE = """
 import json, os, socket, sys
 
@@ -135,12 +137,14 @@ def read_events(log: Path) -> list[dict[str, Any]]:
 
 
 def run_audited(
-    args: list[str], workdir: Path, timeout_s: int = 600, record_processes: bool = False
+    args: list[str], workdir: Path, timeout_s: int = 600, record_processes: bool = False, loopback: bool = False
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     """Run `python -m localfa ARGS` under the audit, without the offline switches in its starting
-    environment; return the process and every event seen."""
+    environment; return the process and every event seen. With `loopback`, as on an air-gapped
+    host: only loopback up, no route out (tests/loopback.py), where this host allows it."""
     env, log = audited_env(workdir, record_processes)
-    proc = subprocess.run([sys.executable, "-m", "localfa", *args], capture_output=True, text=True, timeout=timeout_s, cwd=workdir, env=env)
+    cmd = [sys.executable, "-m", "localfa", *args]
+    proc = subprocess.run(loopback_only(cmd) if loopback else cmd, capture_output=True, text=True, timeout=timeout_s, cwd=workdir, env=env)
     return proc, read_events(log)
 
 

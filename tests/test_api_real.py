@@ -1,4 +1,6 @@
-"""The Python API example (docs/api.md), run as written on the REAL embedded model (vLLM CPU build)."""
+"""The Python API example (docs/api.md), run as written on the REAL embedded model (vLLM CPU build),
+as on an air-gapped host: only loopback up and no default route (where this host allows a network
+namespace), under the network audit (tests/netaudit.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from localfa.traces.load import load_trace
+from tests.loopback import loopback_only
+from tests.netaudit import audited_env, outbound, read_events
 
 pytestmark = pytest.mark.real
 
@@ -29,8 +33,11 @@ def test_the_readme_python_api_example_runs_on_the_embedded_model(tmp_path):
     (tmp_path / "examples").symlink_to(REPO / "examples")
     script = tmp_path / "example.py"
     script.write_text("if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in code.splitlines()))
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    env, log = audited_env(tmp_path / "audit")
+    cmd = loopback_only([sys.executable, str(script)])
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert outbound(read_events(log)) == [], f"non-loopback network use: {outbound(read_events(log))}"
     lines = proc.stdout.strip().splitlines()
     step, agent = lines[0].split()[:2]  # print(d.step, d.agent, d.reasoning)
     trace = load_trace(REPO / "examples" / "failed_run.json")

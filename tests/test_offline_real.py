@@ -30,10 +30,10 @@ def _assert_no_outbound(proc, events) -> None:
 
 
 def test_diagnose_on_transformers_makes_no_outbound_connection(tmp_path):
+    """Also as on an air-gapped host with no default route, where this host allows a namespace."""
     out = tmp_path / "out.jsonl"
-    proc, events = run_audited(
-        ["diagnose", str(TRACE), "--engine", "transformers", "--method", "all-at-once", "--out", str(out), "--quiet"], tmp_path
-    )
+    args = ["diagnose", str(TRACE), "--engine", "transformers", "--method", "all-at-once", "--out", str(out), "--quiet"]
+    proc, events = run_audited(args, tmp_path, loopback=True)
     _assert_no_outbound(proc, events)
     [rec] = _records(out)
     assert (rec["trace"], rec["method"], rec["method_name"], rec["error"], rec["n_steps"]) == (
