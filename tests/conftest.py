@@ -27,9 +27,13 @@ def embedded_model_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def vllm_engine(embedded_model_dir):
+def vllm_engine(embedded_model_dir, request):
+    """The session's in-process engine. Where this session also runs the server's tests, the server
+    is launched first and loads beside this engine and the first real tests (`served_launch`)."""
     from localfa.engine.factory import make_engine
 
+    if any(_uses_the_server(item) for item in request.session.items):
+        request.getfixturevalue("served_launch")
     engine = make_engine("vllm")
     yield engine
     engine.close()
@@ -45,15 +49,30 @@ def transformers_engine(embedded_model_dir):
 
 
 @pytest.fixture(scope="session")
-def served(embedded_model_dir, tmp_path_factory):
+def served_launch(embedded_model_dir, tmp_path_factory):
     """ONE real `localfa serve` of the embedded model (vLLM's API server behind localfa's key guard)
-    for the session: a server start costs 40 s on two cores. Killed at the end if still up; the test
-    that stops it runs last of the tests that use it (`keep_the_servers_users_together`)."""
+    for the session, launched and not awaited. Its start is about 50 s on two cores, most of it
+    single-threaded imports (vLLM's, in two processes), so it is launched beside the session
+    engine's own start (`vllm_engine`) rather than waited for alone; idle once up, it used 0.35 s
+    of CPU in 20 s (2026-12-07). Killed at the end if still up."""
     from tests.serving.proctree import alive, descendants
-    from tests.serving.served import start_served
+    from tests.serving.served import launch_served
+
+    launch = launch_served(tmp_path_factory.mktemp("serve") / "vllm.log")
+    yield launch
+    for pid in alive(descendants(launch.proc.pid) | {launch.proc.pid}):
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def served(served_launch):
+    """The launched server, once up; the test that stops it runs last of the tests that use it
+    (`keep_the_servers_users_together`)."""
+    from tests.serving.proctree import alive, descendants
+    from tests.serving.served import await_served
 
     try:
-        server = start_served(tmp_path_factory.mktemp("serve") / "vllm.log")
+        server = await_served(served_launch)
     except RuntimeError as exc:
         pytest.fail(str(exc))
     yield server
@@ -96,10 +115,10 @@ def pytest_collection_modifyitems(config, items):
 
 def keep_the_servers_users_together(items) -> None:
     """The tests of the session's one server run as one block where the first of them stands, the
-    test that stops it last: the server is up for that block only (idle, it still costs CPU)."""
+    test that stops it last."""
     from tests.serving.served import STOPS_THE_SERVER
 
-    users = [item for item in items if "served" in getattr(item, "fixturenames", ())]
+    users = [item for item in items if _uses_the_server(item)]
     if not users:
         return
     first = items.index(users[0])  # no user stands before it
@@ -108,8 +127,12 @@ def keep_the_servers_users_together(items) -> None:
     items[:] = items[:first] + users + [item for item in items[first:] if id(item) not in chosen]
 
 
+def _uses_the_server(item) -> bool:
+    return "served" in getattr(item, "fixturenames", ())
+
+
 def _needs_the_model(item) -> bool:
-    return "real" in item.keywords or "served" in getattr(item, "fixturenames", ())
+    return "real" in item.keywords or _uses_the_server(item)
 
 
 def real_tests_last(items) -> None:

@@ -38,8 +38,17 @@ def _read_line(proc: subprocess.Popen, timeout_s: float) -> str:
     return ""
 
 
-def start_served(log: Path, timeout_s: float = 420) -> Served:
-    """Start `localfa serve` with the key in its environment; raise with the log if it never says its URL."""
+@dataclass
+class Launch:
+    """`localfa serve` started, not yet up: it loads beside whatever runs until it is awaited."""
+
+    proc: subprocess.Popen
+    port: int
+    log: Path
+
+
+def launch_served(log: Path) -> Launch:
+    """Start `localfa serve` with the key in its environment; return at once."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "localfa", "serve", "--port", str(port), "--log", str(log)],
@@ -49,8 +58,14 @@ def start_served(log: Path, timeout_s: float = 420) -> Served:
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    return Launch(proc, port, log)
+
+
+def await_served(launch: Launch, timeout_s: float = 420) -> Served:
+    """Wait until the launched server says its URL; kill it and raise with the log if it never does."""
+    proc, log = launch.proc, launch.log
     url = _read_line(proc, timeout_s)
-    if url != f"http://127.0.0.1:{port}":
+    if url != f"http://127.0.0.1:{launch.port}":
         proc.kill()
         raise RuntimeError(f"localfa serve did not come up ({url!r}); log: {log.read_text()[-2000:] if log.exists() else ''}")
     return Served(proc, url, descendants(proc.pid))
