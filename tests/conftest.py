@@ -94,9 +94,9 @@ def vllm_server(served, monkeypatch) -> str:
 def real_sweep(vllm_engine, tmp_path_factory):
     """Every model-calling method on the session's engine, audited (tests/realsweep.py): the
     methods' end-to-end tests, the offline audit of a sweep and the real report all read it."""
-    from tests.realsweep import run_sweep
+    from tests.realsweep import run_real_sweep
 
-    return run_sweep(vllm_engine, tmp_path_factory.mktemp("real-sweep"))
+    return run_real_sweep(vllm_engine, tmp_path_factory.mktemp("real-sweep"))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups

@@ -23,7 +23,6 @@ by tests/methods/test_reproducible.py on the oracle, over these same specs.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,11 +56,11 @@ SWEEP_TRACE = SHORT_WHOWHEN[0]
 
 @dataclass
 class RealSweep:
-    """The audited run, its records by method, the audit."""
+    """The audited run, its records by method, the audit's events (the hook runs in this process,
+    where the engine does; tests/test_netaudit.py shows that it records inside its block)."""
 
     run: Path
     events: list[dict[str, Any]]
-    audited: set[int]  # pids of the processes the audit hook ran in (here: this one)
 
     def records(self, method: str) -> list[dict[str, Any]]:
         """The records of `method` (a key of `SPECS`) in trace order."""
@@ -84,19 +83,18 @@ class RealSweep:
         return outbound(self.events)
 
 
-def run_sweep(engine: Any, work: Path) -> RealSweep:
+def run_real_sweep(engine: Any, work: Path) -> RealSweep:
     """Sweep every spec over the short run on `engine` (the session's vLLM), audited; every unit
     must write its record."""
-    from localfa.bench.sweep import parse_methods
-    from localfa.bench.sweep import run_sweep as sweep
+    from localfa.bench.sweep import parse_methods, run_sweep
     from localfa.traces.load import load_trace
 
     run, log = work / "run", work / "net_events.jsonl"
     engine.reset_prefix_cache()  # what is cached comes from this sweep's own calls
     with audit_this_process(log):
-        result = sweep(
+        result = run_sweep(
             run, [load_trace(SWEEP_TRACE)], parse_methods(",".join(SPECS.values())), [SEED], engine, progress=False, cache_dir=run / "cache"
         )
     errors = [(r["method"], r["error"]) for r in map(json.loads, (run / "results.jsonl").read_text().splitlines()) if r["error"]]
     assert (result.written, errors) == (len(SPECS), []), result
-    return RealSweep(run, read_events(log), {os.getpid()})
+    return RealSweep(run, read_events(log))
