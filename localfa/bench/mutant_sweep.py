@@ -218,23 +218,16 @@ def _measured(
     seeds: Sequence[int],
     workers: int,
 ) -> Iterator[Variant]:
-    """The plan's variants measured in order: in this process, or in `workers` processes."""
+    """The plan's variants measured in order: in this process, or in `workers` processes. A mutant
+    runs long where it says so; the intact method where any of its mutants does."""
+    variants = [(method, mutant, mutant.long if mutant else any_long) for method, mutant, any_long in plan]
     if workers <= 1:
-        for method, mutant, any_long in plan:
-            yield measure(out, traces, method, mutant, noisy, noise, concurrency, seeds, long=mutant.long if mutant else any_long)
+        for method, mutant, long in variants:
+            yield measure(out, traces, method, mutant, noisy, noise, concurrency, seeds, long=long)
         return
     jobs = [
-        Job(
-            method,
-            mutant.name if mutant else None,
-            tuple(traces),
-            noisy,
-            noise,
-            concurrency,
-            tuple(seeds),
-            mutant.long if mutant else any_long,
-        )
-        for method, mutant, any_long in plan
+        Job(method, mutant.name if mutant else None, tuple(traces), noisy, noise, concurrency, tuple(seeds), long)
+        for method, mutant, long in variants
     ]
     for job in jobs:
         if job.mutant is not None:
