@@ -14,7 +14,7 @@ import pytest
 
 from localfa.traces.load import load_trace
 from tests.loopback import loopback_only
-from tests.netaudit import audited_env, outbound, read_events
+from tests.netaudit import audited_env, audited_pids, outbound, read_events
 
 pytestmark = pytest.mark.real
 
@@ -33,10 +33,11 @@ def test_the_readme_python_api_example_runs_on_the_embedded_model(tmp_path):
     (tmp_path / "examples").symlink_to(REPO / "examples")
     script = tmp_path / "example.py"
     script.write_text("if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in code.splitlines()))
-    env, log = audited_env(tmp_path / "audit")
+    env, log = audited_env(tmp_path / "audit", record_processes=True)
     cmd = loopback_only([sys.executable, str(script)])
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert audited_pids(tmp_path / "audit"), "the audit hook was loaded by no process: it did not run"
     assert outbound(read_events(log)) == [], f"non-loopback network use: {outbound(read_events(log))}"
     lines = proc.stdout.strip().splitlines()
     step, agent = lines[0].split()[:2]  # print(d.step, d.agent, d.reasoning)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.netaudit import outbound, run_audited
+from tests.netaudit import audited_pids, outbound, run_audited
 
 pytestmark = pytest.mark.real
 
@@ -33,8 +33,9 @@ def test_diagnose_on_transformers_makes_no_outbound_connection(tmp_path):
     """Also as on an air-gapped host with no default route, where this host allows a namespace."""
     out = tmp_path / "out.jsonl"
     args = ["diagnose", str(TRACE), "--engine", "transformers", "--method", "all-at-once", "--out", str(out), "--quiet"]
-    proc, events = run_audited(args, tmp_path, loopback=True)
+    proc, events = run_audited(args, tmp_path, record_processes=True, loopback=True)
     _assert_no_outbound(proc, events)
+    assert audited_pids(tmp_path), "the audit hook was loaded by no process: it did not run"
     [rec] = _records(out)
     assert (rec["trace"], rec["method"], rec["method_name"], rec["error"], rec["n_steps"]) == (
         "failed_run",
