@@ -229,6 +229,23 @@ def test_a_packets_size_is_its_token_budget_whatever_the_run_length():
     assert abs(sizes[0] - sizes[1]) < 100
 
 
+def test_a_claims_defining_step_is_shown_whole_in_room_of_its_own_beside_the_budget():
+    """The authors show a claim's own spans uncut: the step that makes the claim, longer than the
+    packet's budget, is shown whole in the room the prompt's window leaves each claim
+    (`whole_tokens`); its uses still share the budget, and without that room it is cut head and tail."""
+    made = "Opened the archive: " + "r " * 1500 + "MIDDLE-OF-PAGE " + "r " * 1500 + "Springfield had 167,882 residents. " + "s " * 3000
+    packer = _packer([("user", "Find the population."), ("Searcher", made), ("Planner", "u " * 3000 + "so 167,882 it is" + " v" * 3000)])
+    ledger = Ledger()
+    ledger.merge({"new_claims": [new_claim("Springfield had 167,882 residents in 2020.", 1, 1, [2])]})
+    claim = ledger.claims[0]
+    assert packer.defining_steps(claim) == {1}
+    cut = packer.packet(claim, 600)
+    assert cut.own_cut[:1] == [1] and "MIDDLE-OF-PAGE" not in cut.text and cut.tokens <= 600
+    whole = packer.packet(claim, 600, whole_tokens=5000)
+    assert whole.own_steps[0] == 1 and 1 not in whole.own_cut and "MIDDLE-OF-PAGE" in whole.text
+    assert 2 in whole.own_cut and whole.tokens <= 5600  # its use shares the 600 tokens: cut
+
+
 def test_a_run_too_long_for_the_window_gives_the_tracer_packets_and_never_overflows():
     contents = [(f"Agent{i % 3}", f"step {i}: Springfield had 167,882 residents. " + "words " * 300) for i in range(60)]
     trace = make_trace(contents, tid="long")
@@ -237,6 +254,7 @@ def test_a_run_too_long_for_the_window_gives_the_tracer_packets_and_never_overfl
     ] * 60
     diag, engine = run_window(Script(ledger=ledger, support={"C1": RISKY["C1"]}), trace, 4096)
     assert len(diag.details["ledger_chunks"]) > 1 and diag.details["run_text"]["tracer"]["shown"] == "packets"
+    assert diag.details["run_text"]["tracer"]["claim_spans_tokens"] > 0  # the window's room left for its defining spans
     tracer = next(r for r in engine.requests if r.key == "drift/tracer/C1").messages[1]["content"]
     assert "not shown whole here" in tracer and "Evidence packet for C1:" in tracer and "<<<STEP 1>>>" in tracer
     for r in engine.requests:

@@ -51,7 +51,7 @@ from localfa.methods.base import MethodContext, Program
 from localfa.methods.baselines import budget_chars, chars_per_token, fit_char_budget, shorten
 from localfa.methods.drift.ledger import Claim, Ledger, ledger_block
 from localfa.methods.drift.options import DriftOptions, SamplingStage
-from localfa.methods.drift.packets import Packer, Packet
+from localfa.methods.drift.packets import WHOLE_WITHOUT_WINDOW, Packer, Packet, PacketBudget
 from localfa.methods.drift.spans import Cut, Span, SpanView, cut_note, one_span_per_step, spans_from_ranges, step_text, take_chunk
 from localfa.methods.drift.support import SupportCheck, check_from_answer
 from localfa.methods.drift.tracer import Mark, consequences, error_spans, marks_for_claim, marks_for_ledger
@@ -347,31 +347,40 @@ class Audit:
             self._bound("uses_per_claim", k)
 
     # ------------------------------------------------------------------ evidence packets
-    def _packet_tokens(self, n_claims: int, fixed: int, answer: int, stage: str) -> int:
-        """The token budget of each of `n_claims` packets in one prompt whose other text takes
-        `fixed` tokens: `packet_tokens`, lowered where the window cannot hold them all (recorded)."""
+    def _packet_tokens(self, n_claims: int, fixed: int, answer: int, stage: str) -> PacketBudget:
+        """The token budgets of each of `n_claims` packets in one prompt whose other text takes
+        `fixed` tokens: `packet_tokens`, lowered where the window cannot hold them all (recorded),
+        and, with `claim_spans_whole`, the rest of the window's share of each claim as room for its
+        defining spans (no window: as much as they need)."""
         window = self.ctx.max_model_len
         budget = self.opts.packet_tokens
+        whole = WHOLE_WITHOUT_WINDOW if self.opts.claim_spans_whole else 0
         if window:
             room = int(window * 0.97) - MARGIN_TOKENS - fixed - answer
             fits = max(100, room // max(1, n_claims))
             if fits < budget:
                 self._bound("window:packet_tokens", {"stage": stage, "tokens": fits})
                 budget = fits
-        return budget
+            whole = fits - budget if self.opts.claim_spans_whole else 0
+        return PacketBudget(budget, whole)
 
-    def _packets(self, claims: list[Claim], tokens: int, stage: str) -> list[Packet]:
+    def _packets(self, claims: list[Claim], budget: PacketBudget, stage: str) -> list[Packet]:
         """One packet per claim for one prompt (a step an earlier packet showed is named, not shown again)."""
         shown: set[int] = set()
-        made = [self.packer.packet(c, tokens, shown) for c in claims]
+        made = [self.packer.packet(c, budget.tokens, shown, budget.whole) for c in claims]
         left = {p.claim: p.left_out for p in made if p.left_out}
         if left:
             self._bound("packet_tokens", {"stage": stage, "passages_left_out": left})
+        cut = {p.claim: p.own_cut for c, p in zip(claims, made) if set(p.own_cut) & self.packer.defining_steps(c)}
+        if cut:
+            self._bound("claim_spans_cut", {"stage": stage, "steps": cut})
         return made
 
-    def _record_packets(self, stage: str, packets: list[Packet], tokens: int) -> None:
+    def _record_packets(self, stage: str, packets: list[Packet], budget: PacketBudget) -> None:
         # every call's packets (per-claim support and tracer pages make several calls a stage)
-        shown = self.run_text.setdefault(stage, {"shown": "packets", "packet_tokens": tokens, "packets": []})
+        shown = self.run_text.setdefault(
+            stage, {"shown": "packets", "packet_tokens": budget.tokens, "claim_spans_tokens": budget.whole, "packets": []}
+        )
         shown.setdefault("packets", []).extend(p.as_details() for p in packets)
 
     # ------------------------------------------------------------------ 3. Support Seeker
@@ -390,17 +399,17 @@ class Audit:
         size = max(len(g) for g in groups)
         answer = support_max_tokens(n, self.limits, size)
         fixed = self._tokens(self._support_prompt([{"claim": c, "packet": ""} for c in max(groups, key=len)], n))
-        tokens = self._packet_tokens(size, fixed, answer, "support")
+        budget = self._packet_tokens(size, fixed, answer, "support")
         sampling = self._sampling(answer, "check")
         requests, packets = [], []
         for group in groups:
-            made = self._packets(group, tokens, "support")
+            made = self._packets(group, budget, "support")
             packets += made
             messages = self._support_prompt([{"claim": c, "packet": p.text} for c, p in zip(group, made)], n)
             key = f"drift/support/ledger/{group[0].id}" if self.opts.support == "ledger" else f"drift/support/{group[0].id}"
             grammar = support_grammar([c.id for c in group], n, self.limits)
             requests.append(self.ctx.request(key, messages, grammar, sampling))
-        self._record_packets("support", packets, tokens)
+        self._record_packets("support", packets, budget)
         responses = yield from self._ask("support", requests)
         answers = {cid: a for r in responses for cid, a in r.value.items()}
         checks = [check_from_answer(c, answers[c.id], self.view, spans, self.opts.verify_evidence) for c in checked]
@@ -438,9 +447,9 @@ class Audit:
                 self._prompt_tokens = used
                 return run, [""] * len(claims)
         fixed = self._tokens(prompt_for("", [""] * len(claims)))
-        tokens = self._packet_tokens(len(claims), fixed, answer, "tracer")
-        packets = self._packets(claims, tokens, "tracer")
-        self._record_packets("tracer", packets, tokens)
+        budget = self._packet_tokens(len(claims), fixed, answer, "tracer")
+        packets = self._packets(claims, budget, "tracer")
+        self._record_packets("tracer", packets, budget)
         return "", [p.text for p in packets]
 
     def _dependencies(self, ledger: Ledger, claim: Claim, record: bool = True) -> str:
@@ -629,8 +638,8 @@ class Audit:
             return self._user("drift/confirm.j2", note, run=run, first=first, items=items, limits=self.limits, **self._final())
 
         fixed = self._tokens(prompt_for([""] * len(at_first)))
-        tokens = self._packet_tokens(len(at_first), fixed, answer, "confirm")
-        made = self._packets([c for c, _ in at_first], tokens, "confirm")
+        budget = self._packet_tokens(len(at_first), fixed, answer, "confirm")
+        made = self._packets([c for c, _ in at_first], budget, "confirm")
         messages = prompt_for([p.text for p in made])
         grammar = confirm_grammar(first, self.limits)
         (resp,) = yield from self._ask("confirm", [self.ctx.request("drift/confirm", messages, grammar, self._sampling(answer, "tracer"))])

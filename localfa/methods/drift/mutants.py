@@ -26,6 +26,17 @@ from localfa.oracle.mutants import Mutant, content_blind_mutants, patched
 # The dev traces whose run does not fit the tracer's window at 32k (124k-165k characters): the
 # tracer reads each claim's evidence packet there, not the run.
 PACKET_TRACES = ("hand-crafted/8", "hand-crafted/15")  # (hand-crafted/20 too, but intact misses it: its fault's words are not its own)
+# The dev traces whose fault step is longer than a packet's room for its own spans at the default
+# budget (3,000 characters: 1,000 tokens at 4 characters a token, three quarters of it), answerable
+# ones: where showing a claim's defining spans whole beside the budget can matter.
+LONG_STEP_TRACES = (
+    "algorithm-generated/9",
+    "algorithm-generated/20",
+    "algorithm-generated/35",
+    "hand-crafted/7",
+    "hand-crafted/17",
+    "hand-crafted/18",
+)
 # Every algorithm-generated dev trace (short runs: the fallback's weakest claim against the last
 # span).
 FALLBACK_TRACES = tuple(f"algorithm-generated/{n}" for n in range(1, 41))
@@ -58,7 +69,7 @@ def _no_own_steps(self: Any, claim: Any) -> list[int]:
     return []
 
 
-def _empty_packet(self: Any, claim: Any, tokens: int, shown: Any = None) -> Any:
+def _empty_packet(self: Any, claim: Any, tokens: int, shown: Any = None, whole_tokens: int = 0) -> Any:
     """Every evidence packet empty."""
     return packets.Packet(claim.id, "", 0)
 
@@ -165,6 +176,14 @@ def _mutants() -> list[Mutant]:
             "long",
             patched((packets.Packer, "own_steps", _no_own_steps)),
             traces=PACKET_TRACES,
+            long=True,
+        ),
+        Mutant(
+            "claim-spans-cut",
+            "evidence packets: the spans that make and commit a claim shown whole beside the budget (the authors' own spans uncut)",
+            "long",
+            spec="claim_spans_whole=false",
+            traces=LONG_STEP_TRACES,
             long=True,
         ),
         Mutant(

@@ -40,7 +40,10 @@ class DriftOptions(DriftLimits):
     all in one batch, none left unjudged). `packet_tokens`: the token budget of one claim's evidence packet (`packets`: its own spans
     whole, then the passages of other steps that mention its terms), counted by the engine's
     tokenizer; the support checks read packets only, the tracer the whole run where it fits the
-    window, else packets. `support`: ``ledger`` (the authors': one call over every checked claim)
+    window, else packets. `claim_spans_whole`: the spans that introduce and commit a claim are
+    shown uncut in its packet (the authors' own spans uncut), in the rest of the window's share of
+    each claim beside `packet_tokens` (cut head and tail only where that share cannot hold them,
+    recorded as `claim_spans_cut`); false: they share `packet_tokens` with its uses and passages. `support`: ``ledger`` (the authors': one call over every checked claim)
     or ``per-claim`` (one call each, all in one batch). `confirm`: one more call on the chosen
     first error (is it the earliest harmful span of the run?) before it is answered, where the
     tracer's first error is not the span the ledger says introduced its claim
@@ -72,6 +75,7 @@ class DriftOptions(DriftLimits):
     max_checked_claims: int = 128
     claims_per_call: int = 8
     packet_tokens: int = 1000
+    claim_spans_whole: bool = True
     support: Support = "ledger"
     confirm: bool = False
     confirm_when: Literal["always", "disagree"] = "disagree"

@@ -5,16 +5,19 @@ measures, so a packet's size never grows with the run.
 A packet is the claim's own spans (the spans that introduce it, commit it and use it, in that
 order) whole, then the passages of the rest of the run that mention its names and values (its
 `terms`), most terms first. Both are shown as the run shows spans (``Span 3 (step 3):`` and fenced
-blocks), so the reader knows the span ids it may name. An own step longer than what is left of
-the packet is cut head and tail (recorded), and its hidden middle is searched like any other
-text. A step an earlier packet of the same prompt already showed is named, not shown again.
+blocks), so the reader knows the span ids it may name. The spans that introduce and commit the
+claim (its *defining* spans) may have room of their own beside the packet's budget (`whole_tokens`:
+the authors show a claim's spans uncut, and a fault's step is what the checks must read whole);
+uses and passages share the budget. An own step longer than what is left of its room is cut head
+and tail (recorded), and its hidden middle is searched like any other text. A step an earlier
+packet of the same prompt already showed is named, not shown again.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from localfa.methods.baselines import shorten
 from localfa.methods.drift.excerpts import RADIUS, windows
@@ -28,6 +31,18 @@ SCAN_STEPS = 32  # steps searched for one claim's passages: those holding the mo
 PASSAGE_SHARE = 4  # at least 1/4 of a packet is kept for passages once the claim's own spans are shown
 SHRINK_TRIES = 6  # renderings tried before a packet is cut to its token budget
 HEADER_CHARS = 60  # a passage's "From step N, characters a-b of T:" line, at most
+
+
+#: Room for a claim's defining spans where the engine states no window: as much as they need.
+WHOLE_WITHOUT_WINDOW = 1 << 30
+
+
+class PacketBudget(NamedTuple):
+    """A prompt's budgets for each of its packets, in tokens: `tokens` for the packet (uses and
+    passages, and the defining spans where `whole` cannot hold them), `whole` for its defining spans."""
+
+    tokens: int
+    whole: int
 
 
 @dataclass
@@ -71,17 +86,25 @@ class Packer:
         ids = [s for s in dict.fromkeys(a for a in at if a is not None) if 0 <= s < len(self.spans)]
         return [i for s in ids for i in self.spans[s].steps]
 
-    def packet(self, claim: Claim, tokens: int, shown: set[int] | None = None) -> Packet:
-        """The claim's packet within `tokens` (counted by the engine's tokenizer); `shown`: steps
-        earlier packets of the same prompt showed whole (updated with this packet's)."""
+    def defining_steps(self, claim: Claim) -> set[int]:
+        """The steps of the spans that introduce and commit the claim."""
+        at = [a for a in (claim.introduced, claim.consequential) if a is not None and 0 <= a < len(self.spans)]
+        return {i for s in at for i in self.spans[s].steps}
+
+    def packet(self, claim: Claim, tokens: int, shown: set[int] | None = None, whole_tokens: int = 0) -> Packet:
+        """The claim's packet within `tokens` plus `whole_tokens` for its defining spans (counted by
+        the engine's tokenizer); `shown`: steps earlier packets of the same prompt showed whole
+        (updated with this packet's)."""
         shown = set() if shown is None else shown
-        chars = max(400, int(tokens * self.cpt))
+        limit = tokens + whole_tokens
+        chars, whole = max(400, int(tokens * self.cpt)), int(whole_tokens * self.cpt)
         for _ in range(SHRINK_TRIES):
-            made = self._render(claim, chars, shown)
+            made = self._render(claim, chars, shown, whole)
             made.tokens = int(self.count(made.text)) if made.text else 0
-            if made.tokens <= tokens or chars <= 400:
+            if made.tokens <= limit or chars <= 400:
                 break
-            chars = max(400, int(chars * 0.95 * tokens / made.tokens))
+            scale = 0.95 * limit / made.tokens
+            chars, whole = max(400, int(chars * scale)), int(whole * scale)
         shown.update(i for i in made.own_steps if i not in made.own_cut)
         return made
 
@@ -90,11 +113,12 @@ class Packer:
         rng = f"step {sp.first}" if sp.first == sp.last else f"steps {sp.first}-{sp.last}"
         return f"Span {sp.id} ({rng}):"
 
-    def _render(self, claim: Claim, chars: int, shown: set[int]) -> Packet:
+    def _render(self, claim: Claim, chars: int, shown: set[int], whole: int = 0) -> Packet:
         out = Packet(claim.id, "", 0)
         parts: list[str] = []
         used = 0
         own_room = chars - chars // PASSAGE_SHARE
+        defining = self.defining_steps(claim) if whole > 0 else set()
         hidden: dict[int, tuple[int, int]] = {}  # own steps cut: the [start, end) left out
         last_span = -1
         for i in self.own_steps(claim):
@@ -106,8 +130,13 @@ class Packer:
             text = self.view.texts[i]
             agent = self.view.names.show(self.view.trace.steps[i].agent)
             overhead = len(header) + len(agent) + fence_overhead(f"STEP {i}") + 12
-            room = own_room - used - overhead
+            if i in defining:  # its own room first, then the packet's
+                room = whole - overhead + max(0, own_room - used)
+            else:
+                room = own_room - used - overhead
             if room < 2 * RADIUS:
+                if i in defining:
+                    continue
                 break
             body = text if len(text) <= room else shorten(text, room)
             if len(body) < len(text):
@@ -116,7 +145,12 @@ class Packer:
                 hidden[i] = (max(0, head), len(text) - max(0, len(body) - 30 - head))
             parts.append(f"{header}\n[{i}] {agent}:\n{fence(body, f'STEP {i}')}".lstrip())
             out.own_steps.append(i)
-            used += len(body) + overhead
+            if i in defining:
+                spent = len(body) + overhead
+                used += max(0, spent - whole)  # what its own room did not hold comes from the packet's
+                whole = max(0, whole - spent)
+            else:
+                used += len(body) + overhead
             last_span = self.span_of[i].id
         found = self._passages(claim, chars - used, set(out.own_steps) - set(hidden), hidden, shown)
         parts += found[0]
