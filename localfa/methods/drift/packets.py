@@ -82,14 +82,16 @@ class Packer:
 
     def own_steps(self, claim: Claim) -> list[int]:
         """The steps of the spans that introduce, commit and use the claim, in that order."""
-        at = [claim.introduced, claim.consequential, *claim.uses]
-        ids = [s for s in dict.fromkeys(a for a in at if a is not None) if 0 <= s < len(self.spans)]
-        return [i for s in ids for i in self.spans[s].steps]
+        return self._steps_of([claim.introduced, claim.consequential, *claim.uses])
 
     def defining_steps(self, claim: Claim) -> set[int]:
         """The steps of the spans that introduce and commit the claim."""
-        at = [a for a in (claim.introduced, claim.consequential) if a is not None and 0 <= a < len(self.spans)]
-        return {i for s in at for i in self.spans[s].steps}
+        return set(self._steps_of([claim.introduced, claim.consequential]))
+
+    def _steps_of(self, at: list[int | None]) -> list[int]:
+        """The steps of the spans `at` names (each span once, in that order; unknown ids left out)."""
+        ids = [s for s in dict.fromkeys(a for a in at if a is not None) if 0 <= s < len(self.spans)]
+        return [i for s in ids for i in self.spans[s].steps]
 
     def packet(self, claim: Claim, tokens: int, shown: set[int] | None = None, whole_tokens: int = 0) -> Packet:
         """The claim's packet within `tokens` plus `whole_tokens` for its defining spans (counted by
