@@ -139,12 +139,20 @@ def read_events(log: Path) -> list[dict[str, Any]]:
 def run_audited(
     args: list[str], workdir: Path, timeout_s: int = 600, record_processes: bool = False, loopback: bool = False
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
-    """Run `python -m localfa ARGS` under the audit, without the offline switches in its starting
-    environment; return the process and every event seen. With `loopback`, as on an air-gapped
-    host: only loopback up, no route out (tests/loopback.py), where this host allows it."""
+    """Run `python -m localfa ARGS` under the audit (`run_command_audited`)."""
+    return run_command_audited([sys.executable, "-m", "localfa", *args], workdir, timeout_s, record_processes, loopback)
+
+
+def run_command_audited(
+    cmd: list[str], workdir: Path, timeout_s: int = 600, record_processes: bool = False, loopback: bool = False, cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """Run `cmd` under the audit (its files in `workdir`), without the offline switches in its
+    starting environment; return the process and every event seen. With `loopback`, as on an
+    air-gapped host: only loopback up, no route out (tests/loopback.py), where this host allows it."""
     env, log = audited_env(workdir, record_processes)
-    cmd = [sys.executable, "-m", "localfa", *args]
-    proc = subprocess.run(loopback_only(cmd) if loopback else cmd, capture_output=True, text=True, timeout=timeout_s, cwd=workdir, env=env)
+    proc = subprocess.run(
+        loopback_only(cmd) if loopback else cmd, capture_output=True, text=True, timeout=timeout_s, cwd=cwd or workdir, env=env
+    )
     return proc, read_events(log)
 
 

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from localfa.traces.load import load_trace
-from tests.loopback import loopback_only
-from tests.netaudit import audited_env, audited_pids, outbound, read_events
+from tests.netaudit import audited_pids, outbound, run_command_audited
 
 pytestmark = pytest.mark.real
 
@@ -33,12 +31,11 @@ def test_the_readme_python_api_example_runs_on_the_embedded_model(tmp_path):
     (tmp_path / "examples").symlink_to(REPO / "examples")
     script = tmp_path / "example.py"
     script.write_text("if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in code.splitlines()))
-    env, log = audited_env(tmp_path / "audit", record_processes=True)
-    cmd = loopback_only([sys.executable, str(script)])
-    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
+    audit = tmp_path / "audit"
+    proc, events = run_command_audited([sys.executable, str(script)], audit, 900, record_processes=True, loopback=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert audited_pids(tmp_path / "audit"), "the audit hook was loaded by no process: it did not run"
-    assert outbound(read_events(log)) == [], f"non-loopback network use: {outbound(read_events(log))}"
+    assert audited_pids(audit), "the audit hook was loaded by no process: it did not run"
+    assert outbound(events) == [], f"non-loopback network use: {outbound(events)}"
     lines = proc.stdout.strip().splitlines()
     step, agent = lines[0].split()[:2]  # print(d.step, d.agent, d.reasoning)
     trace = load_trace(REPO / "examples" / "failed_run.json")
