@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -55,29 +54,25 @@ def served_launch(embedded_model_dir, tmp_path_factory):
     single-threaded imports (vLLM's, in two processes), so it is launched beside the session
     engine's own start (`vllm_engine`) rather than waited for alone; idle once up, it used 0.35 s
     of CPU in 20 s (2026-12-07). Killed at the end if still up."""
-    from tests.serving.proctree import alive, descendants
-    from tests.serving.served import launch_served
+    from tests.serving.served import kill_served, launch_served
 
     launch = launch_served(tmp_path_factory.mktemp("serve") / "vllm.log")
     yield launch
-    for pid in alive(descendants(launch.proc.pid) | {launch.proc.pid}):
-        os.kill(pid, signal.SIGKILL)
+    kill_served(launch.proc)
 
 
 @pytest.fixture(scope="session")
 def served(served_launch):
     """The launched server, once up; the test that stops it runs last of the tests that use it
     (`keep_the_servers_users_together`)."""
-    from tests.serving.proctree import alive, descendants
-    from tests.serving.served import await_served
+    from tests.serving.served import await_served, kill_served
 
     try:
         server = await_served(served_launch)
     except RuntimeError as exc:
         pytest.fail(str(exc))
     yield server
-    for pid in alive(server.tree | descendants(server.proc.pid) | {server.proc.pid}):
-        os.kill(pid, signal.SIGKILL)
+    kill_served(server.proc, server.tree)
 
 
 @pytest.fixture

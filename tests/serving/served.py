@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from localfa.serving.launch import free_port
-from tests.serving.proctree import descendants
+from tests.serving.proctree import alive, descendants
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE_KEY = "k-7d2e90b4-test-only"
@@ -69,3 +71,9 @@ def await_served(launch: Launch, timeout_s: float = 420) -> Served:
         proc.kill()
         raise RuntimeError(f"localfa serve did not come up ({url!r}); log: {log.read_text()[-2000:] if log.exists() else ''}")
     return Served(proc, url, descendants(proc.pid))
+
+
+def kill_served(proc: subprocess.Popen, known: Iterable[int] = ()) -> None:
+    """SIGKILL what is left of a server: `known` (its tree once up) and what descends from it now."""
+    for pid in alive(set(known) | descendants(proc.pid) | {proc.pid}):
+        os.kill(pid, signal.SIGKILL)
