@@ -209,18 +209,6 @@ class BaseEngine(ABC):
                 raise ContextLengthError(n, self.max_model_len)
 
 
-def count_with(tokenizer: Any, texts: Sequence[str]) -> list[int]:
-    """Tokens of each text with a Hugging Face tokenizer, as one batch call (the fast tokenizers
-    encode a batch in parallel, in Rust); one text at a time if the tokenizer cannot batch."""
-    texts = list(texts)
-    if len(texts) > 1:
-        try:
-            return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        except (TypeError, KeyError, ValueError, AttributeError):
-            pass
-    return [len(tokenizer.encode(t, add_special_tokens=False)) for t in texts]
-
-
 @dataclass
 class LocalModel:
     """A local model folder resolved for a backend, with what the manifest records about it."""

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from localfa import offline
-from localfa.engine.base import BaseEngine, RawOutput, count_with, resolve_local_model
+from localfa.engine.base import BaseEngine, RawOutput, resolve_local_model
+from localfa.engine.counting import count_with
 from localfa.engine.errors import ContextLengthError, EngineError, GrammarError, TruncatedOutputError
 from localfa.engine.self_check import vllm_version_note
 from localfa.engine.settings import EngineSettings

@@ -103,7 +103,7 @@ def test_local_backends_count_a_batch_as_their_tokenizer_counts_each_text():
     """The in-process backends count many texts in one tokenizer call, with the same counts."""
     import pytest
 
-    from localfa.engine.base import count_with
+    from localfa.engine.counting import count_with, fast_counter
     from localfa.engine.model import embedded_model_dir_if_ready
 
     model_dir = embedded_model_dir_if_ready()
@@ -113,4 +113,32 @@ def test_local_backends_count_a_batch_as_their_tokenizer_counts_each_text():
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     texts = ["Orchestrator: search the web.\n", 'WebSurfer: {"rows": 42}\n', "", "naïve café ☕ " * 20]
+    assert fast_counter(tok) is not None  # counted by the Rust core, without the Python wrapper
     assert count_with(tok, texts) == [len(tok.encode(t, add_special_tokens=False)) for t in texts]
+    assert count_with(tok, texts) == [len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]]
+
+
+def test_a_tokenizer_whose_rust_core_counts_otherwise_keeps_its_own_counts():
+    """A tokenizer that edits text before its Rust core (here: upper-cases it) fails the self-check,
+    so its counts stay its own; one without a Rust core is counted one text at a time."""
+    from localfa.engine.counting import count_with, fast_counter
+
+    class Core:
+        def encode_batch_fast(self, texts: list[str], add_special_tokens: bool = False) -> list[list[str]]:
+            return [t.split() for t in texts]
+
+    class Editing:
+        backend_tokenizer = Core()
+
+        def encode(self, text: str, add_special_tokens: bool = False) -> list[str]:
+            return list(text)  # characters: the Python side does its own thing
+
+    class Plain:
+        def encode(self, text: str, add_special_tokens: bool = False) -> list[str]:
+            return text.split()
+
+    editing, plain = Editing(), Plain()
+    assert fast_counter(editing) is None and fast_counter(plain) is None
+    assert count_with(editing, ["ab cd", "e"]) == [5, 1]
+    assert count_with(plain, ["ab cd", "e f g"]) == [2, 3]
+    assert count_with(plain, []) == []
