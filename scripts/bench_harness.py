@@ -11,7 +11,9 @@
    many other jobs share the cores), per method (methods that make no call show
    `harness_ms_per_unit` only) and over all of them; `harness_wall_ms_per_call` the same in
    wall-clock time (equal on an idle machine; larger when the box is shared, and it includes
-   any wait on the disk); `validation_ms_per_call` = wall time inside grammar validation / calls. Grammars built in one method's sweep are forgotten before the
+   any wait on the disk); `validation_ms_per_call` = wall time inside grammar validation / calls;
+   `tokenizer_ms_per_call` = the part of `harness_ms_per_call` spent tokenising (a method's exact
+   counts of each new message, with `--tokenizer embedded`: the floor exact counting sets). Grammars built in one method's sweep are forgotten before the
    next, so each starts cold; imports and templates are loaded first by a one-trace warm-up.
 2. The same sweeps once more under cProfile (the engine's own time paused), and the three
    functions that cost most of their own time, each with the project function that calls it:
@@ -31,7 +33,8 @@ against the window pay what they would pay in front of a real engine. The engine
 prompt it is sent inside its own time, as vLLM must; only what a method counts itself is harness.
 
 Prints one line per method (`METHOD calls= harness_ms_per_call= validation_ms_per_call=`), the
-top three costs, then, last: calls=, harness_wall_ms_per_call=, harness_ms_per_call=, validation_ms_per_call= (and
+top three costs, then, last: calls=, harness_wall_ms_per_call=, harness_ms_per_call=, validation_ms_per_call=,
+tokenizer_ms_per_call= (and
 engine_busy_share= before them when the real engine runs).
 """
 
@@ -71,26 +74,46 @@ class Clocks:
     engine: float = 0.0
     engine_cpu: float = 0.0
     validation: float = 0.0
+    tokenizer: float = 0.0  # CPU seconds the harness spent tokenising (outside the engine's own work)
+    in_engine: bool = False
     profiler: cProfile.Profile | None = None
 
 
 @contextmanager
 def clocked(engine: Any) -> Iterator[Clocks]:
-    """Time the engine's `_generate_raw` (its own work; paused in the profile) and `Grammar.parse`."""
+    """Time the engine's `_generate_raw` (its own work; paused in the profile), `Grammar.parse`,
+    and the harness's tokenising (`count_with` and whole-prompt counts outside the engine)."""
+    from localfa.engine import vllm_backend
+
     clocks = Clocks()
-    raw, parse = engine._generate_raw, Grammar.parse
+    raw, parse, count_with = engine._generate_raw, Grammar.parse, vllm_backend.count_with
+    prompt_ids = getattr(engine, "_prompt_ids", None)
 
     def timed_raw(requests: Sequence[Request]) -> Any:
         if clocks.profiler is not None:
             clocks.profiler.disable()
         t0, c0 = time.perf_counter(), time.process_time()
+        clocks.in_engine = True
         try:
             return raw(requests)
         finally:
+            clocks.in_engine = False
             clocks.engine += time.perf_counter() - t0
             clocks.engine_cpu += time.process_time() - c0
             if clocks.profiler is not None:
                 clocks.profiler.enable()
+
+    def tokenising(count: Any) -> Any:
+        def timed(*args: Any) -> Any:
+            if clocks.in_engine:
+                return count(*args)
+            c0 = time.process_time()
+            try:
+                return count(*args)
+            finally:
+                clocks.tokenizer += time.process_time() - c0
+
+        return timed
 
     def timed_parse(self: Grammar, text: str) -> Any:
         t0 = time.perf_counter()
@@ -101,11 +124,17 @@ def clocked(engine: Any) -> Iterator[Clocks]:
 
     engine._generate_raw = timed_raw
     Grammar.parse = timed_parse  # type: ignore[method-assign]
+    vllm_backend.count_with = tokenising(count_with)
+    if prompt_ids is not None:
+        engine._prompt_ids = tokenising(prompt_ids)
     try:
         yield clocks
     finally:
         Grammar.parse = parse  # type: ignore[method-assign]
+        vllm_backend.count_with = count_with
         del engine._generate_raw
+        if prompt_ids is not None:
+            del engine._prompt_ids
 
 
 @dataclass
@@ -116,6 +145,7 @@ class Cost:
     wall: float = 0.0  # the run, start excluded
     engine: float = 0.0
     validation: float = 0.0
+    tokenizer: float = 0.0  # CPU seconds of the harness's own tokenising (part of `harness`)
     start: float = 0.0  # the sweep's one-time start and end (manifest, lock, plan, close)
     cpu: float = 0.0  # CPU seconds of the run (this process), and of the engine's own work
     engine_cpu: float = 0.0
@@ -210,6 +240,7 @@ def sweep(traces: list[Any], spec: MethodSpec, seeds: int, profiler: cProfile.Pr
         executor.span,
         clocks.engine,
         clocks.validation,
+        clocks.tokenizer,
         wall - executor.span,
         executor.cpu,
         clocks.engine_cpu,
@@ -301,11 +332,11 @@ def main() -> None:
     total = Cost()
     for spec in specs:
         c = sweep(traces, spec, args.seeds)
-        for name in ("calls", "units", "errors", "wall", "engine", "validation", "start", "cpu", "engine_cpu"):
+        for name in ("calls", "units", "errors", "wall", "engine", "validation", "tokenizer", "start", "cpu", "engine_cpu"):
             setattr(total, name, getattr(total, name) + getattr(c, name))
         per_call = (
             f"harness_ms_per_call={c.ms_per_call(c.harness):.3f} harness_wall_ms_per_call={c.ms_per_call(c.harness_wall):.3f} "
-            f"validation_ms_per_call={c.ms_per_call(c.validation):.3f}"
+            f"validation_ms_per_call={c.ms_per_call(c.validation):.3f} tokenizer_ms_per_call={c.ms_per_call(c.tokenizer):.3f}"
             if c.calls
             else "(no model calls)"
         )
@@ -331,6 +362,7 @@ def main() -> None:
     print(f"harness_wall_ms_per_call={total.ms_per_call(total.harness_wall):.3f}")
     print(f"harness_ms_per_call={total.ms_per_call(total.harness):.3f}")
     print(f"validation_ms_per_call={total.ms_per_call(total.validation):.3f}")
+    print(f"tokenizer_ms_per_call={total.ms_per_call(total.tokenizer):.3f}")
 
 
 if __name__ == "__main__":
