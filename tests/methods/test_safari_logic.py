@@ -184,7 +184,8 @@ def test_no_turn_rewrites_an_earlier_message_except_a_batch_summary():
         changed = [m["content"] for m in b.messages[:-2] if m not in a.messages]
         assert all("was summarised" in c for c in changed), changed[:1]
         kept = [m for m in a.messages if m in b.messages]
-        assert kept == [m for m in b.messages if m in a.messages]  # in the same order
+        later = iter(b.messages)
+        assert all(m in later for m in kept)  # in the same order (a subsequence: two turns may say the same)
 
 
 def test_eviction_keeps_head_and_stm():
