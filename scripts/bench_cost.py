@@ -9,7 +9,9 @@ each trace prefills its system prompt too) or one for the whole sweep (`--cache 
 server serving the sweep: what every trace shares is prefilled once). Prints per method and set:
 
 - `calls_per_trace=`, `prompt_tokens_per_trace=`, `uncached_prefill_per_trace_token=` (tokens a
-  GPU must prefill over the trace's own tokens), `completion_tokens_per_trace=`,
+  GPU must prefill over the trace's own tokens), for a method that records which runs it showed
+  whole in one prompt (SAFARI) `traces_shown_whole=` and the same ratio over those runs
+  (`uncached_prefill_per_trace_token_shown_whole=`), `completion_tokens_per_trace=`,
   `harness_ms_per_call=` (Python per call, real token counting included), `peak_memory_mb=`
   (growth of the diagnosing process's resident memory), `record_kb=` (largest record);
 - per method, `growth_exponent_<figure>=`: the slope of log(figure) against log(run length)
@@ -48,6 +50,8 @@ SHOWN = (
     "calls_per_trace",
     "prompt_tokens_per_trace",
     "uncached_prefill_per_trace_token",
+    "traces_shown_whole",
+    "uncached_prefill_per_trace_token_shown_whole",
     "completion_tokens_per_trace",
     "harness_ms_per_call",
     "peak_memory_mb",
@@ -65,7 +69,7 @@ MAX_RECORD_KB = 1024.0
 
 def line(method: str, where: str, figures: dict[str, float]) -> str:
     shown = " ".join(
-        f"{k}={figures[k]:.3f}" if k in ("uncached_prefill_per_trace_token", "step_accuracy") else f"{k}={figures[k]:.1f}"
+        f"{k}={figures[k]:.3f}" if k.startswith("uncached_prefill_per_trace_token") or k == "step_accuracy" else f"{k}={figures[k]:.1f}"
         for k in SHOWN
         if k in figures
     )

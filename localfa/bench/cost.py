@@ -118,6 +118,7 @@ class TraceCost:
     wall_s: float = 0.0
     harness_s: float = 0.0
     peak_mb: float | None = None
+    shown_whole: bool | None = None  # the method showed the whole run in one prompt (SAFARI records it)
     record_bytes: int = 0
     bounds: dict[str, Any] = field(default_factory=dict)
 
@@ -172,6 +173,8 @@ def measure(
     cost.correct = None if labels is None or labels.mistake_step is None else diag.step == labels.mistake_step
     cost.record_bytes = len(diag.model_dump_json().encode())
     cost.bounds = _bounds(diag.details)
+    shown_whole = (diag.details or {}).get("whole_run_shown")
+    cost.shown_whole = shown_whole if isinstance(shown_whole, bool) else None
     return cost
 
 
@@ -302,7 +305,13 @@ def summary(costs: list[TraceCost]) -> dict[str, float]:
     n = len(done)
     calls = sum(c.calls for c in done)
     peaks = [c.peak_mb for c in done if c.peak_mb is not None]
+    whole = [c for c in done if c.shown_whole]
+    split = {  # where the method records it: the runs shown whole (they fit) apart
+        "traces_shown_whole": float(len(whole)),
+        "uncached_prefill_per_trace_token_shown_whole": sum(c.uncached_tokens for c in whole) / max(1, sum(c.trace_tokens for c in whole)),
+    }
     return {
+        **(split if whole else {}),
         "traces": float(n),
         "unfinished": float(len(costs) - n),
         "errors": float(len(finished) - n),
