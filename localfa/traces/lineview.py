@@ -153,6 +153,7 @@ class LineView:
             code = trace.format in CODE_FORMATS
         self.trace = trace
         self.width = width
+        self.code = code
         self.count_many = count_many
         self.count_tokens: TokenCounter = count_tokens or approx_tokens
         self.lines: list[str] = []
@@ -177,6 +178,12 @@ class LineView:
         self._labels: dict[int, str] = {}  # line -> its label, built once per view (on first use)
         self.total_chars = sum(len(line) for line in self.lines)
         self._token_prefix: list[int] | None = None
+
+    def rewrapped(self, width: int) -> LineView:
+        """The same trace in lines of `width` characters (the records' token counts carried over)."""
+        view = LineView(self.trace, width, self.count_tokens, self.code, self.count_many)
+        view._token_prefix = self._token_prefix
+        return view
 
     # ---- sizes -------------------------------------------------------------------------------
 

@@ -430,3 +430,28 @@ def test_in_window_mode_traces_share_one_system_prompt_for_the_prefix_cache():
     assert [results[k].details["budget"] for k in "ab"] == ["window", "window"]
     systems = {r.messages[0]["content"] for r in turns_of(engine)}
     assert len(systems) == 1
+
+
+def test_a_run_shown_whole_is_shown_in_wide_lines_and_a_navigated_one_keeps_narrow_lines():
+    """`whole_line_width`: a run that fits is shown, and then read, in its wide lines (fewer line
+    labels to prefill); one that does not fit keeps `line_width` lines to page through."""
+    from localfa.engine.errors import InvalidOutputError
+    from localfa.traces.lineview import shown_lines
+
+    trace = make_trace(12, long=60)  # records of several 200-character lines
+    narrow, wide = LineView(trace, width=200), LineView(trace, width=1000)
+    assert wide.total_lines < narrow.total_lines
+    for whole_width, view in ((1000, wide), (0, narrow)):
+        script = Script([turn({"name": "read", "offset": view.total_lines - 1, "limit": 1}, {}), turn(EVAL, {}), turn(SUBMIT, {})])
+        diag, engine = run_one(script, trace=trace, budget="100k", whole_line_width=whole_width)
+        first, second = turns_of(engine)[:2]
+        assert diag.details["trace_fits"] is True and diag.details["line_width"] == view.width
+        assert f"printed as {view.total_lines} lines" in first.messages[1]["content"]
+        assert [(n, s) for n, s, _ in shown_lines(first.messages[3]["content"])] == [
+            (n, view.step_at_line(n)) for n in range(view.total_lines)
+        ]
+        assert [n for n, _, _ in shown_lines(second.messages[-1]["content"])] == [view.total_lines - 1]  # a later read too
+        with pytest.raises(InvalidOutputError):  # offsets are bounded by the lines shown
+            first.grammar.parse(json.dumps(turn({"name": "read", "offset": view.total_lines, "limit": 1}, {})))
+    diag, _ = run_one(Script([turn(EVAL, {}), turn(SUBMIT, {})]), trace=make_trace(40, long=30), budget="14000c")
+    assert diag.details["trace_fits"] is False and diag.details["line_width"] == 200

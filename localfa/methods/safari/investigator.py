@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from localfa.engine.errors import ContextLengthError, InvalidOutputError, TruncatedOutputError
+from localfa.engine.grammar import Grammar
 from localfa.engine.types import Message, Response, Sampling
 from localfa.grammars.safari import OUTPUT_CHARS_PER_TOKEN, SafariLimits, evaluator_grammar, final_grammar, turn_grammar
 from localfa.methods.base import Calls, MethodContext, Program
@@ -59,6 +60,9 @@ SEARCH_HITS = 50
 MAX_DRIFT = 0.02
 #: Model turns the room must keep beside a bootstrap read that shows the whole run.
 WHOLE_RUN_RESERVE_TURNS = 2
+#: A run with more than this many times its room in characters (at `CHARS_PER_TOKEN`) is not tried
+#: in wide lines: it cannot fit, and testing it in its own lines counts lines its reads reuse.
+WIDE_TRY_CHARS = 2
 
 
 @dataclass
@@ -73,13 +77,17 @@ class SafariOptions:
     temperature: float = 0.7
     top_p: float = 0.95
     evaluator_temperature: float = 0.2
-    #: Characters a numbered line holds before it wraps. Every line carries its label (``  12 (step
-    #: 3)| ``, 7-10 tokens): at 200 the labels make the view 1.19x the run's own tokens on the dev
-    #: split, at 400 1.10x, and a sweep's uncached prefill per trace token is 1.847 against 1.567
-    #: (scripts/bench_cost.py --methods safari --lengths '' --cache sweep, 2026-12-07). 400 is not
-    #: the default: on the long runs grown from six dev traces the oracle at p = 1 then misses
-    #: algorithm-generated/3 at 5x (30 turns, 328 of 571 steps seen; found at 200).
+    #: Characters a numbered line holds before it wraps, in a run the investigator navigates: the
+    #: granularity its reads and searches page by.
     line_width: int = 200
+    #: Characters a line holds when the whole run is shown at once (it fits the room; nothing to
+    #: page through); 0 keeps `line_width`. Every line carries its label (``  12 (step 3)| ``, 7-10
+    #: tokens): at 200 characters the labels make the view 1.19x the run's own tokens on the dev
+    #: split, at 1000 1.05x. scripts/bench_cost.py --methods safari --lengths '' --cache sweep
+    #: (2026-12-07), the runs shown whole: uncached prefill per trace token 1.468 at 200, 1.278 at
+    #: 1000 (`line_width=1000` alone). A navigated run keeps `line_width`: with 400-character lines
+    #: everywhere the oracle at p = 1 missed algorithm-generated/3 grown to 5x the window.
+    whole_line_width: int = 1000
     max_read_lines: int = 200
     min_read_lines: int = 80
     limits: SafariLimits = field(default_factory=SafariLimits)
@@ -96,6 +104,8 @@ class SafariOptions:
             raise ValueError("min_investigate_turns must be 0 or more")
         if self.line_width < 20:
             raise ValueError("line_width must be at least 20")
+        if self.whole_line_width and self.whole_line_width < self.line_width:
+            raise ValueError("whole_line_width must be 0 or at least line_width")
         if not 1 <= self.min_read_lines <= self.max_read_lines:
             raise ValueError("need 1 <= min_read_lines <= max_read_lines")
         if isinstance(self.limits, dict):
@@ -177,15 +187,12 @@ class Investigation:
         chars_per_unit = 1.0 if self.plan.unit == "chars" else CHARS_PER_TOKEN
         # One observation may take at most a third of the room, so several turns stay visible.
         self.obs_room = None if self.plan.cap is None else max(int(1200 / chars_per_unit), self.plan.cap // 3)
-        obs_chars = None if self.obs_room is None else int(self.obs_room * chars_per_unit)
-        line_chars = opts.line_width + len(self.view.label(max(0, self.view.total_lines - 1))) + 3
-        line_room = obs_chars // line_chars if obs_chars else opts.max_read_lines
-        self.max_read = max(5, min(opts.max_read_lines, line_room))
-        self.useful_read = min(opts.min_read_lines, self.max_read)
+        self.obs_chars = None if self.obs_room is None else int(self.obs_room * chars_per_unit)
+        self._size_reads()
         self.min_investigate = min(opts.min_investigate_turns, max(0, opts.max_turns - 2))
         self.actions = ctx.trace.action_steps()
         self.allow_none = bool(ctx.allow_none)  # submit_step may name "none" (localfa.methods.none_answer)
-        self.turn_grammar = turn_grammar(self.actions, self.view.total_lines, self.max_read, opts.limits, opts.use_stm, self.allow_none)
+        self.turn_grammar = self._turn_grammar()
         self.eval_grammar = evaluator_grammar(opts.limits)
         self.stm = ShortTermMemory(max_faults=opts.limits.max_faults)
         self.seen_calls: dict[str, int] = {}  # call -> turn whose result holds it (0 = bootstrap)
@@ -214,14 +221,42 @@ class Investigation:
         """A turn's output in the plan's unit: it joins the history once answered."""
         return self.turn_max_tokens * (OUTPUT_CHARS_PER_TOKEN if self.plan.unit == "chars" else 1)
 
+    def _size_reads(self) -> None:
+        """The most lines one read may show (a third of the room, in this view's lines) and the
+        least a useful read shows."""
+        opts, view = self.opts, self.view
+        line_chars = view.width + len(view.label(max(0, view.total_lines - 1))) + 3
+        line_room = self.obs_chars // line_chars if self.obs_chars else opts.max_read_lines
+        self.max_read = max(5, min(opts.max_read_lines, line_room))
+        self.useful_read = min(opts.min_read_lines, self.max_read)
+
+    def _turn_grammar(self) -> Grammar:
+        opts = self.opts
+        return turn_grammar(self.actions, self.view.total_lines, self.max_read, opts.limits, opts.use_stm, self.allow_none)
+
     def _whole_run(self, room: int | None) -> Shown | None:
-        """The whole numbered view, if it fits in `room` units (no cap: if one read may show it)."""
+        """The whole numbered view, if it fits in `room` units (no cap: if one read may show it).
+        With a cap it is tried in `whole_line_width` lines: a run that fits is shown, and then
+        read and searched, in those; one that does not keeps `line_width` lines (with the same
+        text in more, shorter lines it would not fit either, so it is not counted twice). A run
+        with more than `WIDE_TRY_CHARS` times the room's characters at the usual characters a
+        token is tested in its own lines instead: it will not fit, and the lines counted for that
+        test are ones its later reads show again (each line is tokenised once)."""
         if room is None:
             return self.view.read_shown(0, self.view.total_lines) if self.view.total_lines <= self.max_read else None
         if room <= 0 or self.view.total_chars > room * 16:  # no tokenizer packs 16 characters a token
             return None
-        whole = self.view.read_shown(0, self.view.total_lines)
-        return whole if self.meter.fits(whole.text, room) else None
+        wide = self.opts.whole_line_width
+        hopeless = self.view.total_chars > WIDE_TRY_CHARS * room * CHARS_PER_TOKEN
+        view = self.view if wide in (0, self.view.width) or hopeless else self.view.rewrapped(wide)
+        whole = view.read_shown(0, view.total_lines)
+        if not self.meter.fits(whole.text, room):
+            return None
+        if view is not self.view:
+            self.view = view
+            self._size_reads()
+            self.turn_grammar = self._turn_grammar()
+        return whole
 
     def _bootstrap_read(self) -> dict[str, Any]:
         """The read of the run's end: as many final lines as fit in a tool result's room (a cut
@@ -253,21 +288,25 @@ class Investigation:
         if plan.mode == "budget" and plan.budget.scale is not None and plan.cap is not None:
             unit = "characters" if plan.unit == "chars" else "tokens"
             limit_text = f"these opening instructions plus {plan.budget.limit} {unit} of investigation"
-        system = render(
-            "safari/system.j2",
-            max_read=self.max_read,
-            useful_read=self.useful_read,
-            context_limit=limit_text,
-            cap_mode=plan.mode,
-            threshold=int(opts.threshold),
-            max_turns=opts.max_turns,
-            max_evaluations=opts.max_evaluations,
-            min_investigate=self.min_investigate,
-            with_stm=opts.use_stm,
-            limits=opts.limits,
-            allow_none=self.allow_none,
-            search_hits=SEARCH_HITS,
-        )
+
+        def system_prompt() -> str:
+            return render(
+                "safari/system.j2",
+                max_read=self.max_read,
+                useful_read=self.useful_read,
+                context_limit=limit_text,
+                cap_mode=plan.mode,
+                threshold=int(opts.threshold),
+                max_turns=opts.max_turns,
+                max_evaluations=opts.max_evaluations,
+                min_investigate=self.min_investigate,
+                with_stm=opts.use_stm,
+                limits=opts.limits,
+                allow_none=self.allow_none,
+                search_hits=SEARCH_HITS,
+            )
+
+        system = system_prompt()
         observation_steps = len(self.actions) < len(trace.steps)
 
         def user(fits: bool) -> str:
@@ -294,7 +333,10 @@ class Investigation:
         if plan.cap is not None:  # the whole run, if it leaves room for the investigation beside it
             fixed = self.meter.prompt([{"role": "system", "content": system}, {"role": "user", "content": user(True)}])
             room = plan.cap - fixed - WHOLE_RUN_RESERVE_TURNS * self._output_room()
+        narrow = self.view
         whole = self._whole_run(room)
+        if self.view is not narrow:  # shown whole in wider lines: the reads' sizes are in those
+            system = system_prompt()
         if whole is not None:
             tool: dict[str, Any] = {"name": "read", "offset": 0, "limit": self.view.total_lines}
             action = "Read the whole run: it fits in the context."
@@ -730,6 +772,7 @@ class Investigation:
             "prompt_measure": dict(self.meter.measured),
             "summarised_results": self.history.summarised,
             "whole_run_shown": self.whole_run_shown,
+            "line_width": self.view.width,
             "shrunk_observations": self.shrunk,
             "final_stm_trimmed": self.final_stm_trimmed,
             "warnings": list(self.meter.warnings),
