@@ -21,11 +21,11 @@ SELF_CHECK = (
     "def f(x):\n\treturn x  # ok\n",
 )
 
-Counter = Callable[[list[str]], list[int]]
-_FAST: "weakref.WeakKeyDictionary[Any, Counter | None]" = weakref.WeakKeyDictionary()
+BatchCounter = Callable[[list[str]], list[int]]
+_FAST: "weakref.WeakKeyDictionary[Any, BatchCounter | None]" = weakref.WeakKeyDictionary()
 
 
-def _rust_counter(tokenizer: Any) -> Counter | None:
+def _rust_counter(tokenizer: Any) -> BatchCounter | None:
     """Counts from the tokenizer's Rust core, if it has one and it agrees on `SELF_CHECK`."""
     core = getattr(tokenizer, "backend_tokenizer", None)
     encode = getattr(core, "encode_batch_fast", None) or getattr(core, "encode_batch", None)
@@ -42,7 +42,7 @@ def _rust_counter(tokenizer: Any) -> Counter | None:
     return counts if agrees else None
 
 
-def fast_counter(tokenizer: Any) -> Counter | None:
+def fast_counter(tokenizer: Any) -> BatchCounter | None:
     """The Rust-core counter for `tokenizer`, decided once per tokenizer object."""
     try:
         if tokenizer not in _FAST:

@@ -60,7 +60,7 @@ SEARCH_HITS = 50
 MAX_DRIFT = 0.02
 #: Model turns the room must keep beside a bootstrap read that shows the whole run.
 WHOLE_RUN_RESERVE_TURNS = 2
-#: A run with more than this many times its room in characters (at `CHARS_PER_TOKEN`) is not tried
+#: A run with more than this many times its room in characters (tokens at `CHARS_PER_TOKEN`) is not tried
 #: in wide lines: it cannot fit, and testing it in its own lines counts lines its reads reuse.
 WIDE_TRY_CHARS = 2
 
@@ -247,7 +247,8 @@ class Investigation:
         if room <= 0 or self.view.total_chars > room * 16:  # no tokenizer packs 16 characters a token
             return None
         wide = self.opts.whole_line_width
-        hopeless = self.view.total_chars > WIDE_TRY_CHARS * room * CHARS_PER_TOKEN
+        chars_per_unit = 1.0 if self.plan.unit == "chars" else CHARS_PER_TOKEN
+        hopeless = self.view.total_chars > WIDE_TRY_CHARS * room * chars_per_unit
         view = self.view if wide in (0, self.view.width) or hopeless else self.view.rewrapped(wide)
         whole = view.read_shown(0, view.total_lines)
         if not self.meter.fits(whole.text, room):
