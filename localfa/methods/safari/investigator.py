@@ -234,16 +234,16 @@ class Investigation:
         opts = self.opts
         return turn_grammar(self.actions, self.view.total_lines, self.max_read, opts.limits, opts.use_stm, self.allow_none)
 
-    def _whole_run(self, room: int | None) -> Shown | None:
-        """The whole numbered view, if it fits in `room` units (no cap: if one read may show it).
-        With a cap it is tried in `whole_line_width` lines: a run that fits is shown, and then
-        read and searched, in those; one that does not keeps `line_width` lines (with the same
-        text in more, shorter lines it would not fit either, so it is not counted twice). A run
-        with more than `WIDE_TRY_CHARS` times the room's characters at the usual characters a
-        token is tested in its own lines instead: it will not fit, and the lines counted for that
-        test are ones its later reads show again (each line is tokenised once)."""
+    def _whole_run(self, room: int | None) -> tuple[LineView, Shown] | None:
+        """The whole numbered view and the view it is in, if it fits in `room` units (no cap: if
+        one read may show it). With a cap it is tried in `whole_line_width` lines: a run that fits
+        is shown, and then read and searched, in those; one that does not keeps `line_width` lines
+        (with the same text in more, shorter lines it would not fit either, so it is not counted
+        twice). A run with more than `WIDE_TRY_CHARS` times the room's characters at the usual
+        characters a token is tested in its own lines instead: it will not fit, and the lines
+        counted for that test are ones its later reads show again (each line is tokenised once)."""
         if room is None:
-            return self.view.read_shown(0, self.view.total_lines) if self.view.total_lines <= self.max_read else None
+            return (self.view, self.view.read_shown(0, self.view.total_lines)) if self.view.total_lines <= self.max_read else None
         if room <= 0 or self.view.total_chars > room * 16:  # no tokenizer packs 16 characters a token
             return None
         wide = self.opts.whole_line_width
@@ -251,13 +251,14 @@ class Investigation:
         hopeless = self.view.total_chars > WIDE_TRY_CHARS * room * chars_per_unit
         view = self.view if wide in (0, self.view.width) or hopeless else self.view.rewrapped(wide)
         whole = view.read_shown(0, view.total_lines)
-        if not self.meter.fits(whole.text, room):
-            return None
-        if view is not self.view:
-            self.view = view
-            self._size_reads()
-            self.turn_grammar = self._turn_grammar()
-        return whole
+        return (view, whole) if self.meter.fits(whole.text, room) else None
+
+    def _use_view(self, view: LineView) -> None:
+        """Read and search `view` from now on: the reads' sizes and the turn grammar's offsets are
+        in its lines."""
+        self.view = view
+        self._size_reads()
+        self.turn_grammar = self._turn_grammar()
 
     def _bootstrap_read(self) -> dict[str, Any]:
         """The read of the run's end: as many final lines as fit in a tool result's room (a cut
@@ -334,10 +335,11 @@ class Investigation:
         if plan.cap is not None:  # the whole run, if it leaves room for the investigation beside it
             fixed = self.meter.prompt([{"role": "system", "content": system}, {"role": "user", "content": user(True)}])
             room = plan.cap - fixed - WHOLE_RUN_RESERVE_TURNS * self._output_room()
-        narrow = self.view
-        whole = self._whole_run(room)
-        if self.view is not narrow:  # shown whole in wider lines: the reads' sizes are in those
-            system = system_prompt()
+        found = self._whole_run(room)
+        whole = None if found is None else found[1]
+        if found is not None and found[0] is not self.view:  # shown whole in wider lines
+            self._use_view(found[0])
+            system = system_prompt()  # it states the reads' sizes, now in those lines
         if whole is not None:
             tool: dict[str, Any] = {"name": "read", "offset": 0, "limit": self.view.total_lines}
             action = "Read the whole run: it fits in the context."
