@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from localfa.engine.errors import InvalidOutputError
 from localfa.engine.scripted import ScriptedEngine
 from localfa.grammars.safari import OUTPUT_CHARS_PER_TOKEN, SafariLimits, final_grammar, turn_grammar
 from localfa.methods.base import MethodContext
@@ -16,7 +17,7 @@ from localfa.methods.registry import get_method
 from localfa.methods.runner import method_job, run_jobs
 from localfa.methods.safari.history import History
 from localfa.methods.safari.meter import AIM_UNDER
-from localfa.traces.lineview import LineView
+from localfa.traces.lineview import LineView, shown_lines
 from localfa.traces.model import Step, Trace
 from tests.methods.test_safari_logic import EVAL, READ, SEARCH, SUBMIT, Script, make_trace, observations, run_one, turn
 
@@ -435,9 +436,6 @@ def test_in_window_mode_traces_share_one_system_prompt_for_the_prefix_cache():
 def test_a_run_shown_whole_is_shown_in_wide_lines_and_a_navigated_one_keeps_narrow_lines():
     """`whole_line_width`: a run that fits is shown, and then read, in its wide lines (fewer line
     labels to prefill); one that does not fit keeps `line_width` lines to page through."""
-    from localfa.engine.errors import InvalidOutputError
-    from localfa.traces.lineview import shown_lines
-
     trace = make_trace(12, long=60)  # records of several 200-character lines
     narrow, wide = LineView(trace, width=200), LineView(trace, width=1000)
     assert wide.total_lines < narrow.total_lines
