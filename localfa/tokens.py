@@ -13,6 +13,14 @@ TokenCounter = Callable[[str], int]
 #: two non-spaces, a space before a capital after a sentence's end. Text cut here tokenizes to the
 #: tokens of the whole, so a chunk counted once is never tokenised again (check it per tokenizer:
 #: `localfa.bench.prefill.PromptTokens.self_check`, `PromptMeter.calibrate`).
+#: The text a counting shortcut is checked on before it is trusted for a tokenizer (counts summed
+#: over `line_pieces`, the Rust core behind a Python tokenizer): leading spaces, numbered lines,
+#: JSON, sentence ends, non-ASCII, a blank line, code with a tab, trailing spaces.
+CHECK_TEXT = (
+    '  Read the run.\n  12 (step 3)| {"step_id": 3, "agent": "Coder", "content": "x = 42. Then it stopped."}\n'
+    "  13 (step 3)| Ünïcode ✓ done.\n\nNext. Step\ndef f(x):\n\treturn x  # ok\n  "
+)
+
 SAFE_CUTS = re.compile(r"(?<=\S\n)(?=\S)|(?<=[a-z0-9][.!?])(?= [A-Z])")
 
 

@@ -13,20 +13,15 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Sequence
 
-#: Texts the fast path must count exactly as the tokenizer does before it is used: numbered lines,
-#: JSON, non-ASCII, tabs and code, leading and trailing spaces.
-SELF_CHECK = (
-    'Read the run.\n  12 (step 3)| {"step_id": 3, "agent": "Coder", "content": "x = 42."}',
-    "  Ünïcode ✓ done.  ",
-    "def f(x):\n\treturn x  # ok\n",
-)
+from localfa.tokens import CHECK_TEXT
 
 BatchCounter = Callable[[list[str]], list[int]]
 _FAST: "weakref.WeakKeyDictionary[Any, BatchCounter | None]" = weakref.WeakKeyDictionary()
 
 
 def _rust_counter(tokenizer: Any) -> BatchCounter | None:
-    """Counts from the tokenizer's Rust core, if it has one and it agrees on `SELF_CHECK`."""
+    """Counts from the tokenizer's Rust core, if it has one and it agrees on `CHECK_TEXT` (the
+    text, and each of its lines)."""
     core = getattr(tokenizer, "backend_tokenizer", None)
     encode = getattr(core, "encode_batch_fast", None) or getattr(core, "encode_batch", None)
     if encode is None:
@@ -36,7 +31,8 @@ def _rust_counter(tokenizer: Any) -> BatchCounter | None:
         return [len(encoding) for encoding in encode(texts, add_special_tokens=False)]
 
     try:
-        agrees = counts(list(SELF_CHECK)) == [len(tokenizer.encode(t, add_special_tokens=False)) for t in SELF_CHECK]
+        texts = [CHECK_TEXT, *CHECK_TEXT.splitlines()]
+        agrees = counts(texts) == [len(tokenizer.encode(t, add_special_tokens=False)) for t in texts]
     except Exception:  # noqa: BLE001 - any failure means: use the tokenizer's own path
         return None
     return counts if agrees else None

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 from localfa.engine.types import Message
 from localfa.methods.base import MethodContext
 from localfa.methods.budget import TEMPLATE_TOKENS_PER_MESSAGE
-from localfa.tokens import approx_tokens, line_pieces
+from localfa.tokens import CHECK_TEXT, approx_tokens, line_pieces
 
 #: Within this share of the cap a prompt is counted in full with the chat template.
 NEAR_CAP = 0.05
@@ -46,8 +46,6 @@ MEMO_TEXTS = 512
 #: result's lines are tokenised once, not again inside the message that shows them, again when
 #: the turn's tail is sealed onto it, or when a later read shows them again.
 MEMO_CHUNKS = 32768
-#: A text the chunked count was checked against at calibration (lines, JSON, a sentence cut).
-_CHECK = 'Read the run.\n  12 (step 3)| {"step_id": 3, "agent": "Coder", "content": "x = 42. Then it stopped."}\n  13 (step 3)| Ünïcode ✓ done.\n\nNext. Step'
 _TEMPLATE_OVERHEAD: dict[Any, tuple[int, int]] = {}  # engine -> (per message, fixed), measured once
 
 
@@ -90,9 +88,9 @@ class PromptMeter:
         pieces where the engine counts in this process and that gives its counts of the whole."""
         if self.unit == "tokens":
             self.template = self._template_overhead()
-            pieces = line_pieces(_CHECK)
+            pieces = line_pieces(CHECK_TEXT)
             local = self.ctx is not None and self.ctx.counts_in_process
-            if local and sum(self.count_many(pieces)) == int(self.count(_CHECK)):
+            if local and sum(self.count_many(pieces)) == int(self.count(CHECK_TEXT)):
                 self._chunks = {}
 
     def _template_overhead(self) -> tuple[int, int]:
